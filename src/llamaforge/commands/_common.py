@@ -1,0 +1,63 @@
+"""Helpers shared by every command module: the task decorator that turns LlamaforgeError into
+one red line and a non-zero exit, and small option parsers."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from invoke import task as invoke_task
+
+from ..config import Pins, load_pins
+from ..console import debug_enabled, print_error
+from ..errors import ConfigError, LlamaforgeError
+from ..paths import Paths
+
+
+def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
+    """Like ``invoke.task`` but user errors print one line and exit non-zero (no traceback
+    unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed."""
+
+    def wrap(fn: Callable) -> Any:
+        @functools.wraps(fn)
+        def body(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except LlamaforgeError as e:
+                if debug_enabled():
+                    raise
+                print_error(e)
+                sys.exit(e.exit_code)
+            except KeyboardInterrupt:
+                from ..proc import kill_all
+
+                kill_all()
+                print("\ninterrupted", file=sys.stderr)
+                sys.exit(130)
+
+        return invoke_task(*dargs, **dkwargs)(body)
+
+    if len(dargs) == 1 and callable(dargs[0]) and not dkwargs:
+        fn = dargs[0]
+        dargs = ()
+        return wrap(fn)
+    return wrap
+
+
+def paths() -> Paths:
+    return Paths.default()
+
+
+def pins() -> Pins:
+    return load_pins(paths().pins_file)
+
+
+def csv_list(value: str | None, *, what: str = "value") -> list[str]:
+    if value is None:
+        return []
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"empty {what} list", f"give a comma-separated list of {what}s")
+    return items

@@ -1,0 +1,3 @@
+"""bench commands (filled in by its issue)."""
+
+TASKS: list = []

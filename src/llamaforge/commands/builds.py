@@ -1,0 +1,3 @@
+"""pins / doctor / build / verify commands (issue: foundation)."""
+
+TASKS: list = []

@@ -1,0 +1,3 @@
+"""compare commands (filled in by its issue)."""
+
+TASKS: list = []

@@ -1,0 +1,3 @@
+"""demo commands (filled in by its issue)."""
+
+TASKS: list = []

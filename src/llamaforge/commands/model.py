@@ -1,0 +1,3 @@
+"""model commands (filled in by its issue)."""
+
+TASKS: list = []

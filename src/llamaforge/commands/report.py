@@ -1,0 +1,3 @@
+"""report commands (filled in by its issue)."""
+
+TASKS: list = []

@@ -1,0 +1,39 @@
+"""The one rich Console of the program, and how errors are shown."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+
+from .errors import LlamaforgeError
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("LLAMAFORGE_DEBUG", "") not in ("", "0")
+
+
+def print_error(exc: LlamaforgeError) -> None:
+    """Print an error as one red line, followed by the fix (if any)."""
+    line = f"[bold red]error:[/] {exc.message}"
+    if exc.fix:
+        line += f"  [yellow]fix:[/] {exc.fix}"
+    err_console.print(line, soft_wrap=True)
+
+
+def info(msg: str) -> None:
+    console.print(msg, soft_wrap=True)
+
+
+def notice(msg: str) -> None:
+    """A one-line notice (e.g. a source fell through to the next) on stderr."""
+    err_console.print(f"[yellow]notice:[/] {msg}", soft_wrap=True)
+
+
+def fail(exc: LlamaforgeError) -> None:
+    print_error(exc)
+    sys.exit(exc.exit_code)
