@@ -1,0 +1,357 @@
+"""The results store: one SQLite file (``results/llamaforge.sqlite``), WAL, schema-versioned.
+
+Data first, reports second: every measured request is a row in ``samples`` with its raw JSON; a
+point (one offload setting on one build) and its samples are written in ONE transaction when the
+point finishes, so a ``kill -9`` loses at most the point in flight and ``--resume`` measures
+exactly what is missing. Runs of every kind (``sweep``, ``compare``, ``bisect``) live here.
+
+Tables
+  runs     id, kind, name, status, created, updated, command, plan_json, env_json, summary_json
+  builds   key, backend, pin, commit_sha, manifest_json           (a build's manifest incl. capabilities)
+  run_builds  run_id, build_key
+  points   one offload setting on one build in one run: context that fitted, memory, timings,
+           status ok|failed with failure class and log tail, the exact command
+  samples  one measured request (``warmup`` = 1 for the discarded warm-up)
+  probes   bisect/compare bookkeeping: one row per measured commit
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT, status TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL, command TEXT, plan_json TEXT, env_json TEXT,
+    summary_json TEXT);
+CREATE TABLE IF NOT EXISTS builds (
+    key TEXT PRIMARY KEY, backend TEXT, pin TEXT, commit_sha TEXT, manifest_json TEXT);
+CREATE TABLE IF NOT EXISTS run_builds (
+    run_id TEXT NOT NULL REFERENCES runs(id), build_key TEXT NOT NULL REFERENCES builds(key),
+    PRIMARY KEY (run_id, build_key));
+CREATE TABLE IF NOT EXISTS points (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    build_key TEXT NOT NULL,
+    engine TEXT NOT NULL,            -- server | llama-bench | fit
+    ncmoe INTEGER NOT NULL DEFAULT 0,
+    ngl INTEGER NOT NULL DEFAULT -1, -- -1 = all layers (llama.cpp's default / 999)
+    label TEXT NOT NULL DEFAULT '',  -- free tag: compare side (A/B), bisect commit, ...
+    status TEXT NOT NULL,            -- ok | failed
+    failure_class TEXT, failure_detail TEXT, log_tail TEXT,
+    n_ctx INTEGER, n_ctx_train INTEGER,
+    vram_used_mib REAL, vram_self_mib REAL, vram_total_mib REAL, rss_peak_mib REAL,
+    mem_breakdown_json TEXT,
+    prompt_tokens INTEGER, n_predict INTEGER,
+    t_load_s REAL, t_warmup_s REAL, t_measure_s REAL,
+    command_json TEXT, build_info TEXT, extra_json TEXT,
+    started REAL, finished REAL,
+    UNIQUE (run_id, build_key, engine, ncmoe, ngl, label));
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL, warmup INTEGER NOT NULL DEFAULT 0,
+    test TEXT NOT NULL DEFAULT '',   -- llama-bench test name (pp512, tg128, ...) or '' for server requests
+    prompt_n INTEGER, prompt_ms REAL, pp_tps REAL,
+    predicted_n INTEGER, predicted_ms REAL, tg_tps REAL,
+    raw_json TEXT);
+CREATE INDEX IF NOT EXISTS samples_point ON samples(point_id);
+CREATE TABLE IF NOT EXISTS probes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL, commit_sha TEXT NOT NULL, subject TEXT, build_key TEXT,
+    verdict TEXT,                    -- good | bad | skip | endpoint-good | endpoint-bad | A | B
+    build_s REAL, measure_s REAL, incremental INTEGER, note TEXT);
+"""
+
+
+def _j(obj: Any) -> str | None:
+    return None if obj is None else json.dumps(obj, sort_keys=True, default=str)
+
+
+def _uj(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass
+class Run:
+    id: str
+    kind: str
+    name: str | None
+    status: str
+    created: float
+    updated: float
+    command: str | None
+    plan: dict
+    env: dict
+    summary: dict | None
+
+
+@dataclass
+class Sample:
+    idx: int
+    warmup: bool
+    test: str = ""
+    prompt_n: int | None = None
+    prompt_ms: float | None = None
+    pp_tps: float | None = None
+    predicted_n: int | None = None
+    predicted_ms: float | None = None
+    tg_tps: float | None = None
+    raw: dict | None = None
+
+
+@dataclass
+class Point:
+    """One offload setting on one build. ``id`` is set once stored."""
+
+    run_id: str
+    build_key: str
+    engine: str
+    ncmoe: int = 0
+    ngl: int = -1
+    label: str = ""
+    status: str = "ok"
+    failure_class: str | None = None   # oom | crash | hang | unhealthy | bad-response | fit | error
+    failure_detail: str | None = None
+    log_tail: str | None = None
+    n_ctx: int | None = None
+    n_ctx_train: int | None = None
+    vram_used_mib: float | None = None
+    vram_self_mib: float | None = None
+    vram_total_mib: float | None = None
+    rss_peak_mib: float | None = None
+    mem_breakdown: dict | None = None
+    prompt_tokens: int | None = None
+    n_predict: int | None = None
+    t_load_s: float | None = None
+    t_warmup_s: float | None = None
+    t_measure_s: float | None = None
+    command: list[str] | None = None
+    build_info: str | None = None
+    extra: dict | None = None
+    started: float | None = None
+    finished: float | None = None
+    samples: list[Sample] = field(default_factory=list)
+    id: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int, int, str]:
+        return (self.build_key, self.engine, self.ncmoe, self.ngl, self.label)
+
+    def measured(self, metric: str, test: str | None = None) -> list[float]:
+        """Raw non-warm-up values of ``pp_tps`` or ``tg_tps`` (optionally one llama-bench test)."""
+        out = []
+        for s in self.samples:
+            if s.warmup or (test is not None and s.test != test):
+                continue
+            v = getattr(s, metric)
+            if v is not None:
+                out.append(float(v))
+        return out
+
+
+@dataclass
+class Probe:
+    run_id: str
+    seq: int
+    commit_sha: str
+    subject: str | None = None
+    build_key: str | None = None
+    verdict: str | None = None
+    build_s: float | None = None
+    measure_s: float | None = None
+    incremental: bool | None = None
+    note: str | None = None
+
+
+_POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class",
+               "failure_detail", "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib",
+               "vram_total_mib", "rss_peak_mib", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
+               "t_measure_s", "build_info", "started", "finished"]
+
+
+class Store:
+    """Access to one store file. Safe for several processes (WAL, busy timeout)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        self.db.executescript(_SCHEMA)  # idempotent (IF NOT EXISTS); executescript manages its own commit
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{row[0]}, newer than this llamaforge (v{SCHEMA_VERSION})",
+                             "upgrade llamaforge or use another LLAMAFORGE_RESULTS folder")
+
+    # ---- runs -------------------------------------------------------------------------------
+    def new_run(self, kind: str, plan: dict, *, command: str | None = None, env: dict | None = None,
+                name: str | None = None) -> str:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+        now = time.time()
+        self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json)"
+                        " VALUES (?,?,?,?,?,?,?,?,?)",
+                        (run_id, kind, name, "running", now, now, command, _j(plan), _j(env or {})))
+        return run_id
+
+    def _run(self, row: sqlite3.Row) -> Run:
+        return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
+                   row["command"], _uj(row["plan_json"]) or {}, _uj(row["env_json"]) or {},
+                   _uj(row["summary_json"]))
+
+    def get_run(self, run_id: str, kind: str | None = None) -> Run:
+        """A run by id, unique id prefix, or ``latest`` (optionally of one kind)."""
+        if run_id in ("latest", "last", ""):
+            q, args = "SELECT * FROM runs", []
+            if kind:
+                q, args = q + " WHERE kind=?", [kind]
+            row = self.db.execute(q + " ORDER BY created DESC LIMIT 1", args).fetchone()
+        else:
+            rows = self.db.execute("SELECT * FROM runs WHERE id=? OR id LIKE ? ORDER BY created DESC",
+                                   (run_id, run_id + "%")).fetchall()
+            exact = [r for r in rows if r["id"] == run_id]
+            if len(rows) > 1 and not exact:
+                raise StoreError(f"run id {run_id!r} is ambiguous ({len(rows)} runs match)",
+                                 "give more characters of the id (see `llamaforge runs`)")
+            row = exact[0] if exact else (rows[0] if rows else None)
+        if row is None:
+            raise StoreError(f"no run {run_id!r} in {self.path}",
+                             "list runs with `llamaforge runs`, or measure one with `llamaforge bench`")
+        return self._run(row)
+
+    def list_runs(self, kind: str | None = None) -> list[Run]:
+        q, args = "SELECT * FROM runs", []
+        if kind:
+            q, args = q + " WHERE kind=?", [kind]
+        return [self._run(r) for r in self.db.execute(q + " ORDER BY created", args)]
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        self.db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
+
+    def set_run_summary(self, run_id: str, summary: dict) -> None:
+        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(summary), time.time(), run_id))
+
+    def update_run_env(self, run_id: str, env: dict) -> None:
+        self.db.execute("UPDATE runs SET env_json=?, updated=? WHERE id=?", (_j(env), time.time(), run_id))
+
+    # ---- builds -----------------------------------------------------------------------------
+    def add_build(self, manifest: dict, run_id: str | None = None) -> None:
+        """Store a build manifest (``key``, ``backend``, ``pin``, ``commit`` fields) and link it to a run."""
+        key = manifest["key"]
+        self.db.execute("INSERT OR REPLACE INTO builds (key, backend, pin, commit_sha, manifest_json) VALUES (?,?,?,?,?)",
+                        (key, manifest.get("backend"), manifest.get("pin"), manifest.get("commit"), _j(manifest)))
+        if run_id:
+            self.db.execute("INSERT OR IGNORE INTO run_builds VALUES (?, ?)", (run_id, key))
+
+    def builds_for_run(self, run_id: str) -> list[dict]:
+        rows = self.db.execute("SELECT b.manifest_json FROM builds b JOIN run_builds rb ON rb.build_key=b.key"
+                               " WHERE rb.run_id=? ORDER BY b.backend, b.key", (run_id,))
+        return [_uj(r[0]) for r in rows]
+
+    def get_build(self, key: str) -> dict | None:
+        row = self.db.execute("SELECT manifest_json FROM builds WHERE key=?", (key,)).fetchone()
+        return _uj(row[0]) if row else None
+
+    # ---- points & samples -------------------------------------------------------------------
+    def record_point(self, p: Point) -> int:
+        """Write a point and its samples atomically, replacing an earlier attempt of the same key."""
+        with self.tx() as db:
+            db.execute("DELETE FROM points WHERE run_id=? AND build_key=? AND engine=? AND ncmoe=? AND ngl=? AND label=?",
+                       (p.run_id, *p.key))
+            vals = [getattr(p, c) for c in _POINT_COLS]
+            cols = _POINT_COLS + ["mem_breakdown_json", "command_json", "extra_json"]
+            vals += [_j(p.mem_breakdown), _j(p.command), _j(p.extra)]
+            cur = db.execute(f"INSERT INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals)
+            pid = int(cur.lastrowid)
+            db.executemany(
+                "INSERT INTO samples (point_id, idx, warmup, test, prompt_n, prompt_ms, pp_tps, predicted_n,"
+                " predicted_ms, tg_tps, raw_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [(pid, s.idx, int(s.warmup), s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
+                  s.predicted_ms, s.tg_tps, _j(s.raw)) for s in p.samples])
+            db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), p.run_id))
+        p.id = pid
+        return pid
+
+    def points(self, run_id: str, *, build_key: str | None = None, engine: str | None = None,
+               with_samples: bool = True) -> list[Point]:
+        q, args = "SELECT * FROM points WHERE run_id=?", [run_id]
+        if build_key:
+            q, args = q + " AND build_key=?", args + [build_key]
+        if engine:
+            q, args = q + " AND engine=?", args + [engine]
+        out = []
+        for r in self.db.execute(q + " ORDER BY build_key, engine, label, ncmoe, ngl", args).fetchall():
+            p = Point(**{c: r[c] for c in _POINT_COLS})
+            p.id = r["id"]
+            p.mem_breakdown = _uj(r["mem_breakdown_json"])
+            p.command = _uj(r["command_json"])
+            p.extra = _uj(r["extra_json"])
+            if with_samples:
+                p.samples = self.samples(p.id)
+            out.append(p)
+        return out
+
+    def samples(self, point_id: int) -> list[Sample]:
+        rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY warmup DESC, idx", (point_id,))
+        return [Sample(r["idx"], bool(r["warmup"]), r["test"], r["prompt_n"], r["prompt_ms"], r["pp_tps"],
+                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _uj(r["raw_json"])) for r in rows]
+
+    def done_keys(self, run_id: str, *, include_failed: bool = True) -> set[tuple[str, str, int, int, str]]:
+        """Keys of points already stored (for ``--resume``)."""
+        q = "SELECT build_key, engine, ncmoe, ngl, label, status FROM points WHERE run_id=?"
+        return {(r[0], r[1], r[2], r[3], r[4]) for r in self.db.execute(q, (run_id,))
+                if include_failed or r[5] == "ok"}
+
+    # ---- probes (compare / bisect) ----------------------------------------------------------
+    def add_probe(self, p: Probe) -> None:
+        self.db.execute("INSERT INTO probes (run_id, seq, commit_sha, subject, build_key, verdict, build_s, measure_s,"
+                        " incremental, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (p.run_id, p.seq, p.commit_sha, p.subject, p.build_key, p.verdict, p.build_s, p.measure_s,
+                         None if p.incremental is None else int(p.incremental), p.note))
+
+    def probes(self, run_id: str) -> list[Probe]:
+        rows = self.db.execute("SELECT * FROM probes WHERE run_id=? ORDER BY seq, id", (run_id,))
+        return [Probe(r["run_id"], r["seq"], r["commit_sha"], r["subject"], r["build_key"], r["verdict"], r["build_s"],
+                      r["measure_s"], None if r["incremental"] is None else bool(r["incremental"]), r["note"])
+                for r in rows]
