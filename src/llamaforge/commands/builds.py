@@ -1,3 +1,170 @@
-"""pins / doctor / build / verify commands (issue: foundation)."""
+"""Foundation commands: ``pins``, ``doctor``, ``build``, ``builds``, ``verify``."""
 
-TASKS: list = []
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from ..build import BuildOptions, list_builds
+from ..build import build as do_build
+from ..build.backends import parse_backends
+from ..console import console
+from ..errors import ConfigError, VerifyError
+from ._common import csv_list, lf_task, paths, pins
+
+
+@lf_task(name="pins")
+def pins_(c):
+    """List the pins in pins.toml (name, commit, sources in the order they are tried)."""
+    ps = pins()
+    t = Table(title=f"pins ({ps.path})")
+    for col in ("pin", "commit", "sources", "description"):
+        t.add_column(col)
+    for name, p in ps.pins.items():
+        t.add_row(name + (" (default)" if name == ps.default else ""), p.commit,
+                  "\n".join(str(s) for s in p.sources), p.description)
+    console.print(t)
+
+
+
+@lf_task
+def doctor(c):
+    """Which backends this machine can build and run, and why not (each with the fix)."""
+    from ..build.doctor import check
+    from ..build.toolchain import discover
+
+    tc = discover()
+    t = Table(title="toolchain")
+    t.add_column("tool")
+    t.add_column("version")
+    t.add_column("path")
+    for name, tool in (("cmake", tc.cmake), ("ninja", tc.ninja), ("cc", tc.cc), ("c++", tc.cxx), ("ccache", tc.ccache),
+                       ("nvcc", tc.nvcc), ("glslc", tc.glslc)):
+        t.add_row(name, tool.version if tool else "[red]missing[/]", tool.path if tool else "")
+    vh = tc.vulkan_headers
+    t.add_row("vulkan headers", vh.version if vh else "[red]missing/too old[/]", str(vh.include) if vh else
+              ", ".join(f"{h.version} at {h.include}" for h in tc.vulkan_seen))
+    console.print(t)
+    t = Table(title="backends")
+    for col in ("backend", "build", "run", "devices", "why not / fix"):
+        t.add_column(col)
+    for st in check(tc):
+        yes = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]?[/]"}
+        t.add_row(st.backend + ("" if st.tested else " [dim](untested)[/]"), yes[st.can_build], yes[st.can_run],
+                  "\n".join(st.devices), "\n".join(f"{p} → {f}" for p, f in st.reasons))
+    console.print(t)
+
+
+def _defines(define: list[str] | None) -> dict[str, str]:
+    out = {}
+    for d in define or []:
+        k, eq, v = d.partition("=")
+        if not eq or not k:
+            raise ConfigError(f"bad --define {d!r}", "write --define NAME=VALUE (repeatable)")
+        out[k.removeprefix("-D")] = v
+    return out
+
+
+@lf_task(iterable=["define"], help={
+    "backends": "comma-separated: cpu,cuda,vulkan (also hip,sycl,metal: untested)",
+    "pins": "comma-separated pin names or commits (default: the default pin)",
+    "cuda_archs": "CUDA architectures, e.g. 90 or '86;89' (default: native when a GPU is visible)",
+    "jobs": "parallel compile jobs (default: core count)",
+    "build_type": "CMake build type (default Release)",
+    "native": "GGML_NATIVE (default on; --no-native for portable binaries)",
+    "define": "extra CMake -D NAME=VALUE (repeatable; part of the build key)",
+    "nvcc": "path to nvcc", "glslc": "path to glslc",
+    "vulkan_include": "directory with Vulkan headers (>= 1.3.261)",
+    "rebuild": "ignore a cached build", "no_verify": "skip verification after building",
+    "fa_all_quants": "CUDA: GGML_CUDA_FA_ALL_QUANTS=ON",
+})
+def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="Release", native=True,
+          define=None, nvcc=None, glslc=None, vulkan_include=None, rebuild=False, no_verify=False,
+          fa_all_quants=False):
+    """Build (or reuse) llama.cpp for one or more backends and pins; verify each build."""
+    from ._common import pins as load
+
+    bs = parse_backends(backends)
+    ps = load()
+    pin_list = [ps.resolve(p) for p in (csv_list(pins, what="pin") or [None])]
+    opts = BuildOptions(build_type=build_type, native=native, cuda_archs=cuda_archs,
+                        cuda_fa_all_quants=fa_all_quants, defines=_defines(define),
+                        jobs=int(jobs) if jobs else None, nvcc=nvcc, glslc=glslc, vulkan_include=vulkan_include,
+                        verify=not no_verify, rebuild=rebuild)
+    p = paths()
+    results = []
+    for pin in pin_list:
+        for b in bs:
+            results.append(do_build(p, pin, b, opts))
+    _print_builds(results)
+
+
+def _print_builds(builds) -> None:
+    t = Table(title="builds")
+    for col in ("key", "pin", "commit", "backend", "devices", "capabilities", "dir"):
+        t.add_column(col)
+    for b in builds:
+        ver = b.manifest.get("verification") or {}
+        caps = b.capabilities
+        capstr = []
+        if "vulkan" in caps:
+            v = caps["vulkan"]
+            capstr.append(f"matrix cores: {v.get('matrix_cores')} | int dot: {v.get('int_dot')}")
+        if caps.get("vulkan_glslc"):
+            capstr.append("glslc: " + ", ".join(k for k, on in caps["vulkan_glslc"].items() if on) or "glslc: none")
+        if caps.get("cuda_archs"):
+            capstr.append(f"archs: {caps['cuda_archs']}")
+        devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
+        t.add_row(b.key, b.pin, b.commit[:9], b.backend, devs or "-", "\n".join(capstr) or "-", str(b.dir))
+    console.print(t)
+
+
+@lf_task
+def builds(c):
+    """List the cached builds of this workspace."""
+    _print_builds(list_builds(paths()))
+
+
+@lf_task(help={"backends": "comma-separated backends (default: every cached build's backend)",
+               "pins": "pins or commits (default: the default pin)",
+               "model": "a model reference for a smoke generation (path, synth:PRESET, ...)"})
+def verify(c, backends=None, pins=None, model=None):
+    """Re-verify cached builds: pinned commit, a device of the backend, capabilities, optional smoke run."""
+    from ..build import find_build
+    from ..build.builder import write_json_atomic
+    from ..verify import verify_build
+
+    p = paths()
+    from ._common import pins as load
+
+    ps = load()
+    names = csv_list(backends, what="backend") if backends else sorted({b.backend for b in list_builds(p)})
+    if not names:
+        raise VerifyError("no builds to verify", "run `llamaforge build --backends cpu` first")
+    parse_backends(names)
+    model_path = None
+    if model:
+        from ..models import resolve_model
+
+        model_path = resolve_model(model, p)
+    failed = []
+    done = []
+    for pin_ref in csv_list(pins, what="pin") or [None]:
+        for name in names:
+            b = find_build(p, pin_ref, name, pins=ps)
+            v = verify_build(b, Path(model_path) if model_path else None)
+            b.manifest["verification"] = v.to_dict()
+            b.manifest.setdefault("capabilities", {}).update(v.capabilities)
+            write_json_atomic(b.dir / "manifest.json", b.manifest)
+            done.append(b)
+            if not v.ok:
+                failed.append((b, v))
+    _print_builds(done)
+    if failed:
+        b, v = failed[0]
+        raise VerifyError(f"{b.backend} build {b.key}: {v.problems[0]}", v.fixes[0] if v.fixes else None)
+    console.print("[green]all builds verified[/]")
+
+
+TASKS = [pins_, doctor, build, builds, verify]

@@ -1,3 +1,151 @@
-"""model commands (filled in by its issue)."""
+"""``model.*`` tasks: ``info``, ``synth``, ``twin``, ``fetch``. Thin: parse options, call
+:mod:`llamaforge.models`, print."""
 
-TASKS: list = []
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+
+from ..console import console, info
+from ..errors import ModelError
+from ..models import gguf_info, presets
+from ..models.refs import resolve_model
+from ..models.synth import synth_plan, with_tokenizer
+from ..models.synth import synth as synth_model
+from ..models.synth import twin as twin_model
+from ..models.vocab import find_vocab_dir
+from ._common import lf_task, paths
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.2f} GiB"
+
+
+def _vocab_dir(vocab_dir: str | None) -> Path | None:
+    return Path(vocab_dir) if vocab_dir else find_vocab_dir(paths())
+
+
+def _overrides(**kw: int | None) -> dict[str, int]:
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{f.name or f.arch}  ({f.path})", show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    lin = f.linear_attention_layers
+    t.add_row("architecture", f.arch + ("  [dim](synthetic)[/]" if f.synthetic else ""))
+    t.add_row("layers", f"{f.n_layers}: {len(f.full_attention_layers)} full attention "
+              f"{_ranges(f.full_attention_layers)}" + (f", {len(lin)} linear attention" if lin else ""))
+    t.add_row("attention", f"{f.n_head} heads, {f.n_head_kv} KV heads, head dim {f.head_dim}")
+    t.add_row("experts", f"{f.n_experts} ({f.n_experts_used} used per token)"
+              + (", + shared expert" if f.has_shared_expert else ""))
+    t.add_row("vocab / native context", f"{f.vocab_size:,} / {f.n_ctx_train:,}")
+    t.add_row("params", f"{f.params_total / 1e9:.2f} B total, {f.params_active / 1e9:.2f} B active per token")
+    t.add_row("file", f"{_gib(f.file_bytes)}{' (planned)' if f.file_bytes_estimated else ''}, "
+              f"{f.tensor_count} tensors, {f.bpw:.2f} bpw")
+    t.add_row("types", ", ".join(f"{k} ×{v} ({_gib(f.bytes_by_type[k])})" for k, v in
+                                 sorted(f.types.items(), key=lambda kv: -f.bytes_by_type[kv[0]])))
+    t.add_row("bytes by group", ", ".join(f"{k} {_gib(v)}" for k, v in f.bytes_by_group.items()))
+    t.add_row("KV cache", f"{f.kv_bytes_per_token_ctx:,} B per context token (f16)"
+              + (f"; recurrent state {f.recurrent_state_bytes / 2**20:.1f} MiB per sequence" if lin else ""))
+    t.add_row("bytes read / token", f"{f.bytes_per_token(0) / 1e9:.3f} GB without KV; "
+              f"{f.bytes_per_token(ctx) / 1e9:.3f} GB at ctx {ctx:,}")
+    t.add_row("-ncmoe range", f"{f.ncmoe_range[0]}..{f.ncmoe_range[1]}")
+    console.print(t)
+
+
+def _ranges(xs: list[int]) -> str:
+    if not xs:
+        return ""
+    if len(xs) > 12:
+        return f"({', '.join(map(str, xs[:3]))}, …, {xs[-1]})"
+    return f"({', '.join(map(str, xs))})"
+
+
+@lf_task(help={
+    "model": "a .gguf path or reference: synth:PRESET[:MIX], hf:OWNER/REPO/FILE, https://…",
+    "ctx": "context length for the 'bytes read per token' line (default 4096)",
+    "json": "print the facts as JSON",
+    "dry_run": "for synth:PRESET[:MIX], compute the facts from the plan without writing the file",
+    "vocab_dir": "llama.cpp models/ folder with the vocab GGUFs (default: found under vendor/ or the cache)",
+})
+def info_(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
+    """Show a model's facts: layers (full vs linear attention), experts, params, bytes by group and
+    type, bytes read per generated token (the roofline input) and the valid -ncmoe range."""
+    if dry_run:
+        if not model.startswith("synth:"):
+            model = "synth:" + model
+        parts = model[len("synth:"):].split(":")
+        vd = _vocab_dir(vocab_dir)
+        plan = synth_plan(parts[0], parts[1] if len(parts) > 1 else None, vocab_dir=vd)
+        if vd is not None and (vd / plan.shape.vocab_file).is_file():
+            plan = with_tokenizer(plan)
+        facts = gguf_info.facts_from_plan(plan, path=f"{model} (dry run)")
+    else:
+        facts = gguf_info.model_facts(resolve_model(model, paths(), vocab_dir=_vocab_dir(vocab_dir)))
+    if json:
+        print(jsonlib.dumps(facts.to_dict(), indent=2))
+    else:
+        print_facts(facts, int(ctx))
+
+
+info_.name = "info"
+
+
+@lf_task(iterable=["type_override"], help={
+    "preset": f"model shape: {', '.join(presets.PRESETS)}",
+    "mix": f"quant mix: {', '.join(presets.MIXES)} (default q4_k_m)",
+    "out": "output file (default: models/PRESET-MIX.gguf in the workspace)",
+    "seed": "random seed (same seed, same bytes)",
+    "type_override": "REGEX=TYPE, repeatable, e.g. 'ffn_.*_exps=q4_k' (first match wins)",
+    "layers": "override the number of layers", "experts": "override the number of experts",
+    "experts_used": "override the experts used per token", "n_embd": "override the embedding size",
+    "n_ff_exp": "override the expert FFN size", "vocab": "override the vocab size (padded with [PADn])",
+    "plan": "print the per-tensor plan (types and why) and stop",
+    "force": "overwrite an existing output file",
+    "vocab_dir": "llama.cpp models/ folder with the vocab GGUFs (default: found under vendor/ or the cache)",
+})
+def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=None, experts=None,
+          experts_used=None, n_embd=None, n_ff_exp=None, vocab=None, plan=False, force=False, vocab_dir=None):
+    """Write a synthetic GGUF with a real model's tensor shapes and quant types and random weights."""
+    ov = _overrides(layers=layers, experts=experts, experts_used=experts_used, n_embd=n_embd,
+                    n_ff_exp=n_ff_exp, vocab=vocab)
+    if plan:
+        from rich.table import Table
+
+        p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed))
+        t = Table("tensor", "shape", "type", "bytes", "why")
+        for tp in p.tensors:
+            t.add_row(tp.name, "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", tp.note)
+        console.print(t)
+        f = gguf_info.facts_from_plan(p)
+        info(f"{len(p.tensors)} tensors, {f.params_total / 1e9:.2f} B params, data {_gib(p.data_bytes)}")
+        return
+    vd = _vocab_dir(vocab_dir)
+    if vd is None:
+        raise ModelError("no llama.cpp models/ folder to take the tokenizer from", "pass --vocab-dir LLAMA_CPP/models")
+    dest = Path(out) if out else paths().models / f"{preset}-{mix}.gguf"
+    r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed),
+                    vocab_dir=vd, overwrite=force)
+    info(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+         f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
+
+
+@lf_task(help={"src": "a GGUF file (only its header is read)", "out": "output file",
+               "seed": "random seed", "force": "overwrite an existing output file"})
+def twin(c, src, out, seed=0, force=False):
+    """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
+    r = twin_model(Path(src), Path(out), seed=int(seed), overwrite=force)
+    info(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+         f"in {r.seconds:.1f} s")
+
+
+@lf_task(help={"ref": "hf:OWNER/REPO/FILE[#sha256=HEX], an https URL, or synth:PRESET[:MIX]",
+               "vocab_dir": "llama.cpp models/ folder (for synth: references)"})
+def fetch(c, ref, vocab_dir=None):
+    """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
+    p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
+    info(str(p))

@@ -1,3 +1,40 @@
-"""report commands (filled in by its issue)."""
+"""report command: render a stored run as HTML + Markdown + PNGs (no measuring)."""
 
-TASKS: list = []
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..console import info
+from ..errors import ConfigError, StoreError
+from ..store import Store
+from ._common import lf_task, paths
+
+
+@lf_task(help={
+    "run": "run id, unique id prefix, or 'latest'",
+    "out": "output folder (default: results/reports/<run id>/)",
+    "min_effect": "smallest relative difference called significant (default 0.05 = 5 %)",
+})
+def report(c, run="latest", out=None, min_effect=0.05):
+    """Write a report (report.html, report.md, PNG plots) for a stored run: tables with spread and
+    count, backend ratios with significance, sweet spots, anomalies, roofline and provenance."""
+    from ..report import write_report
+
+    try:
+        effect = float(min_effect)
+    except ValueError:
+        raise ConfigError(f"--min-effect {min_effect!r} is not a number", "give a fraction such as 0.05") from None
+    db = paths().store_db
+    if not db.is_file():
+        raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")
+    with Store(db) as store:
+        run_id = store.get_run(run).id
+        out_dir = Path(out) if out else paths().results / "reports" / run_id
+        rp = write_report(store, run_id, out_dir, min_effect=effect)
+    info(f"report for run [bold]{run_id}[/]:")
+    info(f"  html      {rp.html}")
+    info(f"  markdown  {rp.md}")
+    info(f"  plots     {len(rp.pngs)} PNG in {out_dir}")
+
+
+TASKS = [report]

@@ -1,0 +1,275 @@
+"""What a benchmark run measures: the :class:`Plan` (builds × points × engine × repeats × prompt).
+
+A plan is pure data. ``Plan.to_json()`` is what the store keeps in ``runs.plan_json`` and what the
+report code reads (keys: ``model{ref,path,facts}``, ``builds``, ``backends``, ``pins``, ``points``,
+``engine``, ``repeats``, ``prompt_tokens_target``, ``n_predict``, ``fit``, ``extra_args``, ...);
+``Plan.from_json`` rebuilds it for ``--resume``.
+
+Offload points are written like llama-bench ranges, but inclusive and Python-ish:
+``0:40`` (0..40), ``0:40:2`` (0, 2, ..., 40), ``0,2,5-8`` (0, 2, 5, 6, 7, 8), ``12``. Every value
+must lie in ``0..n_layers`` of the model (``-ncmoe N`` moves the experts of the first N layers to
+the CPU; N = n_layers moves all of them).
+
+Why ``n_predict`` defaults to 128 (the seed generated up to 6,144 tokens): generation speed is a
+steady-state rate that 128 tokens already measure well (the per-token time is flat after the first
+few tokens), and a point then takes seconds instead of minutes, so repeats and full 0..40 sweeps are
+affordable. What 128 does *not* show is how tg falls as the context fills during a long answer; for
+that, raise ``--n-predict`` (or measure llama-bench depths with ``-d``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import BenchError
+
+ENGINES = ("server", "llama-bench")
+DEFAULT_REPEATS = 3
+DEFAULT_PROMPT_TOKENS = 2500
+DEFAULT_N_PREDICT = 128
+
+
+@runtime_checkable
+class BuildLike(Protocol):
+    """What the bench needs from a build (``llamaforge.build.Build`` satisfies it)."""
+
+    key: str
+    backend: str
+    commit: str
+    pin: str
+    dir: Path
+    manifest: dict
+
+    def binary(self, name: str) -> Path: ...
+
+    @property
+    def env(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One offload setting to measure. ``ngl=-1`` means llama.cpp's default (all layers).
+    ``extra_args`` are added for this point only (rarely needed; used to inject faults in tests)."""
+
+    ncmoe: int
+    ngl: int = -1
+    extra_args: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"ncmoe": self.ncmoe, "ngl": self.ngl}
+        if self.extra_args:
+            d["extra_args"] = list(self.extra_args)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PointSpec:
+        return cls(int(d["ncmoe"]), int(d.get("ngl", -1)), tuple(d.get("extra_args") or ()))
+
+
+@dataclass
+class FitOptions:
+    """How llama.cpp fits the context: ``fitt_mib`` → ``-fitt`` (margin per device, MiB), or
+    ``vram_budget_gib`` to emulate a smaller card (margin = free − budget per device, from NVML)."""
+
+    fitt_mib: int | None = None
+    vram_budget_gib: float | None = None
+    margins_mib: list[int] | None = None   # resolved per device margins (filled by resolve_fit)
+    notice: str | None = None
+
+    def fitt_arg(self) -> str | None:
+        if self.margins_mib:
+            return ",".join(str(m) for m in self.margins_mib)
+        if self.fitt_mib is not None:
+            return str(self.fitt_mib)
+        return None
+
+    def to_dict(self) -> dict:
+        return {"fitt_mib": self.fitt_mib, "vram_budget_gib": self.vram_budget_gib,
+                "margins_mib": self.margins_mib, "fitt_arg": self.fitt_arg(), "notice": self.notice}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> FitOptions:
+        d = d or {}
+        return cls(d.get("fitt_mib"), d.get("vram_budget_gib"), d.get("margins_mib"), d.get("notice"))
+
+
+@dataclass
+class Plan:
+    model_ref: str
+    model_path: Path
+    model_facts: dict
+    points: list[PointSpec]
+    backends: list[str] = field(default_factory=lambda: ["cpu"])
+    pins: list[str] = field(default_factory=lambda: ["default"])
+    engine: str = "server"
+    repeats: int = DEFAULT_REPEATS
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    n_predict: int = DEFAULT_N_PREDICT
+    fit: FitOptions = field(default_factory=FitOptions)
+    extra_args: list[str] = field(default_factory=list)
+    threads: int | None = None
+    load_timeout_s: float = 600.0
+    request_timeout_s: float = 900.0
+    warmup: bool = True
+    bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
+    build_keys: list[str] = field(default_factory=list)     # filled when the run starts
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise BenchError(f"unknown engine {self.engine!r}", f"use one of: {', '.join(ENGINES)}")
+        if self.repeats < 1:
+            raise BenchError(f"--repeats must be at least 1 (got {self.repeats})", "e.g. --repeats 3")
+        if self.n_predict < 1:
+            raise BenchError(f"--n-predict must be at least 1 (got {self.n_predict})", "e.g. --n-predict 128")
+        if self.prompt_tokens < 8:
+            raise BenchError(f"--prompt-tokens must be at least 8 (got {self.prompt_tokens})",
+                             "e.g. --prompt-tokens 2500 (short prompts make pp t/s overhead-bound)")
+        if not self.points:
+            raise BenchError("the plan has no points", "give --ncmoe, e.g. --ncmoe 0:40:2")
+
+    @property
+    def n_layers(self) -> int | None:
+        v = self.model_facts.get("n_layers")
+        return int(v) if v is not None else None
+
+    def to_json(self) -> dict:
+        return {
+            "model": {"ref": self.model_ref, "path": str(self.model_path), "facts": self.model_facts},
+            "builds": list(self.build_keys),
+            "backends": list(self.backends),
+            "pins": list(self.pins),
+            "points": [p.to_dict() for p in self.points],
+            "engine": self.engine,
+            "repeats": self.repeats,
+            "prompt_tokens_target": self.prompt_tokens,
+            "n_predict": self.n_predict,
+            "fit": self.fit.to_dict(),
+            "extra_args": list(self.extra_args),
+            "threads": self.threads,
+            "timeouts": {"load_s": self.load_timeout_s, "request_s": self.request_timeout_s},
+            "warmup": self.warmup,
+            "bench_depths": list(self.bench_depths),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Plan:
+        m = d.get("model") or {}
+        t = d.get("timeouts") or {}
+        return cls(model_ref=m.get("ref", ""), model_path=Path(m.get("path", "")), model_facts=m.get("facts") or {},
+                   points=[PointSpec.from_dict(p) for p in d.get("points", [])],
+                   backends=list(d.get("backends") or ["cpu"]), pins=list(d.get("pins") or ["default"]),
+                   engine=d.get("engine", "server"), repeats=int(d.get("repeats", DEFAULT_REPEATS)),
+                   prompt_tokens=int(d.get("prompt_tokens_target", DEFAULT_PROMPT_TOKENS)),
+                   n_predict=int(d.get("n_predict", DEFAULT_N_PREDICT)), fit=FitOptions.from_dict(d.get("fit")),
+                   extra_args=list(d.get("extra_args") or []), threads=d.get("threads"),
+                   load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
+                   warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
+                   build_keys=list(d.get("builds") or []))
+
+
+# ------------------------------------------------------------------------------ parsing options
+
+_INT = r"-?\d+"
+
+
+def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int | None = None) -> list[int]:
+    """Parse ``0:40``, ``0:40:2``, ``0,2,5-8`` or ``12`` into a sorted list without duplicates.
+
+    Ranges are inclusive at both ends. ``upper`` (the model's layer count) bounds every value.
+    """
+    if spec is None or str(spec).strip() == "":
+        raise BenchError(f"empty {what} value", f"e.g. {what} 0:40:2 or {what} 0,2,5-8")
+    text = str(spec).replace(" ", "")
+    values: list[int] = []
+    fix = f"write {what} as A:B (inclusive), A:B:STEP, or a list like 0,2,5-8"
+    for part in text.split(","):
+        if not part:
+            raise BenchError(f"bad {what} value {spec!r} (empty item)", fix)
+        if ":" in part:
+            bits = part.split(":")
+            if len(bits) not in (2, 3) or not all(re.fullmatch(_INT, b) for b in bits):
+                raise BenchError(f"bad {what} range {part!r}", fix)
+            a, b = int(bits[0]), int(bits[1])
+            step = int(bits[2]) if len(bits) == 3 else 1
+            if step <= 0:
+                raise BenchError(f"bad {what} range {part!r}: the step must be positive", fix)
+            if b < a:
+                raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
+            values.extend(range(a, b + 1, step))
+        elif re.fullmatch(r"\d+-\d+", part):
+            a, b = (int(x) for x in part.split("-"))
+            if b < a:
+                raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
+            values.extend(range(a, b + 1))
+        elif re.fullmatch(_INT, part):
+            values.append(int(part))
+        else:
+            raise BenchError(f"bad {what} value {part!r}", fix)
+    out = sorted(set(values))
+    if what == "--ncmoe" and out and out[0] < 0:
+        raise BenchError(f"{what} values must be ≥ 0 (got {out[0]})", fix)
+    if upper is not None and out and out[-1] > upper:
+        raise BenchError(f"{what} {spec} goes beyond the model's {upper} layers (largest value {out[-1]})",
+                         f"use values in 0..{upper}, e.g. {what} 0:{upper}")
+    return out
+
+
+def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int | None = None) -> list[PointSpec]:
+    """The cross product of the ``-ncmoe`` values and (optionally) ``-ngl`` values."""
+    ncm = parse_int_list(ncmoe, what="--ncmoe", upper=n_layers)
+    if ngl is None or str(ngl).strip() == "":
+        ngls = [-1]
+    else:
+        ngls = parse_int_list(ngl, what="--ngl", upper=None)
+        if any(v < -1 for v in ngls):
+            raise BenchError(f"--ngl values must be ≥ -1 (got {ngl})", "-1 means all layers (llama.cpp's default)")
+    return [PointSpec(n, g) for g in ngls for n in ncm]
+
+
+def split_extra(extra: str | list[str] | None) -> list[str]:
+    """``--extra "-fa on --no-warmup"`` → argument list (shell-like quoting, never run by a shell)."""
+    if not extra:
+        return []
+    if isinstance(extra, list):
+        return [str(x) for x in extra]
+    try:
+        return shlex.split(extra)
+    except ValueError as e:
+        raise BenchError(f"cannot parse --extra {extra!r}: {e}", "quote it like --extra \"-fa on -b 512\"") from e
+
+
+def resolve_model(ref: str, paths: Any) -> Path:
+    """A model reference → a local GGUF path (through ``llamaforge.models`` when it offers
+    ``resolve_model``, else a plain path)."""
+    try:
+        from .. import models as _models
+
+        resolver = getattr(_models, "resolve_model", None)
+    except ImportError:  # pragma: no cover - models package missing
+        resolver = None
+    if resolver is not None:
+        return Path(resolver(ref, paths))
+    p = Path(ref).expanduser()
+    if not p.is_file():
+        from ..errors import ModelError
+
+        raise ModelError(f"model {ref!r} not found", "give the path of a .gguf file (or synth:PRESET)")
+    return p.resolve()
+
+
+def read_facts(path: Path) -> dict:
+    """``ModelFacts.to_dict()`` of a model file ({} if the models package cannot read it)."""
+    from .. import models as _models
+
+    reader = getattr(_models, "read_facts", None) or getattr(_models, "model_facts", None)
+    if reader is None:  # pragma: no cover
+        return {}
+    return reader(path).to_dict()
+
+
+def dataclass_dict(obj: Any) -> dict:
+    return asdict(obj)

@@ -1,0 +1,285 @@
+"""One llama-server process for one offload point: start, wait until healthy, talk HTTP, stop.
+
+The server binds 127.0.0.1 on a free port (another is tried if the port got taken in between),
+runs in its own process group (:mod:`llamaforge.proc`) and is always stopped with SIGTERM, then
+SIGKILL after a grace period — a graceful stop lets it print its final ``fit_memory_breakdown``.
+Its output goes to a per-point log file; failures become a :class:`PointFailure` with a class
+(``oom``, ``crash``, ``hang``, ``unhealthy``, ``bad-response``, ``error``) and the log tail.
+
+Flags are checked against the binary's ``--help`` (cached) so we never pass unknown ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .. import proc
+
+_OOM_PATTERNS = (
+    "failed to allocate", "out of memory", "cudamalloc failed", "erroroutofdevicememory",
+    "vk::outofdevicememoryerror", "outofdevicememory", "unable to allocate", "std::bad_alloc",
+    "failed to fit params", "not enough memory", "cuda error: out of memory",
+)
+_LOAD_FAIL_PATTERNS = ("failed to load model", "error loading model", "failed to initialize")
+_ARG_PATTERNS = ("error: invalid argument", "unknown argument", "error while handling argument",
+                 "invalid value", "error: unknown value")
+
+
+class PointFailure(Exception):
+    """A point could not be measured. ``cls`` is the failure class stored with the point."""
+
+    def __init__(self, cls: str, detail: str, log_tail: str | None = None) -> None:
+        super().__init__(f"{cls}: {detail}")
+        self.cls = cls
+        self.detail = detail
+        self.log_tail = log_tail
+
+
+def classify_failure(log_tail: str, *, returncode: int | None = None, phase: str = "load") -> str:
+    """The failure class of a point from its log tail, the server's exit status and the phase.
+
+    ``oom`` wins whenever the log says an allocation failed (even if the process then crashed);
+    an exit on a signal or a non-zero exit without an allocation message is a ``crash``
+    (``error`` for a rejected command line); a live server that never became healthy is
+    ``unhealthy``; a request that did not answer in time is a ``hang``.
+    """
+    low = (log_tail or "").lower()
+    if any(p in low for p in _OOM_PATTERNS):
+        return "oom"
+    if returncode is not None:
+        if any(p in low for p in _ARG_PATTERNS):
+            return "error"
+        if returncode == -9 or returncode == 137:
+            # SIGKILL without a message: the kernel OOM killer is the usual culprit at load time
+            return "oom" if phase == "load" else "crash"
+        return "crash"
+    if any(p in low for p in _LOAD_FAIL_PATTERNS):
+        return "crash"
+    if phase == "load":
+        return "unhealthy"
+    if phase == "request":
+        return "hang"
+    return "error"
+
+
+def _text_of(line: str) -> str:
+    """A log line as text: ``--log-jsonl`` lines are unwrapped to their message."""
+    s = line.rstrip("\n")
+    if s.startswith("{") and '"type"' in s:
+        try:
+            obj = json.loads(s)
+        except ValueError:
+            return s
+        if obj.get("type") == "log":
+            return str(obj.get("msg", "")).rstrip("\n")
+        return f"[{obj.get('type')}] {json.dumps(obj.get('data'), sort_keys=True)}"
+    return s
+
+
+def read_log_tail(path: Path, n: int = 40) -> str:
+    """The last ``n`` lines of a server log, as readable text."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = deque(fh, maxlen=n)
+    except OSError:
+        return ""
+    return "\n".join(_text_of(line) for line in lines)
+
+
+def parse_memory_breakdown(log_path: Path) -> dict | None:
+    """The last ``fit_memory_breakdown`` record of a ``--log-jsonl`` log (per device: total, free,
+    self, model, context, compute, MiB; plus ``host``). The last one is the real context's: the
+    server prints one per fitting probe at load and a final one at shutdown."""
+    last = None
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"fit_memory_breakdown"' not in line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if obj.get("type") == "fit_memory_breakdown":
+                    last = obj.get("data")
+    except OSError:
+        return None
+    if not last:
+        return None
+    out: dict[str, Any] = {"unit": last.get("unit", "MiB"), "devices": [], "host": None, "other": []}
+    for row in last.get("rows", []):
+        kind = row.get("kind")
+        if kind == "device":
+            out["devices"].append(row)
+        elif kind == "host":
+            out["host"] = row
+        else:
+            out["other"].append(row)
+    return out
+
+
+@lru_cache(maxsize=32)
+def _help_text(binary: str, env_items: tuple[tuple[str, str], ...]) -> str:
+    r = proc.run([binary, "--help"], env=dict(env_items), timeout=60)
+    return r.output
+
+
+def supported_flags(binary: Path, env: dict[str, str] | None = None) -> set[str]:
+    """Every ``-x`` / ``--xyz`` flag that ``binary --help`` mentions."""
+    text = _help_text(str(binary), tuple(sorted((env or {}).items())))
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+
+
+@dataclass
+class ServerSession:
+    """A running llama-server. Use :meth:`start` (classmethod) and always :meth:`stop`."""
+
+    proc: subprocess.Popen
+    port: int
+    args: list[str]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    t_load_s: float | None = None
+    _http: requests.Session = field(default_factory=requests.Session)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    def start(cls, binary: Path, server_args: list[str], log_path: Path, *, env: dict[str, str] | None = None,
+              load_timeout_s: float = 600.0, port_attempts: int = 3, on_phase: Any = None) -> ServerSession:
+        """Start ``binary server_args --host 127.0.0.1 --port P`` and wait for ``/health`` = ok.
+
+        Raises :class:`PointFailure` (the server is already stopped then)."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        last: PointFailure | None = None
+        for attempt in range(port_attempts):
+            port = proc.free_port()
+            args = [str(binary), *server_args, "--host", "127.0.0.1", "--port", str(port)]
+            with open(log_path, "a" if attempt else "w", encoding="utf-8") as fh:
+                fh.write("")
+            log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
+            try:
+                p = proc.spawn(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+            finally:
+                log.close()
+            s = cls(p, port, args, log_path, dict(env or {}))
+            if on_phase:
+                on_phase("loading")
+            try:
+                s._wait_healthy(load_timeout_s)
+                return s
+            except PointFailure as e:
+                s.stop()
+                if e.cls == "port-in-use":
+                    last = e
+                    continue
+                raise
+        assert last is not None
+        raise PointFailure("error", f"could not bind a free port after {port_attempts} attempts", last.log_tail)
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                tail = read_log_tail(self.log_path)
+                low = tail.lower()
+                if "address already in use" in low or "couldn't bind" in low or "failed to bind" in low:
+                    raise PointFailure("port-in-use", f"port {self.port} was taken", tail)
+                cls = classify_failure(tail, returncode=rc, phase="load")
+                raise PointFailure(cls, f"llama-server exited with status {rc} while loading", tail)
+            try:
+                r = self._http.get(self.url + "/health", timeout=2)
+                if r.status_code == 200:
+                    self.t_load_s = time.monotonic() - t0
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                tail = read_log_tail(self.log_path)
+                cls = classify_failure(tail, returncode=None, phase="load")
+                raise PointFailure(cls, f"llama-server was not healthy after {timeout_s:.0f} s", tail)
+            time.sleep(0.1)
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM the server's process group, SIGKILL after ``grace`` seconds."""
+        self._http.close()
+        return proc.kill_group(self.proc, grace=grace)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    # ---- HTTP --------------------------------------------------------------------------------
+    def _request(self, method: str, path: str, *, timeout: float, phase: str = "request", **kw: Any) -> Any:
+        try:
+            r = self._http.request(method, self.url + path, timeout=timeout, **kw)
+        except requests.Timeout as e:
+            raise PointFailure("hang", f"{path} did not answer within {timeout:.0f} s",
+                               read_log_tail(self.log_path)) from e
+        except requests.RequestException as e:
+            time.sleep(0.3)  # let a dying server finish dying so its exit status is known
+            rc = self.proc.poll()
+            tail = read_log_tail(self.log_path)
+            cls = classify_failure(tail, returncode=rc if rc is not None else -1, phase=phase)
+            raise PointFailure(cls, f"{path} failed: {type(e).__name__}"
+                               + (f" (server exited with status {rc})" if rc is not None else ""), tail) from e
+        if r.status_code != 200:
+            tail = read_log_tail(self.log_path)
+            cls = "oom" if classify_failure(tail, phase=phase) == "oom" else "bad-response"
+            raise PointFailure(cls, f"{path} answered HTTP {r.status_code}: {r.text[:300]}", tail)
+        try:
+            return r.json()
+        except ValueError as e:
+            raise PointFailure("bad-response", f"{path} answered non-JSON: {r.text[:200]!r}",
+                               read_log_tail(self.log_path)) from e
+
+    def props(self) -> dict:
+        return self._request("GET", "/props", timeout=30)
+
+    def model_meta(self) -> dict:
+        """``/v1/models`` → ``data[0].meta`` (n_ctx, n_ctx_train, n_params, size, ...) or {}."""
+        try:
+            d = self._request("GET", "/v1/models", timeout=30)
+            return dict((d.get("data") or [{}])[0].get("meta") or {})
+        except (PointFailure, AttributeError, IndexError):
+            return {}
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens the way ``/completion`` tokenizes a string prompt (special tokens parsed)."""
+        d = self._request("POST", "/tokenize", timeout=60,
+                          json={"content": text, "add_special": True, "parse_special": True})
+        return list(d.get("tokens") or [])
+
+    def apply_template(self, messages: list[dict]) -> str | None:
+        """The chat-templated prompt for ``messages`` (``None`` if the model has no usable template)."""
+        try:
+            d = self._request("POST", "/apply-template", timeout=60, json={"messages": messages})
+        except PointFailure as e:
+            if e.cls == "bad-response":
+                return None
+            raise
+        return d.get("prompt") if isinstance(d, dict) else None
+
+    def complete(self, prompt: list[int] | str, n_predict: int, *, timeout: float) -> dict:
+        """One measured ``/completion``: greedy, no prompt cache, EOS ignored."""
+        body = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": False,
+                "temperature": 0, "stream": False}
+        d = self._request("POST", "/completion", timeout=timeout, json=body)
+        if not isinstance(d, dict) or "timings" not in d:
+            raise PointFailure("bad-response", "/completion answered without timings",
+                               read_log_tail(self.log_path))
+        return d

@@ -1,0 +1,402 @@
+"""Cached, keyed builds of llama.cpp.
+
+A build key is (commit, backend, CMake flags, toolchain fingerprint); its directory
+``<build root>/<commit9>-<backend>-<hash10>/`` holds:
+
+    src -> <worktree>    a symlink, so every build sees its source at ``../src`` — with
+                         CCACHE_BASEDIR set to the build dir and CCACHE_NOHASHDIR, compile
+                         commands are identical across commits and ccache hits for unchanged files
+    out/                 the CMake build tree (ninja when present)
+    build.log            configure + build output
+    manifest.json        written LAST and atomically: key, flags, toolchain, timings, binaries
+                         (sha256), capabilities, verification. Its presence is the cache hit.
+    .lock                flock: concurrent builds of one key are serialised
+
+An interrupted build never leaves a manifest, so it is never reused (the next build resumes
+the CMake tree incrementally and writes a manifest only at the end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .. import proc
+from ..config import Pin
+from ..console import console, notice
+from ..errors import BuildError
+from ..paths import Paths
+from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
+from .toolchain import Toolchain, discover
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class BuildOptions(FlagOptions):
+    jobs: int | None = None              # default: number of cores
+    nvcc: str | None = None
+    glslc: str | None = None
+    vulkan_include: str | None = None
+    verify: bool = True
+    rebuild: bool = False                # ignore a valid manifest
+
+
+@dataclass
+class Build:
+    """A finished build: what other modules use to run llama.cpp binaries."""
+
+    key: str
+    backend: str
+    commit: str
+    pin: str
+    dir: Path
+    manifest: dict = field(default_factory=dict)
+
+    def binary(self, name: str) -> Path:
+        p = self.dir / "out" / "bin" / name
+        if not p.exists():
+            raise BuildError(f"{name} is not part of build {self.key}",
+                             f"rebuild with `llamaforge build --backends {self.backend} --rebuild`")
+        return p
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Extra environment to run this build's binaries (e.g. GGML_VK_VISIBLE_DEVICES for lavapipe)."""
+        return dict((self.manifest.get("verification") or {}).get("runtime_env") or {})
+
+    @property
+    def source_dir(self) -> Path:
+        """The llama.cpp tree this build was made from (its worktree)."""
+        return Path((self.manifest.get("source") or {}).get("path") or self.dir / "src")
+
+    @property
+    def capabilities(self) -> dict:
+        return dict(self.manifest.get("capabilities") or {})
+
+    @classmethod
+    def from_manifest(cls, d: Path, m: dict) -> Build:
+        return cls(m["key"], m["backend"], m["commit"], m.get("pin", ""), d, m)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str]) -> tuple[str, dict]:
+    """The key string and the key's content (what the hash covers)."""
+    content = {"commit": commit[:9], "backend": backend, "flags": dict(sorted(flags.items())),
+               "toolchain": dict(sorted(fingerprint.items()))}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{commit[:9]}-{backend}-{digest}", content
+
+
+def read_manifest(d: Path) -> dict | None:
+    """A valid manifest (parses, complete, binaries present with their recorded size) or None."""
+    try:
+        m = json.loads((d / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if m.get("manifest_version") != MANIFEST_VERSION or m.get("status") != "ok":
+        return None
+    for b in (m.get("binaries") or {}).values():
+        p = d / b["path"]
+        try:
+            if p.stat().st_size != b["size"]:
+                return None
+        except OSError:
+            return None
+    return m
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            notice(f"another llamaforge is building {path.parent.name}; waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_ERR = re.compile(r"(?:\berror\b[:\s]|CMake Error|fatal error|No space left on device|undefined reference)", re.I)
+
+
+def first_error(log_text: str) -> str | None:
+    for line in log_text.splitlines():
+        if _ERR.search(line) and "-Werror" not in line and "error_" not in line.split(":")[0]:
+            return line.strip()[:300]
+    return None
+
+
+def _disk_full(text: str) -> bool:
+    return "No space left on device" in text
+
+
+def _ccache_env(build_dir: Path, paths: Paths) -> dict[str, str]:
+    env = {"CCACHE_BASEDIR": str(build_dir), "CCACHE_NOHASHDIR": "1", "CCACHE_SLOPPINESS": "include_file_mtime,include_file_ctime,time_macros"}
+    if "CCACHE_DIR" not in os.environ:
+        env["CCACHE_DIR"] = str(paths.ccache_dir)
+        env.setdefault("CCACHE_MAXSIZE", os.environ.get("CCACHE_MAXSIZE", "8G"))
+    return env
+
+
+def build_dir_for(paths: Paths, key: str) -> Path:
+    return paths.builds / key
+
+
+def _available_targets(cmake: str, out: Path, env: dict[str, str]) -> set[str]:
+    r = proc.run([cmake, "--build", str(out), "--target", "help"], env=env, timeout=120)
+    names = set()
+    for line in r.output.splitlines():
+        m = re.match(r"^(?:\.\.\. )?([A-Za-z0-9_.+-]+)(?::| )", line.strip())
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def parse_glslc_support(configure_log: str, cmake_cache: str) -> dict[str, bool]:
+    """Vulkan shader features the build's glslc supports (configure output, or CMakeCache on older commits)."""
+    names = {"GL_KHR_cooperative_matrix": "coopmat", "GL_NV_cooperative_matrix2": "coopmat2",
+             "GL_EXT_integer_dot_product": "integer_dot", "GL_EXT_bfloat16": "bf16"}
+    out: dict[str, bool] = {}
+    for ext, key in names.items():
+        m = re.search(rf"{re.escape(ext)} (not )?supported by glslc", configure_log)
+        if m:
+            out[key] = m.group(1) is None
+    for line in cmake_cache.splitlines():
+        m = re.match(r"GGML_VULKAN_(\w+)_GLSLC_SUPPORT:\w+=(\w+)", line)
+        if m:
+            key = {"COOPMAT": "coopmat", "COOPMAT2": "coopmat2", "INTEGER_DOT": "integer_dot", "BFLOAT16": "bf16"}.get(
+                m.group(1), m.group(1).lower())
+            out.setdefault(key, m.group(2).upper() in ("ON", "TRUE", "1"))
+    return out
+
+
+def _cache_value(cmake_cache: str, name: str) -> str | None:
+    m = re.search(rf"^{re.escape(name)}:\w+=(.*)$", cmake_cache, re.M)
+    return m.group(1).strip() if m else None
+
+
+class _NinjaProgress:
+    """Turns ninja's ``[n/m]`` lines into a rich progress bar."""
+
+    def __init__(self, progress: Progress, task: int) -> None:
+        self.progress, self.task = progress, task
+
+    def __call__(self, line: str) -> None:
+        m = re.match(r"^\[(\d+)/(\d+)\]", line)
+        if m:
+            self.progress.update(self.task, completed=int(m.group(1)), total=int(m.group(2)))
+
+
+def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | None = None, *,
+          tree=None, toolchain: Toolchain | None = None, build_dir: Path | None = None) -> Build:
+    """Build (or reuse) ``backend`` for ``pin``.
+
+    ``tree`` may be a ready SourceTree (compare/bisect). ``build_dir`` builds in a given directory
+    instead of the key's own (bisect keeps one worktree + build tree per backend and moves it
+    from commit to commit, so ninja rebuilds only what changed); the result is then published
+    under the key's directory (binaries + manifest), so later lookups are cache hits.
+    """
+    from ..sources import checkout
+
+    opts = opts or BuildOptions()
+    backend = get_backend(backend) if isinstance(backend, str) else backend
+    tc = toolchain or discover(nvcc=opts.nvcc, glslc=opts.glslc, vulkan_include=opts.vulkan_include,
+                               backends=(backend.name,))
+    flags = cmake_flags(backend, tc, opts)   # raises ToolchainError with the fix
+    tree = tree or checkout(pin, paths)
+    flags["LLAMA_BUILD_COMMIT"] = tree.commit[:9]
+    if tree.build_number is not None:
+        flags["LLAMA_BUILD_NUMBER"] = str(tree.build_number)
+    key, key_content = make_key(tree.commit, backend.name, flags, tc.fingerprint(backend.name))
+    d = build_dir_for(paths, key)
+    if build_dir is not None and not opts.rebuild and read_manifest(d) is None:
+        with _locked(build_dir.parent / f"{build_dir.name}.lock"):
+            b = _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, build_dir)
+        return publish(b, d)
+
+    if not opts.rebuild and (m := read_manifest(d)):
+        console.print(f"[green]cached[/] {backend.name} build {key} ({pin.name} @ {tree.commit[:9]})")
+        return Build.from_manifest(d, m)
+
+    with _locked(d.parent / f"{key}.lock"):
+        if not opts.rebuild and (m := read_manifest(d)):   # built by another process meanwhile
+            return Build.from_manifest(d, m)
+        return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d)
+
+
+def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
+                  key: str, key_content: dict, d: Path) -> Build:
+    d.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (d / MANIFEST).unlink()          # from here on the build is not valid until finished
+    src = d / "src"
+    if src.is_symlink() or src.exists():
+        if src.resolve() != Path(tree.path).resolve():
+            src.unlink()
+    if not src.exists():
+        src.symlink_to(Path(tree.path).resolve(), target_is_directory=True)
+    out = d / "out"
+    incremental = (out / "CMakeCache.txt").exists()
+    log = d / "build.log"
+    log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({tree.origin})\n")
+    env = _ccache_env(d, paths)
+    assert tc.cmake is not None
+    cfg = [tc.cmake.path, "-S", str(src), "-B", str(out)]
+    if tc.ninja:
+        cfg += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tc.ninja.path}"]
+    if tc.ccache:
+        cfg += [f"-DCMAKE_C_COMPILER_LAUNCHER={tc.ccache.path}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={tc.ccache.path}"]
+        if backend.name == "cuda":
+            cfg += [f"-DCMAKE_CUDA_COMPILER_LAUNCHER={tc.ccache.path}"]
+    cfg += [f"-D{k}={v}" for k, v in sorted(flags.items())]
+    jobs = opts.jobs or os.cpu_count() or 2
+    t0 = time.monotonic()
+    console.print(f"[bold]building[/] {backend.name} for {pin.name} @ {tree.commit[:9]} → {d}")
+    try:
+        r = proc.run(cfg, env=env, log_path=log, timeout=1800)
+    except OSError as e:
+        raise BuildError(f"cannot run cmake: {e}", "install cmake (see `llamaforge doctor`)") from e
+    t_cfg = time.monotonic() - t0
+    if not r.ok:
+        _raise_failed("configure", backend, r.output, log)
+    targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL]
+    avail = _available_targets(tc.cmake.path, out, env)
+    if avail:
+        missing = [t for t in TARGETS_REQUIRED if t not in avail]
+        if missing:
+            raise BuildError(f"this llama.cpp commit has no {', '.join(missing)} target",
+                             "pick a newer commit (llamaforge needs llama-server and llama-bench)", str(log))
+        targets = [t for t in targets if t in avail]
+    t1 = time.monotonic()
+    with Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(f"{backend.name} {tree.commit[:9]}", total=None)
+        r = proc.run([tc.cmake.path, "--build", str(out), "-j", str(jobs), "--target", *targets], env=env,
+                     log_path=log, timeout=4 * 3600, on_line=_NinjaProgress(progress, task))
+    t_build = time.monotonic() - t1
+    if not r.ok:
+        _raise_failed("build", backend, r.output, log)
+
+    binaries = {}
+    for t in targets:
+        p = out / "bin" / t
+        if p.exists():
+            binaries[t] = {"path": str(p.relative_to(d)), "size": p.stat().st_size, "sha256": _sha256(p)}
+    cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
+    caps: dict = {"backend": backend.name}
+    if backend.name == "vulkan":
+        caps["vulkan_glslc"] = parse_glslc_support(log.read_text(errors="replace"), cache_txt)
+    if backend.name == "cuda":
+        caps["cuda_archs"] = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
+        native = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
+        if native:
+            caps["cuda_archs_native"] = native
+    manifest = {
+        "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
+        "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
+        "source": {"origin": tree.origin, "path": str(tree.path), "native_git": tree.native_git,
+                   "subject": getattr(tree, "subject", "")},
+        "flags": flags, "toolchain": tc.to_dict(), "fingerprint": tc.fingerprint(backend.name),
+        "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental},
+        "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
+    }
+    b = Build.from_manifest(d, manifest)
+    if opts.verify:
+        from ..verify import verify_build
+
+        ver = verify_build(b)
+        manifest["verification"] = ver.to_dict()
+        manifest["capabilities"].update(ver.capabilities)
+    try:
+        write_json_atomic(d / MANIFEST, manifest)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise BuildError("disk full while writing the build manifest", "free disk space and build again") from e
+        raise
+    console.print(f"[green]built[/] {key} in {t_cfg + t_build:.0f} s (configure {t_cfg:.0f} s, build {t_build:.0f} s)")
+    b = Build.from_manifest(d, manifest)
+    if opts.verify and not manifest["verification"]["ok"]:
+        from ..verify import raise_for
+
+        raise_for(manifest["verification"], b)
+    return b
+
+
+def _raise_failed(stage: str, backend: Backend, output: str, log: Path) -> None:
+    err = first_error(output)
+    if _disk_full(output):
+        raise BuildError(f"{backend.name} {stage} failed: disk full", "free disk space and build again (the partial build is not reused)", str(log), err)
+    raise BuildError(f"{backend.name} {stage} failed: {err or 'see the log'}", f"read {log}", str(log), err)
+
+
+def publish(b: Build, dest: Path) -> Build:
+    """Copy a build's binaries and manifest into ``dest`` (a key directory) and return it from there."""
+    tmp = dest.with_name(dest.name + f".publish{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "out" / "bin").mkdir(parents=True)
+    for info in b.manifest["binaries"].values():
+        shutil.copy2(b.dir / info["path"], tmp / info["path"])
+    m = dict(b.manifest)
+    m["built_in"] = str(b.dir)
+    write_json_atomic(tmp / MANIFEST, m)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return Build.from_manifest(dest, m)
+
+
+def list_builds(paths: Paths) -> list[Build]:
+    out = []
+    if paths.builds.is_dir():
+        for d in sorted(paths.builds.iterdir()):
+            if d.is_dir() and (m := read_manifest(d)):
+                out.append(Build.from_manifest(d, m))
+    return out
+
+
+def find_build(paths: Paths, pin_ref: str | None, backend: str, pins=None) -> Build:
+    """The newest valid build of ``backend`` for the pin (name or commit). No building."""
+    from ..config import load_pins
+
+    pins = pins or load_pins(paths.pins_file)
+    pin = pins.resolve(pin_ref)
+    get_backend(backend)
+    cands = [b for b in list_builds(paths) if b.backend == backend and
+             (b.commit.startswith(pin.commit[:9]) or pin.commit.startswith(b.commit[:9]))]
+    if not cands:
+        raise BuildError(f"{backend} is not built for pin {pin.name} ({pin.commit[:9]})",
+                         f"run `llamaforge build --backends {backend} --pins {pin.name}`")
+    return max(cands, key=lambda b: b.manifest.get("built_at", 0))

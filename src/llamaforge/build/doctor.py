@@ -1,0 +1,91 @@
+"""``llamaforge doctor``: which backends this machine can build and run, and why not (with fixes)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+
+from .. import proc
+from .backends import BACKENDS, FlagOptions, gpu_visible, problems
+from .toolchain import Toolchain, discover
+
+
+@dataclass
+class BackendStatus:
+    backend: str
+    can_build: bool
+    can_run: bool | None           # None = unknown / not checked (untested backends)
+    devices: list[str] = field(default_factory=list)
+    reasons: list[tuple[str, str]] = field(default_factory=list)   # (problem, fix)
+    tested: bool = True
+
+
+def vulkan_devices() -> list[dict[str, str]]:
+    """Devices ``vulkaninfo --summary`` reports: [{name, type, driver}] (empty when unavailable)."""
+    exe = shutil.which("vulkaninfo")
+    if not exe:
+        return []
+    r = proc.run([exe, "--summary"], timeout=60)
+    out: list[dict[str, str]] = []
+    cur: dict[str, str] = {}
+    for line in r.output.splitlines():
+        m = re.match(r"\s+(deviceType|deviceName|driverName)\s*=\s*(.*)", line)
+        if m:
+            cur[m.group(1)] = m.group(2).strip()
+            if m.group(1) == "driverName":
+                out.append({"name": cur.get("deviceName", "?"), "type": cur.get("deviceType", "?"), "driver": cur["driverName"]})
+                cur = {}
+    return out
+
+
+def nvidia_gpus() -> list[str]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            names = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                n = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                names.append(n.decode() if isinstance(n, bytes) else n)
+            return names
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return []
+
+
+def check(tc: Toolchain | None = None) -> list[BackendStatus]:
+    tc = tc or discover()
+    out = []
+    for name, b in BACKENDS.items():
+        reasons = problems(b, tc, FlagOptions(cuda_archs="x"))   # archs: judged under "run" below
+        st = BackendStatus(name, not reasons, None, reasons=list(reasons), tested=b.tested)
+        if name == "cpu":
+            st.can_run = True
+        elif name == "cuda":
+            gpus = nvidia_gpus()
+            st.devices = gpus
+            st.can_run = bool(gpus)
+            if not gpus:
+                st.reasons.append(("no NVIDIA GPU visible (NVML)",
+                                   "run on a machine with an NVIDIA GPU and driver; building still works with --cuda-archs"))
+        elif name == "vulkan":
+            devs = vulkan_devices()
+            st.devices = [f"{d['name']} [{d['type'].replace('PHYSICAL_DEVICE_TYPE_', '').lower()}]" for d in devs]
+            st.can_run = bool(devs)
+            if not devs:
+                st.reasons.append(("no Vulkan device (vulkaninfo)",
+                                   "apt-get install mesa-vulkan-drivers vulkan-tools (lavapipe), or a GPU driver"))
+            elif all("CPU" in d["type"] for d in devs):
+                st.reasons.append(("only a CPU Vulkan device (lavapipe): slow, for tests",
+                                   "llamaforge runs it with GGML_VK_VISIBLE_DEVICES=0 automatically"))
+        else:
+            st.reasons.append(("declared but untested by llamaforge", b.note or "see llama.cpp's build docs"))
+        out.append(st)
+    return out
+
+
+def cuda_gpu_visible() -> bool:
+    return gpu_visible()

@@ -1,0 +1,284 @@
+"""What a GGUF model is, read from its header: :class:`ModelFacts`.
+
+``read_plan(path)`` parses a file's header with gguf-py (metadata + tensor infos, no weights) and
+checks that the tensor data really is there (a truncated download is a :class:`ModelError`).
+``facts_from_plan`` derives the facts every other module uses — layers (full vs linear
+attention), experts, parameter counts, bytes per tensor group, and the roofline input *bytes read
+per generated token* — from a plan, so ``model.info --dry-run`` works for a synthetic model that
+was never written.
+
+Bytes per generated token (the roofline for token generation, see MODELS.md): all non-expert
+weights except the token embedding (one row of it is read), plus ``experts_used / experts`` of
+the expert weights, plus the KV cache read at context ``ctx`` (f16 K and V of the full-attention
+layers), plus the recurrent state of linear-attention layers (f32 conv + SSM state, per sequence).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFValueType as VT
+
+from ..errors import ModelError
+from . import quants
+from .gguf_read import parse_header
+from .plan import KV, ModelPlan, TensorPlan
+
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+@dataclass
+class ModelFacts:
+    """Facts about one model file (or plan). ``to_dict()`` is JSON-serialisable."""
+
+    path: str
+    arch: str
+    name: str
+    n_layers: int
+    full_attention_layers: list[int]
+    linear_attention_layers: list[int]
+    n_experts: int
+    n_experts_used: int
+    has_shared_expert: bool
+    vocab_size: int
+    n_ctx_train: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    file_bytes: int
+    tensor_count: int
+    params_total: int
+    params_active: int
+    bytes_by_group: dict[str, int]
+    types: dict[str, int]                  # type name -> number of tensors
+    bytes_by_type: dict[str, int]
+    weight_bytes_per_token: int            # roofline input without KV cache / recurrent state
+    kv_bytes_per_token_ctx: int            # f16 K+V bytes per context token (one sequence)
+    recurrent_state_bytes: int             # per sequence, f32
+    ncmoe_range: tuple[int, int]
+    synthetic: bool = False
+    file_bytes_estimated: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)   # scalar metadata (arrays summarised)
+
+    def bytes_per_token(self, ctx: int = 0) -> int:
+        """Bytes read per generated token at context ``ctx`` (0: weights + recurrent state only)."""
+        return self.weight_bytes_per_token + self.recurrent_state_bytes + self.kv_bytes_per_token_ctx * max(0, ctx)
+
+    @property
+    def bpw(self) -> float:
+        """Bits per weight of the tensor data."""
+        return 8 * sum(self.bytes_by_type.values()) / max(1, self.params_total)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ncmoe_range"] = list(self.ncmoe_range)
+        d["bpw"] = round(self.bpw, 4)
+        d["bytes_per_token_ctx0"] = self.bytes_per_token(0)
+        return d
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def read_plan(path: Path, *, with_arrays: bool = True) -> ModelPlan:
+    """Metadata and tensor infos of a GGUF file; ModelError if it is not a complete GGUF file.
+
+    With ``with_arrays=False`` metadata arrays keep their length but not their items (faster)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"no model file at {path}",
+                         "give the path of a .gguf file or a model reference (synth:PRESET, hf:OWNER/REPO/FILE)")
+    h = parse_header(path, keep_arrays=with_arrays)
+    arch = ""
+    kv: list[KV] = []
+    alignment = 32
+    for key, val, vt, sub in h.kv:
+        if key == "general.architecture":
+            arch = val.decode("utf-8", "replace") if isinstance(val, bytes) else str(val)
+        if key == "general.alignment":
+            alignment = int(val)
+        kv.append(KV(key, val, vt, sub))
+    tensors = []
+    end = h.data_start
+    for t in h.tensors:
+        try:
+            tp = TensorPlan(t.name, t.shape, Q(t.type))
+        except ValueError as e:
+            raise ModelError(f"{path}: tensor {t.name} has unknown type id {t.type}",
+                             "use a newer llamaforge/gguf-py, or a file with standard types") from e
+        end = max(end, h.data_start + t.offset + tp.nbytes)
+        tensors.append(tp)
+    if end > h.file_size:
+        raise ModelError(f"{path} is truncated: tensor data ends at byte {end:,} but the file has {h.file_size:,}",
+                         "re-download or re-generate the file (an interrupted copy or download?)")
+    if not arch:
+        raise ModelError(f"{path} has no general.architecture", "give a llama.cpp model GGUF")
+    return ModelPlan(arch=arch, tensors=tensors, kv=kv, alignment=alignment)
+
+
+# ------------------------------------------------------------------------------------- facts
+
+
+def tensor_group(name: str, linear_layer: bool = False) -> str:
+    """The group a tensor's bytes are reported under."""
+    if name.startswith("token_embd"):
+        return "embedding"
+    if name.startswith("output"):
+        return "output"
+    if "_exps" in name:
+        return "experts"
+    if "_shexp" in name:
+        return "shared_expert"
+    if "ffn_gate_inp" in name:
+        return "router"
+    if "ssm_" in name or (linear_layer and ("attn_qkv" in name or "attn_gate" in name)):
+        return "linear_attention"
+    if "norm" in name:
+        return "norms"
+    if "attn_" in name:
+        return "attention"
+    return "other"
+
+
+def _as_int(v: Any, default: int = 0) -> int:
+    if v is None:
+        return default
+    if isinstance(v, list):
+        vals = [int(x) for x in v if x is not None]
+        return max(vals) if vals else default
+    return int(v)
+
+
+def _scalar_meta(kv: list[KV]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for e in kv:
+        if e.vtype == VT.ARRAY:
+            if e.key.startswith("tokenizer.") and len(e.value) > 64:
+                out[e.key] = f"[{len(e.value)} items]"
+            else:
+                out[e.key] = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in e.value]
+        else:
+            v = e.value.decode("utf-8", "replace") if isinstance(e.value, bytes) else e.value
+            if isinstance(v, str) and len(v) > 200:
+                v = v[:200] + "…"
+            out[e.key] = v
+    return out
+
+
+def header_nbytes(plan: ModelPlan) -> int:
+    """Bytes of the GGUF header (magic..tensor infos, padded) that ``plan`` will produce."""
+
+    def val_size(v: Any, vt: VT, sub: VT | None) -> int:
+        if vt == VT.STRING:
+            return 8 + len(v if isinstance(v, bytes) else str(v).encode())
+        if vt == VT.ARRAY:
+            assert sub is not None
+            return 4 + 8 + sum(val_size(x, sub, None) for x in v)
+        return {VT.UINT8: 1, VT.INT8: 1, VT.BOOL: 1, VT.UINT16: 2, VT.INT16: 2, VT.UINT32: 4, VT.INT32: 4,
+                VT.FLOAT32: 4, VT.UINT64: 8, VT.INT64: 8, VT.FLOAT64: 8}[vt]
+
+    n = 4 + 4 + 8 + 8
+    arch_kv = [KV("general.architecture", plan.arch, VT.STRING)]
+    for e in arch_kv + [e for e in plan.kv if e.key != "general.architecture"]:
+        n += 8 + len(e.key.encode()) + 4 + val_size(e.value, e.vtype, e.sub_type)
+    for t in plan.tensors:
+        n += 8 + len(t.name.encode()) + 4 + 8 * len(t.shape) + 4 + 8
+    return (n + plan.alignment - 1) // plan.alignment * plan.alignment
+
+
+def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None = None) -> ModelFacts:
+    """Derive :class:`ModelFacts` from a plan (a file's header or a synthetic plan)."""
+    md = plan.metadata()
+    arch = plan.arch
+    get = lambda k, d=None: md.get(f"{arch}.{k}", d)  # noqa: E731
+    names = [t.name for t in plan.tensors]
+    layer_tensors: dict[int, list[str]] = {}
+    for n in names:
+        m = _BLK.match(n)
+        if m:
+            layer_tensors.setdefault(int(m.group(1)), []).append(n)
+    n_layers = _as_int(get("block_count"), (max(layer_tensors) + 1) if layer_tensors else 0)
+    n_nextn = _as_int(get("nextn_predict_layers"), 0)
+    trunk = n_layers - n_nextn
+    linear = sorted(i for i, ns in layer_tensors.items() if i < trunk and any(".ssm_" in x for x in ns))
+    full = sorted(i for i, ns in layer_tensors.items() if i < trunk and i not in linear
+                  and any(re.search(r"\.attn_(q|k|v|qkv)\.", x) for x in ns))
+
+    n_experts = _as_int(get("expert_count"))
+    n_used = _as_int(get("expert_used_count"))
+    n_embd = _as_int(get("embedding_length"))
+    n_head = _as_int(get("attention.head_count"))
+    n_head_kv = _as_int(get("attention.head_count_kv"), n_head)
+    head_k = _as_int(get("attention.key_length"), n_embd // n_head if n_head else 0)
+    head_v = _as_int(get("attention.value_length"), head_k)
+    embd = next((t for t in plan.tensors if t.name == "token_embd.weight"), None)
+    vocab = embd.shape[1] if embd and len(embd.shape) > 1 else len(md.get("tokenizer.ggml.tokens", []) or [])
+
+    by_group: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    types: dict[str, int] = {}
+    params_total = params_expert = bytes_expert = 0
+    lin = set(linear)
+    for t in plan.tensors:
+        m = _BLK.match(t.name)
+        g = tensor_group(t.name, bool(m and int(m.group(1)) in lin))
+        by_group[g] = by_group.get(g, 0) + t.nbytes
+        tn = quants.type_name(t.type)
+        by_type[tn] = by_type.get(tn, 0) + t.nbytes
+        types[tn] = types.get(tn, 0) + 1
+        params_total += t.n_elements
+        if g == "experts":
+            params_expert += t.n_elements
+            bytes_expert += t.nbytes
+    frac = (n_used / n_experts) if n_experts else 1.0
+    embd_params = embd.n_elements if embd else 0
+    embd_bytes = embd.nbytes if embd else 0
+    row = (embd_bytes // vocab) if (embd and vocab) else 0
+    nonexp_params = params_total - params_expert
+    nonexp_bytes = sum(by_type.values()) - bytes_expert
+    params_active = nonexp_params - embd_params + round(params_expert * frac)
+    weight_bytes = nonexp_bytes - embd_bytes + row + round(bytes_expert * frac)
+
+    kv_per_ctx = len(full) * (head_k + head_v) * n_head_kv * 2
+    recurrent = 0
+    if linear:
+        d_conv = _as_int(get("ssm.conv_kernel"))
+        d_state = _as_int(get("ssm.state_size"))
+        groups = _as_int(get("ssm.group_count"))
+        inner = _as_int(get("ssm.inner_size"))
+        v_heads = _as_int(get("ssm.time_step_rank"))
+        conv_dim = 2 * d_state * groups + inner
+        recurrent = len(linear) * ((d_conv - 1) * conv_dim + d_state * d_state * v_heads) * 4
+
+    name = md.get("general.name", "")
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    if file_bytes is None:
+        file_bytes = header_nbytes(plan) + plan.data_bytes
+        estimated = True
+    else:
+        estimated = False
+    return ModelFacts(
+        path=path, arch=arch, name=str(name), n_layers=n_layers, full_attention_layers=full,
+        linear_attention_layers=linear, n_experts=n_experts, n_experts_used=n_used,
+        has_shared_expert=any("_shexp" in n for n in names), vocab_size=vocab,
+        n_ctx_train=_as_int(get("context_length")), n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+        head_dim=head_k, file_bytes=file_bytes, tensor_count=len(plan.tensors), params_total=params_total,
+        params_active=params_active, bytes_by_group=dict(sorted(by_group.items(), key=lambda kv: -kv[1])),
+        types=types, bytes_by_type=by_type, weight_bytes_per_token=weight_bytes,
+        kv_bytes_per_token_ctx=kv_per_ctx, recurrent_state_bytes=recurrent, ncmoe_range=(0, trunk),
+        synthetic=bool(md.get("llamaforge.synthetic", False)), file_bytes_estimated=estimated,
+        metadata=_scalar_meta(plan.kv))
+
+
+def model_facts(path: Path) -> ModelFacts:
+    """Facts of a GGUF file on disk (header only)."""
+    path = Path(path)
+    plan = read_plan(path, with_arrays=False)
+    return facts_from_plan(plan, path=str(path), file_bytes=os.path.getsize(path))

@@ -1,0 +1,82 @@
+"""Model references, accepted wherever a model is taken.
+
+* a path to a ``.gguf`` file;
+* ``synth:PRESET[:MIX]`` — a synthetic model, generated once into ``Paths.model_cache`` under a
+  name keyed by everything that decides its bytes (preset, mix, seed, generator version, vocab file);
+* ``hf:OWNER/REPO/FILE`` — a file of a Hugging Face repo (``…/resolve/main/FILE``);
+* ``https://…`` (or ``http://``) — any URL.
+
+Downloads may end in ``#sha256=<64 hex>`` to pin the hash; they land in
+``Paths.model_cache/hf/OWNER/REPO/FILE`` or ``Paths.model_cache/url/<hash of url>/NAME``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..errors import ModelError
+from ..paths import Paths
+from .download import download, hf_url
+from .plan import GENERATOR_VERSION
+from .presets import get_mix, get_preset
+from .synth import synth
+from .vocab import find_vocab_dir
+
+SCHEMES = ("synth:", "hf:", "https://", "http://")
+
+
+def split_hash(ref: str) -> tuple[str, str | None]:
+    """``URL#sha256=HEX`` -> (URL, HEX)."""
+    base, sep, frag = ref.partition("#")
+    if not sep:
+        return ref, None
+    if not frag.startswith("sha256="):
+        raise ModelError(f"bad fragment #{frag} in {ref!r}", "only #sha256=<64 hex digits> is understood")
+    return base, frag[len("sha256="):]
+
+
+def synth_cache_path(preset: str, mix: str, paths: Paths, vocab_file: Path, seed: int = 0) -> Path:
+    """Where ``synth:PRESET:MIX`` lives in the model cache (the name changes with anything that
+    changes the bytes)."""
+    st = vocab_file.stat()
+    key = json.dumps({"preset": preset, "mix": mix, "seed": seed, "gen": GENERATOR_VERSION,
+                      "vocab": [vocab_file.name, st.st_size]}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return paths.model_cache / "synth" / f"{preset}-{mix}-{digest}.gguf"
+
+
+def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, progress: bool = True) -> Path:
+    """Turn a model reference into a local GGUF path, generating or downloading it if needed."""
+    ref = str(ref).strip()
+    if ref.startswith("synth:"):
+        parts = ref[len("synth:"):].split(":")
+        if not parts[0] or len(parts) > 2:
+            raise ModelError(f"bad synthetic model reference {ref!r}", "write synth:PRESET or synth:PRESET:MIX")
+        shape = get_preset(parts[0])
+        mix = get_mix(parts[1] if len(parts) == 2 else "q4_k_m").name
+        vocab_dir = vocab_dir or find_vocab_dir(paths)
+        if vocab_dir is None or not (Path(vocab_dir) / shape.vocab_file).is_file():
+            raise ModelError(f"no tokenizer file {shape.vocab_file} to generate {ref}",
+                             "pass vocab_dir (a llama.cpp tree's models/ folder) or build a pin first")
+        out = synth_cache_path(shape.name, mix, paths, Path(vocab_dir) / shape.vocab_file)
+        if not out.is_file():
+            synth(shape.name, out, mix, vocab_dir=Path(vocab_dir), progress=progress)
+        return out
+    if ref.startswith("hf:"):
+        spec, sha = split_hash(ref[len("hf:"):])
+        url = hf_url(spec)
+        dest = paths.model_cache / "hf" / spec.strip("/")
+        return dest if dest.is_file() else download(url, dest, sha256=sha, progress=progress)
+    if ref.startswith(("https://", "http://")):
+        url, sha = split_hash(ref)
+        name = Path(urlparse(url).path).name or "model.gguf"
+        dest = paths.model_cache / "url" / hashlib.sha256(url.encode()).hexdigest()[:12] / name
+        return dest if dest.is_file() else download(url, dest, sha256=sha, progress=progress)
+    p = Path(ref).expanduser()
+    if p.is_file():
+        return p
+    raise ModelError(f"no model {ref!r}: not a file, and not synth:/hf:/https: reference",
+                     "give a .gguf path, synth:PRESET[:MIX], hf:OWNER/REPO/FILE or an https URL")

@@ -1,0 +1,54 @@
+"""Reports: a pure function of stored data (no measuring).
+
+``write_report(store, run_id, out_dir)`` loads the run (:mod:`.data`), finds sweet spots, anomalies
+and the roofline (:mod:`.analysis`), lays the content out as renderer-neutral sections
+(:mod:`.tables`), draws PNGs (:mod:`.plots`) and renders them twice: one self-contained HTML file
+(:mod:`.html`) and a Markdown file for a README or an issue (:mod:`.markdown`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..store import Store
+from . import html, markdown
+from .data import ReportData, ReportError, load
+from .plots import make_plots
+from .tables import Section, build_sections
+
+__all__ = ["ReportError", "ReportPaths", "write_report", "build_report"]
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    md: Path
+    html: Path
+    pngs: list[Path]
+
+
+def build_report(store: Store, run_id: str, out_dir: Path, *,
+                 min_effect: float = 0.05) -> tuple[ReportData, list[Section]]:
+    """Load the run, draw its plots into ``out_dir`` and return the data and the sections."""
+    if not 0 <= min_effect < 1:
+        raise ReportError(f"--min-effect {min_effect} is out of range", "give a fraction such as 0.05 (5 %)")
+    data = load(store, run_id)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"cannot create report folder {out_dir}: {e.strerror}", "pick another --out") from e
+    plots = make_plots(data, out_dir)
+    return data, build_sections(data, plots, min_effect=min_effect)
+
+
+def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05) -> ReportPaths:
+    """Write ``report.md``, ``report.html`` and the PNGs for one run into ``out_dir``.
+
+    Raises StoreError for an unknown run and ReportError for a run that cannot be reported.
+    """
+    out_dir = Path(out_dir)
+    data, sections = build_report(store, run_id, out_dir, min_effect=min_effect)
+    md = markdown.write(data, sections, out_dir / "report.md")
+    page = html.write(data, sections, out_dir / "report.html")
+    pngs = [Path(p.path) for s in sections for p in s.plots]
+    return ReportPaths(md=md, html=page, pngs=pngs)

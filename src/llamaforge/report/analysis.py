@@ -1,0 +1,152 @@
+"""Sweet spots, anomalies and the roofline: pure functions of :class:`~.data.Row` lists.
+
+* :func:`first_native` — the smallest offload (lowest ``ncmoe``) whose fitted context reaches the
+  model's native context.
+* :func:`pareto_front` — points not beaten on both context and speed by another point.
+* :func:`anomalies` — points that are significantly faster than their nearest neighbour with MORE
+  layers on the GPU (lower ``ncmoe``), like the seed's Vulkan N=12 beating N=11. Each anomaly names
+  the full-attention layers whose experts moved between the two points (the seed's user wondered
+  whether Vulkan's spikes line up with them).
+* :func:`roofline` — achieved memory bandwidth of token generation against the device's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..stats import Comparison, compare
+from .data import Row
+
+METRICS = {"pp": "prompt t/s", "tg": "generation t/s"}
+
+
+def first_native(rows: Sequence[Row], native: int | None) -> Row | None:
+    """The ok row with the lowest ncmoe whose context reaches ``native`` (``None`` if none does)."""
+    if not native:
+        return None
+    hits = [r for r in rows if r.ok and r.n_ctx is not None and r.n_ctx >= native]
+    return min(hits, key=lambda r: (r.ncmoe, r.ngl)) if hits else None
+
+
+def best_at_native(rows: Sequence[Row], native: int | None, metric: str = "tg") -> Row | None:
+    """The ok row at native context with the highest median ``metric``."""
+    if not native:
+        return None
+    hits = [r for r in rows if r.ok and r.n_ctx is not None and r.n_ctx >= native and r.median(metric) is not None]
+    return max(hits, key=lambda r: (r.median(metric), -r.ncmoe)) if hits else None
+
+
+def pareto_front(rows: Sequence[Row], metric: str = "tg") -> list[Row]:
+    """Ok rows on the (context, median ``metric``) Pareto front, both maximised; sorted by context.
+
+    A row is dropped when another row has at least its context and its speed and more of one.
+    Ties (same context and speed) keep the lower ncmoe.
+    """
+    cands = [r for r in rows if r.ok and r.n_ctx is not None and r.median(metric) is not None]
+    front = []
+    for r in cands:
+        rc, rm = r.n_ctx, r.median(metric)
+        dominated = False
+        for o in cands:
+            if o is r:
+                continue
+            oc, om = o.n_ctx, o.median(metric)
+            if oc >= rc and om >= rm and (oc > rc or om > rm):  # type: ignore[operator]
+                dominated = True
+                break
+            if oc == rc and om == rm and o.ncmoe < r.ncmoe:
+                dominated = True
+                break
+        if not dominated:
+            front.append(r)
+    return sorted(front, key=lambda r: (r.n_ctx, r.ncmoe))
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """``row`` beats ``neighbour`` (fewer layers' experts on the CPU) on ``metric``."""
+
+    row: Row
+    neighbour: Row
+    metric: str
+    comparison: Comparison
+    full_attn_moved: tuple[int, ...]   # full-attention layers whose experts moved to the CPU in between
+
+    @property
+    def gain(self) -> float:
+        return self.comparison.ratio - 1.0
+
+
+def moved_layers(lo: int, hi: int) -> range:
+    """0-based layers whose MoE experts are on the CPU at ``-ncmoe hi`` but not at ``-ncmoe lo``."""
+    return range(lo, hi)
+
+
+def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers: Sequence[int] = (),
+              metrics: Sequence[str] = ("tg", "pp")) -> list[Anomaly]:
+    """Rows significantly faster than the nearest ok row with a lower ncmoe (same series, same ngl).
+
+    Significance: Mann–Whitney U (p < 0.05) plus a gain of at least ``min_effect``; a point
+    measured once can never be flagged.
+    """
+    fal = set(full_attn_layers)
+    out: list[Anomaly] = []
+    by_series: dict[tuple[str, int], list[Row]] = {}
+    for r in rows:
+        if r.ok:
+            by_series.setdefault((r.series, r.ngl), []).append(r)
+    for group in by_series.values():
+        group = sorted(group, key=lambda r: r.ncmoe)
+        for metric in metrics:
+            have = [r for r in group if r.values(metric)]
+            for prev, cur in zip(have, have[1:], strict=False):
+                if cur.ncmoe <= prev.ncmoe:
+                    continue
+                c = compare(prev.values(metric), cur.values(metric), min_effect=min_effect)
+                if c is not None and c.significant and c.ratio > 1:
+                    moved = tuple(layer for layer in moved_layers(prev.ncmoe, cur.ncmoe) if layer in fal)
+                    out.append(Anomaly(cur, prev, metric, c, moved))
+    return sorted(out, key=lambda a: (a.row.series, a.metric, a.row.ncmoe))
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    row: Row
+    context_used: float
+    bytes_per_token: float
+    achieved_gbs: float                 # bytes/token × median tg
+    device_gbs: float | None            # None: the device's bandwidth is unknown
+
+    @property
+    def fraction(self) -> float | None:
+        return None if not self.device_gbs else self.achieved_gbs / self.device_gbs
+
+
+def bytes_per_token(facts: dict, context_used: float) -> float | None:
+    """Bytes read per generated token: weights read per token + the KV cache read at this context."""
+    base = facts.get("bytes_per_token_base")
+    if not isinstance(base, int | float) or base <= 0:
+        return None
+    kv = facts.get("kv_bytes_per_token_ctx")
+    kv = kv if isinstance(kv, int | float) else 0.0
+    return float(base) + float(kv) * context_used
+
+
+def roofline(row: Row, facts: dict, device_gbs: float | None, *, prompt_tokens: int | None = None,
+             n_predict: int | None = None) -> RooflinePoint | None:
+    """Achieved bandwidth of one point (``None`` if it has no tg or the facts lack the byte counts).
+
+    Context used ≈ prompt tokens + n_predict / 2 (the mean KV length while generating); the row's
+    own values win over the plan's (``prompt_tokens`` / ``n_predict`` arguments).
+    """
+    tg = row.median("tg")
+    if not row.ok or tg is None:
+        return None
+    pt = row.prompt_tokens if row.prompt_tokens is not None else prompt_tokens
+    npred = row.n_predict if row.n_predict is not None else n_predict
+    ctx_used = float(pt or 0) + float(npred or 0) / 2
+    b = bytes_per_token(facts, ctx_used)
+    if b is None:
+        return None
+    return RooflinePoint(row, ctx_used, b, b * tg / 1e9, device_gbs)

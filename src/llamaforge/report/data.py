@@ -1,0 +1,268 @@
+"""Load one stored run into the shape every renderer uses (no measuring, no formatting).
+
+A run's points are grouped into **series**: one line on a plot, one points table. A series is one
+(build, engine, label): for a sweep that is one backend; for a compare run the A/B labels split a
+build's points; for a bisect the label is the commit. Series are ordered by the fixed backend order
+(cuda, vulkan, cpu, then others), which is also the order of every ratio (earlier over later, e.g.
+CUDA/Vulkan).
+
+Everything here is defensive about the plan / env / manifest dictionaries, which other modules
+write: a missing key becomes ``None`` and the section that needs it says why it is absent.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import LlamaforgeError
+from ..stats import Summary, summarize
+from ..store import Point, Probe, Run, Store
+
+BACKEND_ORDER = ("cuda", "vulkan", "cpu")
+BACKEND_NAMES = {"cuda": "CUDA", "vulkan": "Vulkan", "cpu": "CPU", "metal": "Metal", "hip": "HIP",
+                 "sycl": "SYCL"}
+
+
+class ReportError(LlamaforgeError):
+    """A run cannot be reported (no points, nothing measured, bad output folder)."""
+
+
+def backend_rank(backend: str | None) -> int:
+    b = (backend or "").lower()
+    return BACKEND_ORDER.index(b) if b in BACKEND_ORDER else len(BACKEND_ORDER)
+
+
+def backend_name(backend: str | None) -> str:
+    b = (backend or "?").lower()
+    return BACKEND_NAMES.get(b, backend or "?")
+
+
+@dataclass
+class MemSplit:
+    """Memory of one side (GPU devices summed, or the host) split as llama.cpp reports it, MiB."""
+
+    model: float = 0.0
+    context: float = 0.0
+    compute: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.model + self.context + self.compute
+
+
+@dataclass
+class Row:
+    """One point, ready to analyse and render. Analysis functions take these (tests build them by hand)."""
+
+    ncmoe: int
+    ok: bool = True
+    n_ctx: int | None = None
+    pp: list[float] = field(default_factory=list)
+    tg: list[float] = field(default_factory=list)
+    series: str = ""
+    ngl: int = -1
+    label: str = ""
+    failure_class: str | None = None
+    failure_detail: str | None = None
+    n_ctx_train: int | None = None
+    vram_mib: float | None = None
+    vram_total_mib: float | None = None
+    rss_mib: float | None = None
+    gpu_mem: MemSplit | None = None
+    host_mem: MemSplit | None = None
+    prompt_tokens: int | None = None
+    n_predict: int | None = None
+    command: str | None = None
+    point: Point | None = None
+
+    def __post_init__(self) -> None:
+        self.pp_s: Summary | None = summarize(self.pp)
+        self.tg_s: Summary | None = summarize(self.tg)
+
+    def summary(self, metric: str) -> Summary | None:
+        """``metric`` is ``pp`` or ``tg``."""
+        return self.pp_s if metric == "pp" else self.tg_s
+
+    def values(self, metric: str) -> list[float]:
+        return self.pp if metric == "pp" else self.tg
+
+    def median(self, metric: str) -> float | None:
+        s = self.summary(metric)
+        return None if s is None else s.median
+
+
+@dataclass
+class Series:
+    """One build (× engine × label): a line on every plot and one points table."""
+
+    key: tuple[str, str, str]          # (build_key, engine, label)
+    name: str                          # display name, unique within the report
+    backend: str
+    build: dict | None
+    rows: list[Row]
+
+    @property
+    def ok_rows(self) -> list[Row]:
+        return [r for r in self.rows if r.ok]
+
+    @property
+    def failed_rows(self) -> list[Row]:
+        return [r for r in self.rows if not r.ok]
+
+    @property
+    def rank(self) -> int:
+        return backend_rank(self.backend)
+
+
+@dataclass
+class ReportData:
+    run: Run
+    builds: list[dict]
+    series: list[Series]
+    facts: dict
+    native_ctx: int | None
+    full_attn_layers: list[int]
+    probes: list[Probe]
+
+    @property
+    def env(self) -> dict:
+        return self.run.env or {}
+
+    @property
+    def plan(self) -> dict:
+        return self.run.plan or {}
+
+    @property
+    def model_ref(self) -> str:
+        m = self.plan.get("model") or {}
+        return str(m.get("ref") or m.get("path") or self.facts.get("name") or "unknown model")
+
+    @property
+    def all_rows(self) -> list[Row]:
+        return [r for s in self.series for r in s.rows]
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def split_breakdown(mb: Any) -> tuple[MemSplit | None, MemSplit | None]:
+    """(GPU devices summed, host) from a stored ``fit_memory_breakdown``.
+
+    Accepts a dict ``{name: {total, free, self, model, context, compute}}`` or llama.cpp's own list
+    of rows (``{"kind": "device"|"host"|"buffer_type", "name": ...}``). An entry with a device
+    ``total`` is a GPU; the rest (Host, CPU_REPACK, ...) is host memory.
+    """
+    if not mb:
+        return None, None
+    if isinstance(mb, dict):
+        entries = [dict(v, name=k) for k, v in mb.items() if isinstance(v, dict)]
+    elif isinstance(mb, list):
+        entries = [e for e in mb if isinstance(e, dict)]
+    else:
+        return None, None
+    gpu: MemSplit | None = None
+    host: MemSplit | None = None
+    for e in entries:
+        kind = str(e.get("kind") or "").lower()
+        name = str(e.get("name") or "").lower()
+        is_gpu = kind == "device" or (kind == "" and _num(e.get("total")) and "host" not in name
+                                      and not name.startswith("cpu"))
+        part = MemSplit(_num(e.get("model")) or 0.0, _num(e.get("context")) or 0.0, _num(e.get("compute")) or 0.0)
+        if is_gpu:
+            gpu = gpu or MemSplit()
+            tgt = gpu
+        else:
+            host = host or MemSplit()
+            tgt = host
+        tgt.model += part.model
+        tgt.context += part.context
+        tgt.compute += part.compute
+    return gpu, host
+
+
+def full_attention_layers(facts: dict) -> list[int]:
+    """0-based indices of full-attention layers (from the facts' list, or derived from the interval)."""
+    fal = facts.get("full_attention_layers")
+    if isinstance(fal, list | tuple):
+        return sorted(int(x) for x in fal if isinstance(x, int | float))
+    interval = facts.get("full_attention_interval")
+    n = facts.get("n_layers")
+    if isinstance(interval, int) and interval > 0 and isinstance(n, int):
+        return [i for i in range(n) if (i + 1) % interval == 0]
+    return []
+
+
+def _row(p: Point, series: str) -> Row:
+    gpu, host = split_breakdown(p.mem_breakdown)
+    vram = p.vram_used_mib if p.vram_used_mib is not None else p.vram_self_mib
+    return Row(ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps"), tg=p.measured("tg_tps"),
+               series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
+               failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
+               vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
+               prompt_tokens=p.prompt_tokens, n_predict=p.n_predict,
+               command=shlex.join(p.command) if p.command else None, point=p)
+
+
+def _label_order(label: str) -> tuple:
+    # within one backend, later labels first: a compare's ratio reads B/A (new over baseline)
+    return tuple(-ord(c) for c in label)
+
+
+def load(store: Store, run_id: str) -> ReportData:
+    """Everything a report needs from the store. Raises StoreError (unknown run) or ReportError."""
+    run = store.get_run(run_id)
+    builds = store.builds_for_run(run.id)
+    by_key = {b.get("key"): b for b in builds if isinstance(b, dict)}
+    points = store.points(run.id)
+    if not points:
+        raise ReportError(f"run {run.id} has no points (status: {run.status})",
+                          "measure it first (`llamaforge bench ... --resume`), or pick another run")
+
+    groups: dict[tuple[str, str, str], list[Point]] = {}
+    for p in points:
+        groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
+
+    def backend_of(key: str) -> str:
+        b = by_key.get(key) or store.get_build(key) or {}
+        return str(b.get("backend") or key.split("-")[0] or "?")
+
+    keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
+    engines = {k[1] for k in keys}
+    names: list[str] = []
+    for k in keys:
+        base = backend_name(backend_of(k[0]))
+        same = [o for o in keys if backend_name(backend_of(o[0])) == base]
+        parts = [base]
+        if len({o[0] for o in same}) > 1:  # two builds of one backend: tell them apart by pin/commit
+            b = by_key.get(k[0]) or {}
+            parts.append(str(b.get("pin") or (b.get("commit") or k[0])[:9]))
+        if k[2]:
+            parts.append(k[2][:12])
+        if len(engines) > 1:
+            parts.append(k[1])
+        name = " ".join(parts)
+        while name in names:
+            name += "'"
+        names.append(name)
+
+    series = []
+    for k, name in zip(keys, names, strict=True):
+        pts = sorted(groups[k], key=lambda p: (p.ncmoe, p.ngl))
+        series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]),
+                             rows=[_row(p, name) for p in pts]))
+
+    model = run.plan.get("model") if isinstance(run.plan, dict) else None
+    facts = (model or {}).get("facts") or {}
+    native = facts.get("n_ctx_train")
+    if not isinstance(native, int):
+        native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
+    return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
+                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id))

@@ -1,0 +1,39 @@
+"""One self-contained HTML file: Jinja2 template, inline CSS, plots as base64 PNG data URIs.
+
+No external resources (fonts, scripts, stylesheets): the file opens from disk with no server and
+can be mailed or attached to an issue as is.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from .. import __version__
+from .data import ReportData
+from .tables import Section
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _env() -> Environment:
+    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html", "j2"]),
+                       trim_blocks=True, lstrip_blocks=True)
+
+
+def render(data: ReportData, sections: list[Section]) -> str:
+    images = {p.name: base64.b64encode(Path(p.path).read_bytes()).decode("ascii")
+              for s in sections for p in s.plots}
+    rows = data.all_rows
+    return _env().get_template("report.html.j2").render(
+        run=data.run, model_ref=data.model_ref, sections=sections, images=images, version=__version__,
+        created=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data.run.created)),
+        n_points=len(rows), n_failed=sum(not r.ok for r in rows), n_series=len(data.series))
+
+
+def write(data: ReportData, sections: list[Section], path: Path) -> Path:
+    path.write_text(render(data, sections), encoding="utf-8")
+    return path

@@ -1,0 +1,246 @@
+"""PNG plots of a run against ncmoe (matplotlib, Agg; one file each, every series overlaid).
+
+* ``context.png``  fitted context (native context as a horizontal line)
+* ``pp.png`` / ``tg.png``  prompt / generation t/s, error bars = IQR of the measured requests
+* ``memory.png``  VRAM (left) and host RSS (right); where llama.cpp's memory breakdown exists its
+  model / context / compute parts are drawn as thinner dashed / dotted / dash-dot lines
+* ``probes.png``  (bisect runs) speed per probed commit
+
+Every ncmoe plot marks the model's full-attention layers: a light vertical line at ncmoe = L + 1,
+the first offload at which the experts of full-attention layer L (0-based) run on the CPU. Failed
+points are × markers at the bottom of the axis, never values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
+
+from .data import MemSplit, ReportData, Row, Series  # noqa: E402
+
+BACKEND_COLORS = {"cuda": "#4c9a2a", "vulkan": "#c0392b", "cpu": "#2c6fbb"}
+EXTRA_COLORS = ["#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000", "#1f618d"]
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+PART_STYLES = {"model": "--", "context": ":", "compute": "-."}
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str        # file stem, e.g. "tg"
+    title: str
+    path: Path
+    caption: str
+
+
+def _styles(series: list[Series]) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    used: set[str] = set()
+    extra = iter(EXTRA_COLORS * 4)
+    for i, s in enumerate(series):
+        c = BACKEND_COLORS.get(s.backend.lower())
+        if c is None or c in used:
+            c = next(extra)
+        used.add(c)
+        out[s.name] = (c, MARKERS[i % len(MARKERS)])
+    return out
+
+
+def _mark_full_attn(ax: Axes, data: ReportData) -> bool:
+    """Fix the ncmoe axis to every point's range (failed ones too) and mark full-attention layers."""
+    xs = [r.ncmoe for r in data.all_rows]
+    if not xs:
+        return False
+    lo, hi = min(xs), max(xs)
+    ax.set_xlim(lo - 0.5, hi + 0.5)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    drawn = False
+    for layer in data.full_attn_layers:
+        x = layer + 1
+        if lo <= x <= hi:
+            ax.axvline(x, color="#999999", alpha=0.35, lw=1, zorder=0)
+            ax.text(x, 1.0, "FA", transform=blended_transform_factory(ax.transData, ax.transAxes),
+                    ha="center", va="bottom", fontsize=6, color="#777777")
+            drawn = True
+    return drawn
+
+
+def _failed(ax: Axes, s: Series, color: str) -> bool:
+    bad = s.failed_rows
+    if bad:
+        tr = blended_transform_factory(ax.transData, ax.transAxes)
+        ax.scatter([r.ncmoe for r in bad], [0.03] * len(bad), marker="x", s=60, color=color, transform=tr,
+                   clip_on=False, zorder=5, linewidths=2)
+    return bool(bad)
+
+
+def _finish(ax: Axes, fig: plt.Figure, path: Path, extra: list[Line2D], title: str, ylabel: str) -> None:
+    ax.set_xlabel("ncmoe (layers whose MoE experts run on the CPU)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, pad=14)
+    ax.grid(True, alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles + extra, labels + [h.get_label() for h in extra], fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _common_legend(data: ReportData, fa: bool, failed: bool) -> list[Line2D]:
+    extra = []
+    if fa:
+        extra.append(Line2D([], [], color="#999999", alpha=0.5, label="FA: full-attn layer L at ncmoe L+1"))
+    if failed:
+        extra.append(Line2D([], [], color="#555555", marker="x", ls="", label="failed point"))
+    return extra
+
+
+def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: str) -> None:
+    fig, ax = plt.subplots(figsize=(9, 5))
+    styles = _styles(data.series)
+    failed = False
+    for s in data.series:
+        color, marker = styles[s.name]
+        rows = [r for r in s.ok_rows if r.summary(metric) is not None]
+        if rows:
+            med = [r.summary(metric).median for r in rows]  # type: ignore[union-attr]
+            lo = [m - r.summary(metric).q1 for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
+            hi = [r.summary(metric).q3 - m for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
+            ax.errorbar([r.ncmoe for r in rows], med, yerr=[lo, hi], color=color, marker=marker, ms=4,
+                        capsize=3, lw=1.5, label=s.name)
+        failed |= _failed(ax, s, color)
+    ax.set_ylim(bottom=0)
+    fa = _mark_full_attn(ax, data)
+    _finish(ax, fig, path, _common_legend(data, fa, failed), title, ylabel)
+
+
+def _context_plot(data: ReportData, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(9, 5))
+    styles = _styles(data.series)
+    failed = False
+    for s in data.series:
+        color, marker = styles[s.name]
+        rows = [r for r in s.ok_rows if r.n_ctx is not None]
+        if rows:
+            ax.plot([r.ncmoe for r in rows], [r.n_ctx for r in rows], color=color, marker=marker, ms=4, lw=1.5,
+                    label=s.name)
+        failed |= _failed(ax, s, color)
+    if data.native_ctx:
+        ax.axhline(data.native_ctx, color="black", ls="--", lw=1, label=f"native context ({data.native_ctx:,})")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    fa = _mark_full_attn(ax, data)
+    _finish(ax, fig, path, _common_legend(data, fa, failed), "Context that fits vs offload", "context (tokens)")
+
+
+def _memory_plot(data: ReportData, path: Path) -> None:
+    fig, (ax_v, ax_r) = plt.subplots(1, 2, figsize=(13, 5))
+    styles = _styles(data.series)
+    parts_seen = False
+    failed = False
+
+    def draw(ax: Axes, s: Series, total: Callable[[Row], float | None],
+             split: Callable[[Row], MemSplit | None]) -> bool:
+        color, marker = styles[s.name]
+        rows = [r for r in s.ok_rows if total(r) is not None]
+        if not rows:
+            return False
+        ax.plot([r.ncmoe for r in rows], [total(r) for r in rows], color=color, marker=marker, ms=4, lw=1.8,
+                label=s.name)
+        with_split = [r for r in s.ok_rows if split(r) is not None]
+        for part, ls in PART_STYLES.items():
+            if with_split:
+                ax.plot([r.ncmoe for r in with_split], [getattr(split(r), part) for r in with_split],
+                        color=color, ls=ls, lw=1, alpha=0.8)
+        return bool(with_split)
+
+    for s in data.series:
+        parts_seen |= draw(ax_v, s, lambda r: r.vram_mib if r.vram_mib is not None else (
+            r.gpu_mem.total if r.gpu_mem else None), lambda r: r.gpu_mem)
+        parts_seen |= draw(ax_r, s, lambda r: r.rss_mib, lambda r: r.host_mem)
+        failed |= _failed(ax_v, s, styles[s.name][0]) | _failed(ax_r, s, styles[s.name][0])
+    extra = _common_legend(data, False, failed)
+    if parts_seen:
+        extra += [Line2D([], [], color="#555555", ls=ls, lw=1, label=part) for part, ls in PART_STYLES.items()]
+    for ax, title, ylabel in ((ax_v, "GPU memory (VRAM)", "MiB"), (ax_r, "Host memory (peak RSS)", "MiB")):
+        ax.set_ylim(bottom=0)
+        fa = _mark_full_attn(ax, data)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", color="#777777")
+        ax.set_xlabel("ncmoe (layers whose MoE experts run on the CPU)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, pad=14)
+        ax.grid(True, alpha=0.3)
+        h, labels = ax.get_legend_handles_labels()
+        more = extra + ([Line2D([], [], color="#999999", alpha=0.5, label="FA: full-attn layer")] if fa else [])
+        if h or more:
+            ax.legend(h + more, labels + [x.get_label() for x in more], fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _probes_plot(data: ReportData, path: Path) -> bool:
+    order = [p.commit_sha for p in data.probes]
+    rows: list[tuple[int, Row]] = []
+    for r in data.all_rows:
+        idx = next((i for i, c in enumerate(order) if r.label and (c.startswith(r.label) or r.label.startswith(c))),
+                   None)
+        if idx is not None and r.ok and r.tg_s is not None:
+            rows.append((idx, r))
+    if not rows:
+        return False
+    rows.sort(key=lambda t: t[0])
+    fig, ax = plt.subplots(figsize=(9, 5))
+    x = list(range(len(rows)))
+    med = [r.tg_s.median for _, r in rows]  # type: ignore[union-attr]
+    lo = [m - r.tg_s.q1 for m, (_, r) in zip(med, rows, strict=True)]  # type: ignore[union-attr]
+    hi = [r.tg_s.q3 - m for m, (_, r) in zip(med, rows, strict=True)]  # type: ignore[union-attr]
+    ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, ls="", color="#2c6fbb")
+    ax.set_xticks(x, [r.label[:9] for _, r in rows], rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("generation t/s")
+    ax.set_title("Generation speed per probed commit (probe order)")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
+    """Write the PNGs into ``out_dir``; nothing when no point succeeded."""
+    if not any(r.ok for r in data.all_rows):
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fa = (" Light vertical lines (FA): ncmoe = L+1 for each full-attention layer L."
+          if data.full_attn_layers else "")
+    plots = []
+    p = out_dir / "context.png"
+    _context_plot(data, p)
+    plots.append(Plot("context", "Context vs ncmoe", p,
+                      "Largest context llama.cpp fitted into free memory at each offload; dashed: native context." + fa))
+    for metric, title, ylabel in (("pp", "Prompt processing vs ncmoe", "prompt t/s"),
+                                  ("tg", "Token generation vs ncmoe", "generation t/s")):
+        p = out_dir / f"{metric}.png"
+        _speed_plot(data, metric, p, title, ylabel)
+        plots.append(Plot(metric, title, p, "Median of the measured requests; error bars: IQR; ×: failed point." + fa))
+    p = out_dir / "memory.png"
+    _memory_plot(data, p)
+    plots.append(Plot("memory", "Memory vs ncmoe", p,
+                      "Solid: measured VRAM / peak RSS; thin lines: llama.cpp's model / context / compute split "
+                      "where recorded (GPU devices summed; host = Host + CPU buffers)." + fa))
+    if data.run.kind == "bisect" and data.probes:
+        p = out_dir / "probes.png"
+        if _probes_plot(data, p):
+            plots.append(Plot("probes", "Speed per probed commit", p, "Median generation t/s; error bars: IQR."))
+    return plots

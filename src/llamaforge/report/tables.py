@@ -1,0 +1,406 @@
+"""The report's content as renderer-neutral sections and tables.
+
+One schema, many renderers (like llama-bench's printers): :func:`build_sections` turns a
+:class:`~.data.ReportData` into :class:`Section` objects holding :class:`Table` objects whose
+``rows`` are display strings and whose ``data`` keeps the unformatted numbers behind each row (tests
+check those against the store). ``html.py`` and ``markdown.py`` only lay sections out.
+
+Every speed is shown with its spread and count (``Summary.fmt``: median ±IQR/2 (n=N)). A section
+that cannot be filled says why in ``absent`` instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..stats import Comparison, compare
+from . import analysis as an
+from .data import ReportData, Row, Series, backend_name
+
+SCENARIOS = (
+    ("all_gpu", "all layers on the device (ncmoe 0)"),
+    ("first_native", "first ncmoe with native context"),
+    ("best_native", "best tg at native context"),
+)
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    data: list[dict] = field(default_factory=list)
+    title: str = ""
+    note: str = ""
+    code_cols: tuple[int, ...] = ()      # columns rendered as code (commands)
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    plots: list[Any] = field(default_factory=list)   # plots.Plot
+    absent: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- formatting -------------------------------------------------------------------------------
+def fmt_int(x: float | int | None) -> str:
+    return "–" if x is None else f"{int(round(x)):,}"
+
+
+def fmt_mib(x: float | None) -> str:
+    return "–" if x is None else f"{x:,.0f}"
+
+
+def fmt_speed(r: Row | None, metric: str) -> str:
+    if r is None:
+        return "–"
+    s = r.summary(metric)
+    return "–" if s is None else s.fmt(1)
+
+
+def fmt_ratio(c: Comparison | None) -> str:
+    if c is None:
+        return "–"
+    return f"{c.ratio:.2f}× {c.mark} (p={c.p_value:.3g})"
+
+
+def _first_line(text: str | None, width: int = 120) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _pick(s: Series, scenario: str, native: int | None) -> Row | None:
+    if scenario == "all_gpu":
+        return next((r for r in s.rows if r.ncmoe == 0), None)
+    if scenario == "first_native":
+        return an.first_native(s.rows, native)
+    return an.best_at_native(s.rows, native, "tg")
+
+
+# ---- tables -----------------------------------------------------------------------------------
+def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | None = None) -> Table:
+    """Every point of one series (failed ones show their class instead of numbers)."""
+    t = Table(["ncmoe", "status", "context", "VRAM MiB", "GPU model/ctx/compute MiB", "RSS MiB",
+               "prompt tok", "pp t/s", "tg t/s", "notes"], title=s.name)
+    ngl_varies = len({r.ngl for r in s.rows}) > 1
+    if ngl_varies:
+        t.columns.insert(1, "ngl")
+    for r in s.rows:
+        g = r.gpu_mem
+        split = "–" if g is None else f"{g.model:,.0f} / {g.context:,.0f} / {g.compute:,.0f}"
+        notes = list((flags or {}).get(id(r), []))
+        if r.ok and native and r.n_ctx is not None and r.n_ctx >= native:
+            notes.insert(0, "native ctx")
+        status = "ok" if r.ok else f"failed: {r.failure_class or '?'}"
+        row = [str(r.ncmoe), status, fmt_int(r.n_ctx), fmt_mib(r.vram_mib), split, fmt_mib(r.rss_mib),
+               fmt_int(r.prompt_tokens), fmt_speed(r, "pp"), fmt_speed(r, "tg"), ", ".join(notes)]
+        if ngl_varies:
+            row.insert(1, str(r.ngl))
+        t.rows.append(row)
+        t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": r.ok, "n_ctx": r.n_ctx,
+                       "vram_mib": r.vram_mib, "rss_mib": r.rss_mib,
+                       "pp": r.pp_s.to_dict() if r.pp_s else None, "tg": r.tg_s.to_dict() if r.tg_s else None})
+    return t
+
+
+def failed_table(data: ReportData) -> Table:
+    t = Table(["series", "ncmoe", "class", "detail"], title="Failed points")
+    for s in data.series:
+        for r in s.failed_rows:
+            t.rows.append([s.name, str(r.ncmoe), r.failure_class or "?", _first_line(r.failure_detail)])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "failure_class": r.failure_class})
+    return t
+
+
+def summary_table(data: ReportData) -> Table:
+    """Like the seed's: per series, ncmoe 0 / first native context / best tg at native context."""
+    t = Table(["series", "point", "ncmoe", "context", "VRAM MiB", "RSS MiB", "pp t/s", "tg t/s"], title="Summary")
+    for s in data.series:
+        for sc, label in SCENARIOS:
+            r = _pick(s, sc, data.native_ctx)
+            if r is None:
+                why = "not measured" if sc == "all_gpu" else (
+                    "native context unknown" if not data.native_ctx else "never reached")
+                t.rows.append([s.name, label, "–", why, "–", "–", "–", "–"])
+                t.data.append({"series": s.name, "scenario": sc, "ncmoe": None})
+                continue
+            if not r.ok:
+                t.rows.append([s.name, label, str(r.ncmoe), f"failed: {r.failure_class or '?'}", "–", "–", "–", "–"])
+                t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ok": False})
+                continue
+            t.rows.append([s.name, label, str(r.ncmoe), fmt_int(r.n_ctx), fmt_mib(r.vram_mib), fmt_mib(r.rss_mib),
+                           fmt_speed(r, "pp"), fmt_speed(r, "tg")])
+            t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ok": True, "n_ctx": r.n_ctx,
+                           "pp_median": r.median("pp"), "tg_median": r.median("tg"),
+                           "pp_n": r.pp_s.n if r.pp_s else 0, "tg_n": r.tg_s.n if r.tg_s else 0})
+    return t
+
+
+def ratio_table(data: ReportData, min_effect: float) -> Table | None:
+    """Pairwise ratios (earlier series over later in the fixed backend order) per summary scenario."""
+    if len(data.series) < 2:
+        return None
+    t = Table(["scenario", "ratio", "ncmoe", "context", "pp", "tg"], title="Ratios",
+              note=(f"ratio = first/second; + significantly higher, - significantly lower, ~ no significant "
+                    f"difference (Mann–Whitney U p < 0.05 and |effect| ≥ {min_effect:.0%})"))
+    for i, a in enumerate(data.series):
+        for b in data.series[i + 1:]:
+            for sc, label in SCENARIOS:
+                ra, rb = _pick(a, sc, data.native_ctx), _pick(b, sc, data.native_ctx)
+                if ra is None or rb is None or not ra.ok or not rb.ok:
+                    continue
+                ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
+                cmp = {m: compare(rb.values(m), ra.values(m), min_effect=min_effect) for m in ("pp", "tg")}
+                t.rows.append([label, f"{a.name}/{b.name}", f"{ra.ncmoe} vs {rb.ncmoe}", ctx,
+                               fmt_ratio(cmp["pp"]), fmt_ratio(cmp["tg"])])
+                t.data.append({"scenario": sc, "num": a.name, "den": b.name,
+                               **{m: (c.to_dict() if c else None) for m, c in cmp.items()}})
+    return t
+
+
+def sweet_spot_table(data: ReportData) -> Table:
+    t = Table(["series", "smallest offload with native ctx", "best tg at native ctx",
+               "Pareto front (context, tg)", "Pareto front (context, pp)"], title="Sweet spots")
+
+    def pf(rows: list[Row], m: str) -> str:
+        return "; ".join(f"N={r.ncmoe} ({fmt_int(r.n_ctx)}, {r.median(m):.1f})" for r in rows) or "–"
+
+    for s in data.series:
+        fn = an.first_native(s.rows, data.native_ctx)
+        bn = an.best_at_native(s.rows, data.native_ctx)
+        ftg, fpp = an.pareto_front(s.rows, "tg"), an.pareto_front(s.rows, "pp")
+        none = "native context unknown" if not data.native_ctx else "never reached"
+        t.rows.append([s.name,
+                       f"N={fn.ncmoe}: {fmt_int(fn.n_ctx)} ctx, tg {fmt_speed(fn, 'tg')}" if fn else none,
+                       f"N={bn.ncmoe}: tg {fmt_speed(bn, 'tg')}" if bn else none,
+                       pf(ftg, "tg"), pf(fpp, "pp")])
+        t.data.append({"series": s.name, "first_native": fn.ncmoe if fn else None,
+                       "best_native": bn.ncmoe if bn else None,
+                       "pareto_tg": [r.ncmoe for r in ftg], "pareto_pp": [r.ncmoe for r in fpp]})
+    return t
+
+
+def anomaly_table(found: list[an.Anomaly]) -> Table:
+    t = Table(["series", "metric", "ncmoe", "beats ncmoe", "medians", "gain", "p", "full-attn layers moved"],
+              title="Anomalies")
+    for a in found:
+        c = a.comparison
+        t.rows.append([a.row.series, an.METRICS[a.metric], str(a.row.ncmoe), str(a.neighbour.ncmoe),
+                       f"{c.median_b:.1f} vs {c.median_a:.1f}", f"+{a.gain:.1%}", f"{c.p_value:.3g}",
+                       ", ".join(str(x) for x in a.full_attn_moved) or "none"])
+        t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe,
+                       "neighbour": a.neighbour.ncmoe, **c.to_dict(), "full_attn_moved": list(a.full_attn_moved)})
+    return t
+
+
+def device_bandwidth(s: Series, env: dict) -> tuple[str, float | None]:
+    """(device name, memory bandwidth GB/s or None) for a series' backend, from the run's env."""
+    if s.backend.lower() == "cpu":
+        cpu = env.get("cpu")
+        name = str(cpu.get("name") or cpu.get("model") or "CPU") if isinstance(cpu, dict) else str(cpu or "CPU")
+        bw = cpu.get("memory_bandwidth_gbs") if isinstance(cpu, dict) else env.get("ram_bandwidth_gbs")
+        return name, float(bw) if isinstance(bw, int | float) else None
+    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
+    devs = [d.get("name", "") for d in ((s.build or {}).get("capabilities") or {}).get("devices") or []
+            if isinstance(d, dict)]
+    gpu = next((g for g in gpus for d in devs if g.get("name") and str(g["name"]) in str(d)), None)
+    gpu = gpu or (gpus[0] if gpus else None)
+    if gpu is None:
+        return (devs[0] if devs else "device"), None
+    bw = gpu.get("memory_bandwidth_gbs")
+    return str(gpu.get("name") or "GPU"), float(bw) if isinstance(bw, int | float) else None
+
+
+def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
+    facts = data.facts
+    if not isinstance(facts.get("bytes_per_token_base"), int | float):
+        return None, "the model facts lack bytes_per_token_base (bytes read per token), so no roofline"
+    t = Table(["series", "device", "ncmoe", "context used", "GB/token", "tg t/s", "achieved GB/s",
+               "device GB/s", "% of peak"], title="Roofline")
+    for s in data.series:
+        dev, bw = device_bandwidth(s, data.env)
+        for r in s.rows:
+            rp = an.roofline(r, facts, bw, prompt_tokens=data.plan.get("prompt_tokens_target"),
+                             n_predict=data.plan.get("n_predict"))
+            if rp is None:
+                continue
+            frac = rp.fraction
+            t.rows.append([s.name, dev, str(r.ncmoe), fmt_int(rp.context_used), f"{rp.bytes_per_token / 1e9:.3f}",
+                           f"{r.median('tg'):.1f}", f"{rp.achieved_gbs:.1f}",
+                           "unknown" if bw is None else f"{bw:.0f}",
+                           "unknown" if frac is None else f"{frac:.1%}"])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "bytes_per_token": rp.bytes_per_token,
+                           "achieved_gbs": rp.achieved_gbs, "device_gbs": bw, "fraction": frac})
+    if not t.rows:
+        return None, "no point has a generation speed"
+    return t, None
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True, default=str)
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def kv_table(d: dict, title: str) -> Table:
+    t = Table(["key", "value"], title=title)
+    for k in sorted(d):
+        t.rows.append([str(k), _fmt_value(d[k])])
+        t.data.append({"key": k, "value": d[k]})
+    return t
+
+
+def _caps(caps: dict) -> str:
+    parts = []
+    for d in caps.get("devices") or []:
+        if isinstance(d, dict):
+            parts.append(f"{d.get('name', '?')} ({fmt_mib(d.get('memory_mib'))} MiB)")
+    if caps.get("cuda_archs"):
+        parts.append(f"CUDA archs {caps['cuda_archs']}")
+    vk = caps.get("vulkan")
+    if isinstance(vk, dict):
+        on = [k for k, v in sorted(vk.items()) if v and v is not True and v != "none"]
+        flags = [k for k, v in sorted(vk.items()) if v is True]
+        parts.append("Vulkan " + ", ".join(flags + [f"{k}={vk[k]}" for k in on]) if flags or on else "Vulkan: none")
+    rest = {k: v for k, v in caps.items() if k not in ("devices", "cuda_archs", "vulkan")}
+    if rest:
+        parts.append(_fmt_value(rest))
+    return "; ".join(parts) or "–"
+
+
+def builds_table(data: ReportData) -> Table:
+    t = Table(["series", "backend", "pin", "commit", "flags", "toolchain", "capabilities"], title="Builds")
+    for s in data.series:
+        b = s.build or {}
+        t.rows.append([s.name, backend_name(s.backend), str(b.get("pin") or "–"), str(b.get("commit") or "–"),
+                       " ".join(f"{k}={v}" for k, v in sorted((b.get("flags") or {}).items())) or "–",
+                       _fmt_value(b.get("toolchain")) if b.get("toolchain") else "–",
+                       _caps(b.get("capabilities") or {})])
+        t.data.append({"series": s.name, "key": s.key[0], **{k: b.get(k) for k in ("pin", "commit")}})
+    return t
+
+
+def commands_table(data: ReportData) -> Table:
+    t = Table(["series", "ncmoe", "command"], title="Commands", code_cols=(2,))
+    for s in data.series:
+        for r in s.rows:
+            t.rows.append([s.name, str(r.ncmoe), r.command or "(not recorded)"])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "command": r.command})
+    return t
+
+
+def probes_table(data: ReportData) -> Table:
+    t = Table(["seq", "commit", "subject", "verdict", "build s", "measure s", "note"], title="Probes")
+    for p in data.probes:
+        t.rows.append([str(p.seq), p.commit_sha[:12], p.subject or "", p.verdict or "",
+                       "–" if p.build_s is None else f"{p.build_s:.0f}",
+                       "–" if p.measure_s is None else f"{p.measure_s:.0f}", p.note or ""])
+        t.data.append({"seq": p.seq, "commit": p.commit_sha, "verdict": p.verdict})
+    return t
+
+
+# ---- sections ---------------------------------------------------------------------------------
+def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -> list[Section]:
+    """The whole report, in reading order."""
+    ok = [r for r in data.all_rows if r.ok]
+    found = an.anomalies(data.all_rows, min_effect=min_effect, full_attn_layers=data.full_attn_layers)
+    flags: dict[int, list[str]] = {}
+    for a in found:
+        flags.setdefault(id(a.row), []).append(f"beats N={a.neighbour.ncmoe} on {a.metric}")
+    for s in data.series:
+        for r in an.pareto_front(s.rows, "tg"):
+            flags.setdefault(id(r), []).append("Pareto (ctx, tg)")
+
+    out: list[Section] = []
+    summ = Section("summary", "Summary", intro=(
+        f"Native context: {fmt_int(data.native_ctx)} tokens." if data.native_ctx
+        else "Native context unknown (no n_ctx_train in the model facts or points)."))
+    if not ok:
+        summ.absent = "every point failed, so there is nothing to summarise; see Failed points"
+    else:
+        summ.tables.append(summary_table(data))
+        rt = ratio_table(data, min_effect)
+        if rt is None:
+            summ.notes.append("Comparison between backends absent: this run has only one series "
+                              f"({data.series[0].name}).")
+        elif not rt.rows:
+            summ.notes.append("Comparison between backends absent: no scenario has an ok point in two series.")
+        else:
+            summ.tables.append(rt)
+    out.append(summ)
+
+    sweet = Section("sweet-spots", "Sweet spots", intro=(
+        "The smallest offload (ncmoe) that still fits the native context, the fastest generation at "
+        "native context, and the Pareto fronts: points no other point beats on both context and speed."))
+    if ok:
+        sweet.tables.append(sweet_spot_table(data))
+    else:
+        sweet.absent = "no point succeeded"
+    out.append(sweet)
+
+    anom = Section("anomalies", "Anomalies", intro=(
+        "Points significantly faster than their nearest neighbour with more layers on the GPU (lower ncmoe): "
+        f"Mann–Whitney U p < 0.05 and a gain of at least {min_effect:.0%}. 'Full-attn layers moved' lists the "
+        "full-attention layers whose experts went to the CPU between the two points."
+        + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
+           if data.full_attn_layers else " The model facts do not name its full-attention layers.")))
+    if found:
+        anom.tables.append(anomaly_table(found))
+    elif not ok:
+        anom.absent = "no point succeeded"
+    else:
+        anom.absent = ("none found" if any(len(r.tg) > 1 for r in ok)
+                       else "none can be found: every point was measured once (repeat the sweep to test)")
+    out.append(anom)
+
+    pl = Section("plots", "Plots", plots=list(plots))
+    if not plots:
+        pl.absent = "no point succeeded, so there is nothing to plot"
+    out.append(pl)
+
+    for s in data.series:
+        out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
+                           intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
+                           tables=[points_table(s, data.native_ctx, flags)]))
+
+    ft = failed_table(data)
+    out.append(Section("failed", "Failed points", tables=[ft] if ft.rows else [],
+                       absent=None if ft.rows else "no point failed"))
+
+    rt_, why = roofline_table(data)
+    out.append(Section("roofline", "Roofline (token generation)", intro=(
+        "Bytes read per generated token = bytes_per_token_base + kv_bytes_per_token_ctx × context used "
+        "(prompt tokens + n_predict/2); × tg = achieved bandwidth, against the device's memory bandwidth. "
+        "With experts offloaded (ncmoe > 0) part of the reads come from system RAM, so the GPU's peak is "
+        "not the only bound."), tables=[rt_] if rt_ else [], absent=why))
+
+    prov = Section("provenance", "Provenance", tables=[builds_table(data)])
+    prov.tables.append(kv_table(data.env, "Environment") if data.env else Table(["key", "value"], title="Environment"))
+    if not data.env:
+        prov.notes.append("No environment was recorded with this run.")
+    if data.facts:
+        prov.tables.append(kv_table(data.facts, f"Model facts: {data.model_ref}"))
+    else:
+        prov.notes.append("No model facts were recorded in the run's plan.")
+    plan = {k: v for k, v in data.plan.items() if k != "model"}
+    if plan:
+        prov.tables.append(kv_table(plan, "Plan"))
+    prov.tables.append(commands_table(data))
+    if data.run.command:
+        prov.notes.append(f"Run command: {data.run.command}")
+    out.append(prov)
+
+    if data.probes:
+        out.append(Section("probes", "Probes (compare / bisect)", tables=[probes_table(data)]))
+    return out

@@ -1,0 +1,171 @@
+"""Where llama.cpp source trees come from.
+
+``checkout(pin, paths)`` gives a :class:`SourceTree`: a git worktree (under ``Paths.vendor``) of
+the pinned commit, taken from the one local bare mirror (``Paths.mirror``). What is already in the
+mirror is used without touching the network; otherwise the pin's sources are tried in order and a
+failing one falls through to the next with a one-line notice. Snapshot sources (tarball, pypi
+sdist) are imported into the mirror as commits, so compare and bisect treat every source alike.
+
+Modules: :mod:`.mirror` (bare mirror, imports, worktrees, locking), :mod:`.providers` (one
+function per source kind), :mod:`.archives` (downloads, extraction, CHANGELOG parsing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from ..config import Pin, SourceSpec
+from ..console import notice
+from ..errors import SourceError
+from ..paths import Paths
+from .mirror import Mirror, slug
+from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, remote_url
+
+__all__ = ["SourceTree", "SourceMismatch", "checkout", "checkout_commit", "first_parent_commits",
+           "resolve_commit", "Mirror"]
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """A worktree of one llama.cpp commit, ready to build."""
+
+    path: Path               # the worktree
+    commit: str              # upstream llama.cpp commit as known (full sha when known, else the pin's abbreviation)
+    mirror_commit: str       # sha in the local mirror (== commit for git-native sources)
+    origin: str              # str(SourceSpec) that provided it ("mirror" when it was already there)
+    native_git: bool         # mirror_commit is the real upstream commit (`git rev-parse HEAD` gives it)
+    build_number: int | None  # the pin's build_number, or `git rev-list --count` for native commits
+    subject: str             # commit subject line (for bisect reports)
+
+    @property
+    def short(self) -> str:
+        return self.commit[:9]
+
+
+def _mirror(paths: Paths) -> Mirror:
+    return Mirror(paths.mirror)
+
+
+def _in_mirror(m: Mirror, ref: str) -> Provided | None:
+    """A commit (native, or an import of it) already in the mirror; None when absent."""
+    sha = m.resolve(ref)
+    if sha is not None:
+        upstream = m.upstream_of(sha)
+        return Provided(sha, sha, True) if upstream is None else Provided(upstream, sha, False)
+    return _import_of(m, ref)
+
+
+def _import_of(m: Mirror, ref: str) -> Provided | None:
+    if len(ref) < 7 or not all(c in "0123456789abcdef" for c in ref.lower()):
+        return None
+    found = m.find_import(ref)
+    if found is None:
+        return None
+    upstream, sha = found
+    return Provided(upstream if len(upstream) >= len(ref) else ref.lower(), sha, False)
+
+
+def _origin_of(m: Mirror, prov: Provided, specs: tuple[SourceSpec, ...]) -> str:
+    if not prov.native_git:
+        for line in m.message(prov.mirror_commit).splitlines():
+            if line.startswith("origin: "):
+                return line[len("origin: "):].strip()
+        return "import"
+    native = [s for s in specs if s.kind in ("git", "path")]
+    return str(native[0]) if native else "mirror"
+
+
+def _tree(m: Mirror, paths: Paths, prov: Provided, origin: str, build_number: int | None) -> SourceTree:
+    where = paths.vendor / prov.commit[:9]
+    m.worktree(prov.mirror_commit, where)
+    if build_number is None and prov.native_git:
+        build_number = m.count(prov.mirror_commit)
+    return SourceTree(path=where, commit=prov.commit, mirror_commit=prov.mirror_commit, origin=origin,
+                      native_git=prov.native_git, build_number=build_number,
+                      subject=m.subject(prov.mirror_commit))
+
+
+def _provide(m: Mirror, spec: SourceSpec, commit: str, paths: Paths, label: str) -> Provided:
+    try:
+        return PROVIDERS[spec.kind](m, spec, commit, paths, label)
+    except (OSError, git.GitError) as e:
+        raise SourceError(f"{spec}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+                          "see the message; try another source") from e
+
+
+def checkout(pin: Pin, paths: Paths) -> SourceTree:
+    """A worktree of ``pin.commit``: from the mirror if it is there, else from ``pin.sources`` in order."""
+    m = _mirror(paths)
+    with m.locked():
+        prov = _in_mirror(m, pin.commit)
+        origin = _origin_of(m, prov, pin.sources) if prov else ""
+        if prov is None:
+            reasons: list[tuple[SourceSpec, SourceError]] = []
+            for i, spec in enumerate(pin.sources):
+                try:
+                    prov = _provide(m, spec, pin.commit, paths, pin.name)
+                    origin = str(spec)
+                    break
+                except SourceMismatch:
+                    raise
+                except SourceError as e:
+                    reasons.append((spec, e))
+                    if i + 1 < len(pin.sources):
+                        notice(f"source {spec} failed ({e.message}); trying {pin.sources[i + 1]}")
+            if prov is None:
+                if len(reasons) == 1:
+                    spec, e = reasons[0]
+                    raise SourceError(f"pin {pin.name}: source {spec} failed: {e.message}", e.fix)
+                listed = "; ".join(f"{s}: {e.message}" for s, e in reasons)
+                raise SourceError(
+                    f"no source could provide llama.cpp {pin.commit} for pin {pin.name} ({listed})",
+                    "connect to the network, or add a source that has this commit to "
+                    f"pins.{pin.name}.sources (e.g. \"path:/your/llama.cpp\" or \"pypi:llama-cpp-python==VER\")")
+        return _tree(m, paths, prov, origin, pin.build_number)
+
+
+def _resolve(m: Mirror, ref: str, paths: Paths, spec: SourceSpec | None) -> Provided:
+    prov = _in_mirror(m, ref)
+    if prov is not None:
+        return prov
+    if spec is not None and spec.kind in ("git", "path"):
+        sha = m.resolve_in_namespace(ref, slug(remote_url(spec, paths)))
+        if sha is None:
+            sha = fetch_ref(m, spec, ref, paths)
+        return Provided(sha, sha, True)
+    if spec is not None:
+        return _provide(m, spec, ref, paths, ref[:9])
+    raise SourceError(f"commit {ref} is not in the mirror ({m.path})",
+                      "check out a pin whose sources have it first, or name a git/path source for it")
+
+
+def resolve_commit(paths: Paths, ref: str, spec: SourceSpec | None = None) -> str:
+    """Full sha in the mirror of ``ref`` (sha, abbreviation, branch/tag of ``spec``, or an upstream
+    commit that was imported), fetching from ``spec`` when it is not there yet."""
+    m = _mirror(paths)
+    with m.locked():
+        return _resolve(m, ref, paths, spec).mirror_commit
+
+
+def checkout_commit(commit: str, paths: Paths, spec: SourceSpec | None = None) -> SourceTree:
+    """A worktree of ``commit`` (already in the mirror, or fetched from a git/path ``spec``)."""
+    m = _mirror(paths)
+    with m.locked():
+        prov = _resolve(m, commit, paths, spec)
+        origin = _origin_of(m, prov, (spec,) if spec else ())
+        return _tree(m, paths, prov, origin, None)
+
+
+def first_parent_commits(paths: Paths, good: str, bad: str, spec: SourceSpec | None = None) -> list[str]:
+    """Full shas on ``bad``'s first-parent chain after ``good`` up to ``bad``, oldest first."""
+    m = _mirror(paths)
+    with m.locked():
+        b = _resolve(m, bad, paths, spec).mirror_commit
+        g = _resolve(m, good, paths, spec).mirror_commit
+        if not m.is_ancestor(g, b):
+            raise SourceError(f"{good} is not an ancestor of {bad}",
+                              "give the older (good) commit first, and commits on the same branch")
+        return m.first_parent_range(g, b)

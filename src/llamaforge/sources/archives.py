@@ -1,0 +1,152 @@
+"""Archives for the snapshot sources: download with progress, sha256, safe extraction, and reading
+which llama.cpp commit an archive holds (git-archive's pax comment, an sdist's CHANGELOG.md and
+its ``.git/modules/vendor/llama.cpp/HEAD``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tarfile
+from pathlib import Path
+
+import requests
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from ..console import err_console
+from ..errors import SourceError
+
+CONNECT_TIMEOUT = float(os.environ.get("LLAMAFORGE_NET_TIMEOUT", "5"))
+READ_TIMEOUT = 60.0
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download(url: str, dest: Path) -> Path:
+    """Download ``url`` to ``dest`` (via ``dest.part``, renamed when complete) with a progress bar."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    try:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)) as r:
+            r.raise_for_status()
+            total = int(r.headers.get("content-length") or 0) or None
+            with Progress(TextColumn("[bold]download[/] {task.description}"), BarColumn(), DownloadColumn(),
+                          TransferSpeedColumn(), console=err_console, transient=True) as bar, \
+                    open(part, "wb") as f:
+                task = bar.add_task(dest.name, total=total)
+                for chunk in r.iter_content(1 << 16):
+                    f.write(chunk)
+                    bar.advance(task, len(chunk))
+    except (requests.RequestException, OSError) as e:
+        part.unlink(missing_ok=True)
+        raise SourceError(f"cannot download {url}: {_short(e)}",
+                          "check the URL and the network, or put the file in place and use its path") from e
+    part.replace(dest)
+    return dest
+
+
+def git_archive_commit(archive: Path) -> str | None:
+    """The commit ``git archive`` recorded in a tarball's pax global header, if any."""
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            comment = (tf.pax_headers or {}).get("comment", "")
+    except (tarfile.TarError, OSError):
+        return None
+    return comment.strip() if re.fullmatch(r"[0-9a-f]{40}", comment.strip()) else None
+
+
+def _common_root(names: list[str]) -> str | None:
+    tops = {n.split("/", 1)[0] for n in names if n.strip("/")}
+    if len(tops) == 1 and any("/" in n.strip("/") for n in names):
+        return tops.pop()
+    return None
+
+
+def extract(archive: Path, dest: Path, *, subdir: str | None = None) -> Path:
+    """Extract ``archive`` (any tar) into ``dest`` and return the source root in it.
+
+    The single top-level folder (``llama.cpp-<sha>/``) is stripped. With ``subdir`` only that
+    folder (relative to the top level, e.g. ``vendor/llama.cpp``) is extracted. ``.git`` entries
+    are skipped, and members that would escape ``dest`` are refused (tarfile's ``data`` filter).
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            members = tf.getmembers()
+            for m in members:
+                m.name = m.name[2:] if m.name.startswith("./") else m.name
+            root = _common_root([m.name for m in members])
+            prefix = (root + "/" if root else "") + (subdir.strip("/") + "/" if subdir else "")
+            chosen = []
+            for m in members:
+                name = m.name
+                if not name.startswith(prefix) or name == prefix:
+                    continue
+                rel = name[len(prefix):]
+                if not rel or ".git" in rel.split("/"):
+                    continue
+                m.name = rel
+                if m.islnk() and m.linkname.startswith(prefix):
+                    m.linkname = m.linkname[len(prefix):]
+                chosen.append(m)
+            if not chosen:
+                what = f"a {subdir}/ folder" if subdir else "any files"
+                raise SourceError(f"{archive.name} has no {what}",
+                                  "check that the archive is a llama.cpp source archive")
+            tf.extractall(dest, members=chosen, filter="data")
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise SourceError(f"bad archive {archive}: {_short(e)}",
+                          f"delete {archive} so it is downloaded again, or point the source at a valid .tar.gz") from e
+    return dest
+
+
+def read_member(archive: Path, relpath: str) -> str | None:
+    """Text of one file (path relative to the archive's top-level folder), or None if absent."""
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            for m in tf:
+                name = m.name.split("/", 1)[1] if "/" in m.name else m.name
+                if name == relpath and m.isfile():
+                    f = tf.extractfile(m)
+                    return f.read().decode("utf-8", errors="replace") if f else None
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise SourceError(f"bad archive {archive}: {_short(e)}",
+                          f"delete {archive} so it is downloaded again") from e
+    return None
+
+
+_SECTION = re.compile(r"^##\s*\[(?P<ver>[^\]]+)\]", re.M)
+_UPDATE = re.compile(r"llama\.cpp@([0-9a-f]{7,40})")
+
+
+def changelog_commit(changelog: str, version: str) -> str | None:
+    """The llama.cpp commit the ``## [VERSION]`` section says it updated to (its first, i.e.
+    latest, ``update llama.cpp to ggml-org/llama.cpp@<sha>`` line), or None."""
+    heads = list(_SECTION.finditer(changelog))
+    for i, h in enumerate(heads):
+        if h.group("ver").strip() == version:
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(changelog)
+            m = _UPDATE.search(changelog, h.end(), end)
+            return m.group(1) if m else None
+    return None
+
+
+def same_commit(a: str, b: str) -> bool:
+    """True when two (possibly abbreviated, >= 7 hex) commit names agree."""
+    a, b = a.lower(), b.lower()
+    return len(min(a, b, key=len)) >= 7 and (a.startswith(b) or b.startswith(a))
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]

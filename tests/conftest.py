@@ -1,0 +1,84 @@
+"""Shared fixtures.
+
+Integration tests (``@pytest.mark.slow``) use REAL llama.cpp: the default pin (0c1e57098, from the
+first source that works — here the PyPI sdist of llama-cpp-python 0.3.36), built by llamaforge
+itself for ``cpu`` and ``vulkan`` (Vulkan runs on Mesa lavapipe with GGML_VK_VISIBLE_DEVICES=0).
+
+Where things go: a persistent test workspace (``LLAMAFORGE_TEST_WORKSPACE``, default
+``~/.cache/llamaforge/test-workspace``, holding a copy of this repo's pins.toml) and the build
+root (``LLAMAFORGE_BUILD_ROOT``, default ``~/.cache/llamaforge/test-builds``), so re-runs reuse
+builds; a cold run builds everything (CPU ≈ 5–8 min, Vulkan ≈ 10–15 min on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge")
+
+
+@pytest.fixture(scope="session")
+def lf_paths():
+    """Paths of the persistent integration-test workspace (env vars set for child processes too)."""
+    from llamaforge.paths import Paths
+
+    ws = Path(os.environ.get("LLAMAFORGE_TEST_WORKSPACE") or _cache() / "test-workspace")
+    ws.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "pins.toml", ws / "pins.toml")
+    os.environ.setdefault("LLAMAFORGE_BUILD_ROOT", str(_cache() / "test-builds"))
+    os.environ["LLAMAFORGE_WORKSPACE"] = str(ws)
+    return Paths(ws)
+
+
+@pytest.fixture(scope="session")
+def default_pin(lf_paths):
+    from llamaforge.config import load_pins
+
+    return load_pins(lf_paths.pins_file).get(None)
+
+
+def _build(lf_paths, pin, backend):
+    from llamaforge.build import BuildOptions, build
+
+    return build(lf_paths, pin, backend, BuildOptions())
+
+
+@pytest.fixture(scope="session")
+def cpu_build(lf_paths, default_pin):
+    """The real CPU build of the default pin (built once, then cached)."""
+    return _build(lf_paths, default_pin, "cpu")
+
+
+@pytest.fixture(scope="session")
+def vulkan_build(lf_paths, default_pin):
+    """The real Vulkan build of the default pin, verified on lavapipe."""
+    return _build(lf_paths, default_pin, "vulkan")
+
+
+@pytest.fixture(params=["cpu", "vulkan"])
+def any_build(request):
+    """Parametrises a test over the CPU and the Vulkan build."""
+    return request.getfixturevalue(f"{request.param}_build")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(lf_paths, cpu_build) -> Path:
+    """A real tiny synthetic qwen35moe GGUF (tokenizer from the pin's tree)."""
+    from llamaforge.models import resolve_model
+
+    return Path(resolve_model("synth:tiny-qwen35moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
+    from llamaforge.models import resolve_model
+
+    return Path(resolve_model("synth:tiny-qwen3moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))

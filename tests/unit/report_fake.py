@@ -1,0 +1,82 @@
+"""A realistic fake sweep in a real Store, for the report tests (not collected: no ``test_`` prefix).
+
+Two builds (CPU and Vulkan), ncmoe 0..8 of an 8-layer model whose full-attention layers are 3 and 7,
+five measured requests per point (plus a warm-up) with spread. Vulkan: ncmoe 0 fails (oom), context
+grows with ncmoe and reaches the native 32,768 at ncmoe 5, generation slows with ncmoe except a
+spike at ncmoe 4 (clearly faster than ncmoe 3). CPU: native context everywhere, slower.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from llamaforge.store import Point, Sample, Store
+
+NATIVE = 32768
+FACTS = {"arch": "qwen35moe", "n_layers": 8, "full_attention_layers": [3, 7], "n_ctx_train": NATIVE,
+         "bytes_per_token_base": 400_000_000, "kv_bytes_per_token_ctx": 20480, "params_total": 1_000_000_000,
+         "params_active": 100_000_000, "file_bytes": 600_000_000}
+ENV = {"gpus": [{"name": "llvmpipe (LLVM 15.0.6, 256 bits)", "driver": "mesa 22", "memory_total_mib": 16000,
+                 "memory_bandwidth_gbs": 40.0}],
+       "cpu": {"name": "Fake CPU", "memory_bandwidth_gbs": 20.0}, "ram_gib": 16, "os": "Linux"}
+VULKAN_CTX = {1: 8192, 2: 12288, 3: 16384, 4: 24576, 5: NATIVE, 6: NATIVE, 7: NATIVE, 8: NATIVE}
+
+
+def _samples(rng: random.Random, pp: float, tg: float, n: int = 5) -> list[Sample]:
+    out = [Sample(0, True, "", 512, 1.0, pp / 10, 64, 1.0, tg / 2)]  # warm-up: slow, must be ignored
+    for i in range(1, n + 1):
+        out.append(Sample(i, False, "", 512, 1.0, pp * rng.uniform(0.98, 1.02), 64, 1.0, tg * rng.uniform(0.98, 1.02)))
+    return out
+
+
+def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random, all_failed: bool,
+           n_samples: int) -> Point:
+    cmd = ["llama-server", "-m", "/models/tiny.gguf", "-ncmoe", str(n), "--port", "0", "-np", "1"]
+    p = Point(run_id, key, "server", ncmoe=n, label=label, n_ctx_train=NATIVE, prompt_tokens=512, n_predict=64,
+              command=cmd)
+    if all_failed or (b == "vulkan" and n == 0):
+        p.status, p.failure_class, p.failure_detail = "failed", "oom", "ErrorOutOfDeviceMemory\nmore"
+        return p
+    speedup = 1.3 if label == "B" else 1.0  # a compare run's B side is clearly faster
+    if b == "vulkan":
+        p.n_ctx = VULKAN_CTX[n]
+        tg = 60.0 - 4 * n + (12.0 if n == 4 else 0.0)
+        pp = 900.0 - 60 * n
+        p.vram_used_mib = 9000.0 - 700 * n
+        p.mem_breakdown = {"Vulkan0": {"total": 16000, "free": 6000, "self": 8000 - 700 * n,
+                                       "model": 6000 - 700 * n, "context": 1500, "compute": 500},
+                           "Host": {"self": 600 + 90 * n, "model": 500 + 90 * n, "context": 0, "compute": 100}}
+    else:
+        p.n_ctx = NATIVE
+        tg, pp = 20.0 - 0.5 * n, 150.0 - 2 * n
+    p.rss_peak_mib = (1500.0 if b == "vulkan" else 1200.0) + 100 * n
+    p.samples = _samples(rng, pp * speedup, tg * speedup, n_samples)
+    return p
+
+
+def build(
+    tmp: Path, *, backends: tuple[str, ...] = ("cpu", "vulkan"), all_failed: bool = False, points: bool = True,
+    n_samples: int = 5, db: str = "store.sqlite", kind: str = "sweep", labels: tuple[str, ...] = ("",),
+) -> tuple[Store, str]:
+    store = Store(tmp / db)
+    plan = {"model": {"ref": "synth:tiny-moe", "path": "/models/tiny.gguf", "facts": FACTS},
+            "backends": list(backends), "points": list(range(9)), "engine": "server", "repeats": n_samples,
+            "prompt_tokens_target": 512, "n_predict": 64, "fit": True}
+    run_id = store.new_run(kind, plan, command="llamaforge bench synth:tiny-moe", env=ENV, name="fake")
+    rng = random.Random(7)
+    for b in backends:
+        key = f"{b}-0c1e570-abcd"
+        caps = {"devices": [{"name": "Vulkan0: llvmpipe", "memory_mib": 16000}],
+                "vulkan": {"coopmat": False, "coopmat2": False, "integer_dot": True, "matrix_cores": "none"}} \
+            if b == "vulkan" else {"devices": []}
+        store.add_build({"key": key, "backend": b, "pin": "dev", "commit": "0c1e57098" + "0" * 31,
+                         "flags": {"GGML_NATIVE": "ON", f"GGML_{b.upper()}": "ON"}, "toolchain": {"cc": "gcc 12"},
+                         "capabilities": caps, "binaries": {}}, run_id)
+        if not points:
+            continue
+        for label in labels:
+            for n in range(9):
+                store.record_point(_point(run_id, key, b, n, label, rng, all_failed, n_samples))
+    store.set_run_status(run_id, "done")
+    return store, run_id

@@ -1,0 +1,53 @@
+"""pins.toml parsing and its error messages."""
+
+from pathlib import Path
+
+import pytest
+
+from llamaforge.config import UPSTREAM_URL, SourceSpec, load_pins, parse_pins
+from llamaforge.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_repo_pins_file_has_default_pin_from_upstream_then_pypi():
+    pins = load_pins(REPO / "pins.toml")
+    pin = pins.get(None)
+    assert pin.name == "default" and pin.commit == "0c1e57098"
+    assert [s.kind for s in pin.sources] == ["git", "pypi"]
+    assert pin.sources[0].arg == UPSTREAM_URL
+    assert pin.sources[1].arg == "llama-cpp-python==0.3.36"
+
+
+def test_bare_commit_resolves_with_default_sources():
+    pins = parse_pins('[pins.a]\ncommit = "abcdef012"\nsources = ["path:/x"]\n')
+    pin = pins.resolve("0123456789abcdef")
+    assert pin.commit == "0123456789abcdef" and pin.sources == pins.get("a").sources
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("[pins.a\n", "not valid TOML"),
+    ("x = 1\n", "defines no pins"),
+    ('[pins.a]\ncommit = "zzz"\n', "is not a commit hash"),
+    ('[pins.a]\ncommit = "abcdef0"\nsources = ["ftp:x"]\n', "unknown source kind"),
+    ('[pins.a]\ncommit = "abcdef0"\nsources = "git"\n', "must be a non-empty list"),
+    ('[pins.a]\ncommit = "abcdef0"\nsources = ["pypi:llama-cpp-python"]\n', "exact version"),
+    ('default = "b"\n[pins.a]\ncommit = "abcdef0"\n', "default pin 'b'"),
+    ('[pins.a]\ncommit = "abcdef0"\nbuild_number = "x"\n', "build_number"),
+])
+def test_malformed_pins_give_one_clear_error_with_fix(text, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_pins(text)
+    assert needle in e.value.message and e.value.fix
+
+
+def test_unknown_pin_names_the_known_ones():
+    pins = parse_pins('[pins.a]\ncommit = "abcdef0"\n')
+    with pytest.raises(ConfigError) as e:
+        pins.get("nope")
+    assert "nope" in e.value.message and "a" in e.value.fix
+
+
+def test_sha256_per_source_is_attached():
+    pins = parse_pins('[pins.a]\ncommit = "abcdef0"\nsources = ["tarball:/x.tgz"]\n[pins.a.sha256]\n"tarball:/x.tgz" = "AB"\n')
+    assert pins.get("a").sources[0] == SourceSpec("tarball", "/x.tgz", "ab")

@@ -1,0 +1,106 @@
+"""Sweet spots, anomalies, roofline and the data helpers, on handmade rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from llamaforge.report import analysis as an
+from llamaforge.report.data import Row, full_attention_layers, split_breakdown
+
+NATIVE = 1000
+
+
+def row(n: int, ctx: int | None, tg: float | list[float] | None = None, pp: float | None = None,
+        ok: bool = True, series: str = "s") -> Row:
+    tgs = tg if isinstance(tg, list) else ([] if tg is None else [tg])
+    return Row(ncmoe=n, ok=ok, n_ctx=ctx, tg=tgs, pp=[] if pp is None else [pp], series=series)
+
+
+def test_first_native_is_lowest_ncmoe_reaching_native_context():
+    rows = [row(0, 400, 50), row(1, 800, 45), row(3, 1000, 30), row(2, 1000, 40, ok=False), row(4, 1000, 25)]
+    assert an.first_native(rows, NATIVE).ncmoe == 3
+
+
+def test_first_native_is_none_when_never_reached_or_native_unknown():
+    rows = [row(0, 400, 50), row(1, 800, 45)]
+    assert an.first_native(rows, NATIVE) is None
+    assert an.first_native([row(0, 5000, 1)], None) is None
+
+
+def test_best_at_native_picks_fastest_generation_among_native_points():
+    rows = [row(0, 400, 99), row(3, 1000, 30), row(4, 1000, 35), row(5, 1000, 20)]
+    assert an.best_at_native(rows, NATIVE).ncmoe == 4
+
+
+def test_pareto_front_drops_points_beaten_on_both_context_and_speed():
+    rows = [row(0, 400, 50), row(1, 400, 45), row(2, 800, 46), row(3, 800, 30), row(4, 1000, 20),
+            row(5, 1000, 20), row(6, 900, 10, ok=False)]
+    front = an.pareto_front(rows, "tg")
+    assert [r.ncmoe for r in front] == [0, 2, 4]
+
+
+def test_pareto_front_uses_the_requested_metric():
+    rows = [row(0, 400, tg=50, pp=100), row(1, 800, tg=60, pp=90)]
+    assert [r.ncmoe for r in an.pareto_front(rows, "tg")] == [1]
+    assert [r.ncmoe for r in an.pareto_front(rows, "pp")] == [0, 1]
+
+
+def _spread(x: float) -> list[float]:
+    return [x * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)]
+
+
+def test_anomaly_flags_point_significantly_faster_than_lower_ncmoe_neighbour():
+    rows = [row(10, 500, _spread(70)), row(11, 600, _spread(60)), row(12, 700, _spread(66)), row(13, 800, _spread(55))]
+    found = an.anomalies(rows, min_effect=0.05, full_attn_layers=[3, 7, 11])
+    assert [(a.row.ncmoe, a.neighbour.ncmoe, a.metric) for a in found] == [(12, 11, "tg")]
+    assert found[0].full_attn_moved == (11,)
+    assert found[0].gain == pytest.approx(0.10, abs=0.01)
+
+
+def test_anomaly_needs_the_minimum_effect_and_repeated_samples():
+    small = [row(0, 500, _spread(60)), row(1, 600, _spread(61.5))]  # +2.5 %: below 5 %
+    assert an.anomalies(small, min_effect=0.05) == []
+    assert len(an.anomalies(small, min_effect=0.01)) == 1
+    once = [row(0, 500, 60.0), row(1, 600, 90.0)]  # one sample each: never significant
+    assert an.anomalies(once) == []
+
+
+def test_anomaly_compares_only_within_a_series_and_skips_failed_neighbours():
+    rows = [row(0, 500, _spread(60), series="a"), row(1, 600, _spread(80), series="b"),
+            row(1, 600, _spread(50), series="a"), row(2, 700, None, ok=False, series="a"),
+            row(3, 700, _spread(55), series="a")]
+    found = an.anomalies(rows)
+    assert [(a.row.series, a.row.ncmoe, a.neighbour.ncmoe) for a in found] == [("a", 3, 1)]
+
+
+def test_roofline_is_bytes_per_token_times_generation_speed():
+    facts = {"bytes_per_token_base": 2_000_000_000, "kv_bytes_per_token_ctx": 20_480}
+    r = row(0, 4096, [100.0, 100.0, 100.0])
+    r.prompt_tokens, r.n_predict = 2000, 1000
+    rp = an.roofline(r, facts, 4000.0)
+    assert rp.context_used == 2500
+    assert rp.bytes_per_token == 2_000_000_000 + 20_480 * 2500
+    assert rp.achieved_gbs == pytest.approx(rp.bytes_per_token * 100 / 1e9)
+    assert rp.fraction == pytest.approx(rp.achieved_gbs / 4000.0)
+    assert an.roofline(r, facts, None).fraction is None
+    assert an.roofline(r, {}, 4000.0) is None
+
+
+def test_split_breakdown_sums_gpu_devices_and_host_buffers():
+    gpu, host = split_breakdown({
+        "CUDA0": {"total": 24000, "free": 1000, "self": 20000, "model": 15000, "context": 4000, "compute": 1000},
+        "CUDA1": {"total": 24000, "free": 1000, "self": 100, "model": 50, "context": 30, "compute": 20},
+        "Host": {"self": 900, "model": 800, "context": 0, "compute": 100},
+        "CPU_REPACK": {"self": 300, "model": 300, "context": 0, "compute": 0}})
+    assert (gpu.model, gpu.context, gpu.compute) == (15050, 4030, 1020)
+    assert (host.model, host.context, host.compute) == (1100, 0, 100)
+    gpu2, host2 = split_breakdown([{"kind": "device", "name": "Vulkan0", "total": 1, "model": 5, "context": 1,
+                                    "compute": 1}, {"kind": "host", "name": "Host", "model": 2}])
+    assert gpu2.total == 7 and host2.total == 2
+    assert split_breakdown(None) == (None, None)
+
+
+def test_full_attention_layers_from_list_or_interval():
+    assert full_attention_layers({"full_attention_layers": [7, 3]}) == [3, 7]
+    assert full_attention_layers({"full_attention_interval": 4, "n_layers": 12}) == [3, 7, 11]
+    assert full_attention_layers({"full_attention_layers": 10}) == []

@@ -1,0 +1,199 @@
+"""write_report on a store populated with a realistic fake sweep (see report_fake.py)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+import report_fake
+from matplotlib import image as mpimg
+
+from llamaforge.errors import StoreError
+from llamaforge.report import ReportError, build_report, write_report
+from llamaforge.stats import summarize
+
+
+@pytest.fixture
+def fake(tmp_path):
+    store, run_id = report_fake.build(tmp_path)
+    yield store, run_id, tmp_path
+    store.close()
+
+
+def _md_table(md: str, header_start: str) -> list[list[str]]:
+    lines = md.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(header_start))
+    out = []
+    for line in lines[i + 2:]:
+        if not line.startswith("|"):
+            break
+        out.append([c.strip() for c in line.strip("|").split(" | ")])
+    return out
+
+
+def _median_n(cell: str) -> tuple[float, int]:
+    m = re.fullmatch(r"([\d.]+)(?: ±[\d.]+)? \(n=(\d+)\)(?: ⚠)?", cell)
+    assert m, cell
+    return float(m.group(1)), int(m.group(2))
+
+
+def test_report_writes_markdown_html_and_one_png_per_plot(fake):
+    store, run_id, tmp = fake
+    rp = write_report(store, run_id, tmp / "out")
+    assert rp.md.is_file() and rp.html.is_file()
+    assert sorted(p.name for p in rp.pngs) == ["context.png", "memory.png", "pp.png", "tg.png"]
+    assert all(p.is_file() and p.parent == tmp / "out" for p in rp.pngs)
+
+
+def test_summary_numbers_in_markdown_equal_the_stores_samples(fake):
+    store, run_id, tmp = fake
+    md = write_report(store, run_id, tmp / "out").md.read_text()
+    rows = _md_table(md, "| series | point |")
+    by = {(r[0], r[1]): r for r in rows}
+    points = {(p.build_key.split("-")[0], p.ncmoe): p for p in store.points(run_id)}
+    first = by[("Vulkan", "first ncmoe with native context")]
+    assert first[2] == "5" and first[3] == f"{report_fake.NATIVE:,}"
+    p = points[("vulkan", 5)]
+    for col, metric in ((6, "pp_tps"), (7, "tg_tps")):
+        med, n = _median_n(first[col])
+        want = summarize(p.measured(metric))
+        assert n == want.n == 5  # the warm-up sample is not counted
+        assert med == pytest.approx(round(want.median, 1))
+    assert by[("Vulkan", "all layers on the device (ncmoe 0)")][3] == "failed: oom"
+    cpu0 = by[("CPU", "all layers on the device (ncmoe 0)")]
+    assert _median_n(cpu0[7])[0] == pytest.approx(round(summarize(points[("cpu", 0)].measured("tg_tps")).median, 1))
+
+
+def test_points_table_data_match_every_stored_point(fake):
+    store, run_id, tmp = fake
+    _, sections = build_report(store, run_id, tmp / "out")
+    tables = [t for s in sections if s.title.startswith("Points:") for t in s.tables]
+    data = {(d["series"], d["ncmoe"]): d for t in tables for d in t.data}
+    assert len(data) == 18
+    for p in store.points(run_id):
+        d = data[("Vulkan" if p.build_key.startswith("vulkan") else "CPU", p.ncmoe)]
+        assert d["ok"] == (p.status == "ok")
+        assert d["n_ctx"] == p.n_ctx and d["rss_mib"] == p.rss_peak_mib
+        if p.status == "ok":
+            assert d["tg"]["median"] == pytest.approx(float(np.median(p.measured("tg_tps"))))
+            assert d["pp"]["q1"] == pytest.approx(float(np.percentile(p.measured("pp_tps"), 25)))
+        else:
+            assert d["tg"] is None
+
+
+def test_plots_are_not_blank(fake):
+    store, run_id, tmp = fake
+    for png in write_report(store, run_id, tmp / "out").pngs:
+        img = mpimg.imread(png)
+        assert img.shape[0] > 200 and img.shape[1] > 200
+        assert float(img[..., :3].var()) > 1e-3, f"{png.name} looks blank"
+
+
+def test_ratios_follow_the_fixed_backend_order_with_significance_marks(fake):
+    store, run_id, tmp = fake
+    md = write_report(store, run_id, tmp / "out").md.read_text()
+    rows = _md_table(md, "| scenario | ratio |")
+    assert rows and all(r[1] == "Vulkan/CPU" for r in rows)
+    first = next(r for r in rows if r[0] == "first ncmoe with native context")
+    assert re.match(r"2\.\d\d× \+ \(p=", first[5])  # Vulkan tg ~40 vs CPU ~20: significantly higher
+
+
+def test_vulkan_spike_is_flagged_with_the_full_attention_layer_it_moved(fake):
+    store, run_id, tmp = fake
+    md = write_report(store, run_id, tmp / "out").md.read_text()
+    rows = _md_table(md, "| series | metric | ncmoe | beats ncmoe |")
+    assert [(r[0], r[1], r[2], r[3], r[7]) for r in rows] == [("Vulkan", "generation t/s", "4", "3", "3")]
+
+
+def test_sweet_spots_name_first_native_and_pareto_fronts(fake):
+    store, run_id, tmp = fake
+    _, sections = build_report(store, run_id, tmp / "out")
+    sweet = next(s for s in sections if s.id == "sweet-spots").tables[0].data
+    vk = next(d for d in sweet if d["series"] == "Vulkan")
+    assert vk["first_native"] == 5 and vk["best_native"] == 5
+    assert vk["pareto_tg"] == [1, 4, 5]
+
+
+def test_markdown_gives_the_exact_command_of_each_point(fake):
+    store, run_id, tmp = fake
+    md = write_report(store, run_id, tmp / "out").md.read_text()
+    for p in store.points(run_id):
+        assert f"`{shlex.join(p.command)}`" in md
+
+
+def test_markdown_links_plots_relatively(fake):
+    store, run_id, tmp = fake
+    md = write_report(store, run_id, tmp / "out").md.read_text()
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["context.png", "pp.png", "tg.png", "memory.png"]
+
+
+def test_html_is_self_contained_with_every_plot_inline(fake):
+    store, run_id, tmp = fake
+    rp = write_report(store, run_id, tmp / "out")
+    page = rp.html.read_text()
+    assert page.count('src="data:image/png;base64,') == len(rp.pngs)
+    assert not re.search(r"""(src|href)=["'](https?:|//|file:)""", page)
+    assert "<script" not in page and "<link" not in page
+    assert page.count("<table>") >= 8
+
+
+def test_roofline_uses_device_bandwidth_or_says_unknown(fake):
+    store, run_id, tmp = fake
+    _, sections = build_report(store, run_id, tmp / "out")
+    roof = next(s for s in sections if s.id == "roofline").tables[0].data
+    vk1 = next(d for d in roof if d["series"] == "Vulkan" and d["ncmoe"] == 1)
+    p = next(p for p in store.points(run_id) if p.build_key.startswith("vulkan") and p.ncmoe == 1)
+    want_bytes = report_fake.FACTS["bytes_per_token_base"] + report_fake.FACTS["kv_bytes_per_token_ctx"] * (512 + 32)
+    assert vk1["bytes_per_token"] == want_bytes
+    assert vk1["achieved_gbs"] == pytest.approx(want_bytes * float(np.median(p.measured("tg_tps"))) / 1e9)
+    assert vk1["fraction"] == pytest.approx(vk1["achieved_gbs"] / 40.0)
+
+    env = dict(report_fake.ENV, gpus=[{"name": "llvmpipe"}], cpu="Fake CPU")
+    store.update_run_env(run_id, env)
+    md = write_report(store, run_id, tmp / "out2").md.read_text()
+    rows = _md_table(md, "| series | device | ncmoe |")
+    assert rows and all(r[-1] == "unknown" for r in rows)
+
+
+def test_single_backend_report_says_why_comparison_is_absent(tmp_path):
+    store, run_id = report_fake.build(tmp_path, backends=("cpu",))
+    md = write_report(store, run_id, tmp_path / "out").md.read_text()
+    assert "Comparison between backends absent: this run has only one series (CPU)" in md
+    assert "| scenario | ratio |" not in md
+
+
+def test_run_with_only_failed_points_still_reports_with_reasons(tmp_path):
+    store, run_id = report_fake.build(tmp_path, all_failed=True)
+    rp = write_report(store, run_id, tmp_path / "out")
+    md = rp.md.read_text()
+    assert rp.pngs == []
+    assert "> Absent: every point failed" in md and "> Absent: no point succeeded, so there is nothing to plot" in md
+    assert len(_md_table(md, "| series | ncmoe | class | detail |")) == 18
+
+
+def test_run_without_points_is_a_report_error(tmp_path):
+    store, run_id = report_fake.build(tmp_path, points=False)
+    with pytest.raises(ReportError, match="has no points"):
+        write_report(store, run_id, tmp_path / "out")
+
+
+def test_unknown_run_is_a_store_error(fake):
+    store, _, tmp = fake
+    with pytest.raises(StoreError, match="no run 'nope'"):
+        write_report(store, "nope", tmp / "out")
+
+
+def test_min_effect_out_of_range_is_a_report_error(fake):
+    store, run_id, tmp = fake
+    with pytest.raises(ReportError, match="min-effect"):
+        write_report(store, run_id, tmp / "out", min_effect=5)
+
+
+def test_compare_run_splits_series_by_label_and_reads_b_over_a(tmp_path):
+    store, run_id = report_fake.build(tmp_path, backends=("cpu",), kind="compare", labels=("A", "B"))
+    md = write_report(store, run_id, tmp_path / "out").md.read_text()
+    rows = _md_table(md, "| scenario | ratio |")
+    assert rows and all(r[1] == "CPU B/CPU A" for r in rows)
+    assert all(re.match(r"1\.[23]\d× \+", r[5]) for r in rows)
