@@ -104,3 +104,16 @@ def test_full_attention_layers_from_list_or_interval():
     assert full_attention_layers({"full_attention_layers": [7, 3]}) == [3, 7]
     assert full_attention_layers({"full_attention_interval": 4, "n_layers": 12}) == [3, 7, 11]
     assert full_attention_layers({"full_attention_layers": 10}) == []
+
+
+def test_llama_bench_points_read_one_test_per_metric():
+    from llamaforge.report.data import _row
+    from llamaforge.store import Point, Sample
+
+    p = Point("r", "cpu-x", "llama-bench", samples=[
+        Sample(0, False, "pp512", pp_tps=100.0), Sample(1, False, "pp512", pp_tps=110.0),
+        Sample(2, False, "pp4096", pp_tps=80.0), Sample(3, False, "pp4096", pp_tps=82.0),
+        Sample(4, False, "tg128", tg_tps=20.0), Sample(5, True, "tg256", tg_tps=1.0)])
+    r = _row(p, "CPU")
+    assert (r.pp_test, r.tg_test) == ("pp4096", "tg128")
+    assert r.pp == [80.0, 82.0] and r.tg == [20.0]

@@ -197,3 +197,16 @@ def test_compare_run_splits_series_by_label_and_reads_b_over_a(tmp_path):
     rows = _md_table(md, "| scenario | ratio |")
     assert rows and all(r[1] == "CPU B/CPU A" for r in rows)
     assert all(re.match(r"1\.[23]\d× \+", r[5]) for r in rows)
+
+
+def test_bisect_run_lists_probes_and_plots_speed_per_commit(tmp_path):
+    from llamaforge.store import Probe
+
+    commits = ("aaaa111", "bbbb222")
+    store, run_id = report_fake.build(tmp_path, backends=("cpu",), kind="bisect", labels=commits)
+    for i, c in enumerate(commits):
+        store.add_probe(Probe(run_id, i, c + "0" * 33, subject=f"commit {i}", verdict="good" if i == 0 else "bad"))
+    rp = write_report(store, run_id, tmp_path / "out")
+    assert "probes.png" in [p.name for p in rp.pngs]
+    rows = _md_table(rp.md.read_text(), "| seq | commit |")
+    assert [(r[0], r[3]) for r in rows] == [("0", "good"), ("1", "bad")]

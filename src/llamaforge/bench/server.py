@@ -159,7 +159,8 @@ class ServerSession:
     # ---- lifecycle ---------------------------------------------------------------------------
     @classmethod
     def start(cls, binary: Path, server_args: list[str], log_path: Path, *, env: dict[str, str] | None = None,
-              load_timeout_s: float = 600.0, port_attempts: int = 3, on_phase: Any = None) -> ServerSession:
+              load_timeout_s: float = 600.0, port_attempts: int = 3, on_phase: Any = None,
+              on_spawn: Any = None) -> ServerSession:
         """Start ``binary server_args --host 127.0.0.1 --port P`` and wait for ``/health`` = ok.
 
         Raises :class:`PointFailure` (the server is already stopped then)."""
@@ -176,6 +177,8 @@ class ServerSession:
             finally:
                 log.close()
             s = cls(p, port, args, log_path, dict(env or {}))
+            if on_spawn:
+                on_spawn(p.pid)
             if on_phase:
                 on_phase("loading")
             try:

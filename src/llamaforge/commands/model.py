@@ -6,12 +6,13 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from ..console import console, info
+from ..console import console
+from ..console import info as say
 from ..errors import ModelError
 from ..models import gguf_info, presets
 from ..models.refs import resolve_model
-from ..models.synth import synth_plan, with_tokenizer
 from ..models.synth import synth as synth_model
+from ..models.synth import synth_plan, with_tokenizer
 from ..models.synth import twin as twin_model
 from ..models.vocab import find_vocab_dir
 from ._common import lf_task, paths
@@ -72,7 +73,7 @@ def _ranges(xs: list[int]) -> str:
     "dry_run": "for synth:PRESET[:MIX], compute the facts from the plan without writing the file",
     "vocab_dir": "llama.cpp models/ folder with the vocab GGUFs (default: found under vendor/ or the cache)",
 })
-def info_(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
+def info(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
     """Show a model's facts: layers (full vs linear attention), experts, params, bytes by group and
     type, bytes read per generated token (the roofline input) and the valid -ncmoe range."""
     if dry_run:
@@ -91,8 +92,6 @@ def info_(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
     else:
         print_facts(facts, int(ctx))
 
-
-info_.name = "info"
 
 
 @lf_task(iterable=["type_override"], help={
@@ -122,7 +121,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
             t.add_row(tp.name, "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", tp.note)
         console.print(t)
         f = gguf_info.facts_from_plan(p)
-        info(f"{len(p.tensors)} tensors, {f.params_total / 1e9:.2f} B params, data {_gib(p.data_bytes)}")
+        say(f"{len(p.tensors)} tensors, {f.params_total / 1e9:.2f} B params, data {_gib(p.data_bytes)}")
         return
     vd = _vocab_dir(vocab_dir)
     if vd is None:
@@ -130,7 +129,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     dest = Path(out) if out else paths().models / f"{preset}-{mix}.gguf"
     r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed),
                     vocab_dir=vd, overwrite=force)
-    info(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+    say(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
 
 
@@ -139,7 +138,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
 def twin(c, src, out, seed=0, force=False):
     """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
     r = twin_model(Path(src), Path(out), seed=int(seed), overwrite=force)
-    info(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+    say(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s")
 
 
@@ -148,4 +147,4 @@ def twin(c, src, out, seed=0, force=False):
 def fetch(c, ref, vocab_dir=None):
     """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
     p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
-    info(str(p))
+    say(str(p))

@@ -56,8 +56,14 @@ def _headers(url: str) -> dict[str, str]:
 def _progress(total: int | None, label: str, enabled: bool):  # noqa: ANN202
     if not enabled:
         return contextlib.nullcontext(None)
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     from ..console import console
     return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),

@@ -77,8 +77,10 @@ class Row:
     n_predict: int | None = None
     command: str | None = None
     point: Point | None = None
+    pp_test: str | None = None         # llama-bench test the speeds come from (pp512, tg128, ...)
+    tg_test: str | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # summaries are computed once: build a new Row to change samples
         self.pp_s: Summary | None = summarize(self.pp)
         self.tg_s: Summary | None = summarize(self.tg)
 
@@ -200,15 +202,35 @@ def full_attention_layers(facts: dict) -> list[int]:
     return []
 
 
+def _test_size(test: str) -> int:
+    digits = "".join(ch for ch in test if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def pick_test(p: Point, metric: str) -> str | None:
+    """For llama-bench points (samples tagged pp512, tg128, ...): the test a speed is read from.
+
+    Mixing pp512 with pp4096 would blur two different workloads, so one test per metric is used:
+    the largest (longer prompts give honest prompt speeds). ``None``: samples carry no test names.
+    """
+    attr = "pp_tps" if metric == "pp" else "tg_tps"
+    tests = {s.test for s in p.samples if s.test and not s.warmup and getattr(s, attr) is not None}
+    if not tests:
+        return None
+    prefixed = [t for t in tests if t.startswith(metric)] or sorted(tests)
+    return max(prefixed, key=lambda t: (_test_size(t), t))
+
+
 def _row(p: Point, series: str) -> Row:
     gpu, host = split_breakdown(p.mem_breakdown)
+    pp_test, tg_test = pick_test(p, "pp"), pick_test(p, "tg")
     vram = p.vram_used_mib if p.vram_used_mib is not None else p.vram_self_mib
-    return Row(ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps"), tg=p.measured("tg_tps"),
+    return Row(ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
                failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
                vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
                prompt_tokens=p.prompt_tokens, n_predict=p.n_predict,
-               command=shlex.join(p.command) if p.command else None, point=p)
+               command=shlex.join(p.command) if p.command else None, point=p, pp_test=pp_test, tg_test=tg_test)
 
 
 def _label_order(label: str) -> tuple:

@@ -96,6 +96,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         g = r.gpu_mem
         split = "–" if g is None else f"{g.model:,.0f} / {g.context:,.0f} / {g.compute:,.0f}"
         notes = list((flags or {}).get(id(r), []))
+        notes += [t for t in (r.pp_test, r.tg_test) if t]
         if r.ok and native and r.n_ctx is not None and r.n_ctx >= native:
             notes.insert(0, "native ctx")
         status = "ok" if r.ok else f"failed: {r.failure_class or '?'}"

@@ -1,0 +1,146 @@
+"""The llama-bench engine: one ``llama-bench -o jsonl`` call per point.
+
+One call per point (not a ``-ncmoe 0-40`` range in one call) because one failed load makes
+llama-bench ``exit(1)`` for the whole run; per point, a failure costs only that point.
+Tests are ``pp<prompt_tokens>`` and ``tg<n_predict>`` (plus ``@ d<depth>`` variants with
+``bench_depths``); every per-repeat value (``samples_ts`` / ``samples_ns``) becomes a Sample
+(pp values in ``pp_tps``, tg values in ``tg_tps``). llama-bench does its own warm-up run, which it
+does not report, so there are no warm-up samples here.
+
+``-fitt`` is never passed to llama-bench: with it llama-bench silently drops ``-ncmoe``. The
+context llama.cpp would fit at the point is taken from ``llama-fit-params`` instead (``n_ctx``;
+llama-bench itself runs with a context of just prompt + generated tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from .. import proc
+from ..store import Point, Sample
+from .fitmap import fit_params
+from .monitor import Monitor
+from .plan import BuildLike, Plan, PointSpec
+from .server import PointFailure, classify_failure
+
+
+def test_name(obj: dict) -> str:
+    """llama-bench's own naming: ``pp512``, ``tg128``, ``pp512 @ d4096``."""
+    n_prompt, n_gen, depth = int(obj.get("n_prompt", 0)), int(obj.get("n_gen", 0)), int(obj.get("n_depth", 0))
+    if n_prompt and n_gen:
+        name = f"pp{n_prompt}+tg{n_gen}"
+    elif n_prompt:
+        name = f"pp{n_prompt}"
+    else:
+        name = f"tg{n_gen}"
+    return name + (f" @ d{depth}" if depth else "")
+
+
+def parse_results(text: str) -> list[dict]:
+    """The result objects in llama-bench ``-o jsonl`` (or ``-o json``) output."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            return [o for o in json.loads(text) if isinstance(o, dict)]
+        except ValueError:
+            pass
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "samples_ts" in obj:
+            out.append(obj)
+    return out
+
+
+def samples_from(results: list[dict]) -> list[Sample]:
+    out: list[Sample] = []
+    for obj in results:
+        test = test_name(obj)
+        ts = obj.get("samples_ts") or []
+        ns = obj.get("samples_ns") or []
+        n_prompt, n_gen = int(obj.get("n_prompt", 0)), int(obj.get("n_gen", 0))
+        base = {k: v for k, v in obj.items() if k not in ("samples_ts", "samples_ns")}
+        for i, v in enumerate(ts):
+            ms = ns[i] / 1e6 if i < len(ns) else None
+            s = Sample(idx=i + 1, warmup=False, test=test, raw={**base, "sample_ts": v,
+                                                                "sample_ns": ns[i] if i < len(ns) else None})
+            if n_gen and not n_prompt:
+                s.predicted_n, s.predicted_ms, s.tg_tps = n_gen, ms, float(v)
+            else:
+                s.prompt_n, s.prompt_ms, s.pp_tps = n_prompt + n_gen, ms, float(v)
+            out.append(s)
+    return out
+
+
+def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) -> list[str]:
+    args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(plan.prompt_tokens),
+            "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl", "--n-cpu-moe", str(spec.ncmoe)]
+    if spec.ngl != -1:
+        args += ["-ngl", str(spec.ngl)]
+    if plan.bench_depths:
+        args += ["-d", ",".join(str(d) for d in sorted({0, *plan.bench_depths}))]
+    if plan.threads:
+        args += ["-t", str(plan.threads)]
+    extra = [a for a in [*plan.extra_args, *spec.extra_args]]
+    if any(a in ("-fitt", "--fit-target") for a in extra):
+        raise PointFailure("error", "-fitt must not be combined with -ncmoe in llama-bench (it drops -ncmoe)")
+    return args + extra
+
+
+def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
+                       log_path: Path, on_phase) -> None:  # noqa: ANN001 - a PhaseFn
+    """Fill ``point`` from one llama-bench call (raises PointFailure)."""
+    from .runner import fitt_for
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    on_phase("fitting")
+    fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
+    point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params"}
+    point.n_ctx = fit.n_ctx
+    point.n_ctx_train = plan.model_facts.get("n_ctx_train")
+    point.prompt_tokens = plan.prompt_tokens
+    args = bench_args(build, model_path, spec, plan)
+    point.command = args
+    out_path = log_path.with_suffix(".jsonl")
+    timeout = plan.load_timeout_s + plan.request_timeout_s * (plan.repeats + 1) * (1 + len(plan.bench_depths))
+    on_phase("measuring (llama-bench)")
+    t0 = time.monotonic()
+    with open(out_path, "wb") as out, open(log_path, "wb") as err:
+        p = proc.spawn(args, env=build.env, stdout=out, stderr=err)
+    mon = Monitor(p.pid)
+    mon.start()
+    timed_out = False
+    try:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    finally:
+        res = mon.stop()
+        rc = proc.kill_group(p, grace=5.0)
+    point.t_measure_s = time.monotonic() - t0
+    point.rss_peak_mib, point.vram_used_mib = res.rss_peak_mib, res.vram_used_mib
+    point.vram_total_mib, point.vram_self_mib = res.vram_total_mib, res.vram_self_mib
+    text = out_path.read_text(encoding="utf-8", errors="replace")
+    tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
+    results = parse_results(text)
+    point.extra["llama_bench"] = [{k: v for k, v in r.items()} for r in results]
+    if results:
+        point.build_info = f"b{results[0].get('build_number')}-{results[0].get('build_commit')}"
+    point.samples = samples_from(results)
+    if timed_out:
+        raise PointFailure("hang", f"llama-bench did not finish within {timeout:.0f} s", tail)
+    if rc != 0:
+        cls = classify_failure(tail, returncode=rc, phase="load" if not results else "request")
+        raise PointFailure(cls, f"llama-bench exited with status {rc}", tail)
+    if not point.samples:
+        raise PointFailure("bad-response", "llama-bench printed no results", tail)

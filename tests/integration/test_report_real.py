@@ -1,0 +1,91 @@
+"""A report from a real stored sweep (CPU + Vulkan on lavapipe), rendered in headless Chromium.
+
+Uses the session fixture ``real_sweep_run`` (tests/conftest.py) → (store path, run id). The
+screenshot and the report are kept under test-artifacts/report-real/ for a human to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from llamaforge.proc import run
+from llamaforge.report import build_report, write_report
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "report-real"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def render_in_chromium(page: Path, profile: Path, shot: Path) -> str:
+    """Screenshot ``page`` into ``shot`` and return its DOM as Chromium built it."""
+    url = page.resolve().as_uri()
+    common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,3000"]
+    res = run([*common, f"--screenshot={shot}", url], timeout=180)
+    assert res.returncode == 0 and shot.is_file(), res.output[-2000:]
+    res = run([*common, "--dump-dom", url], timeout=180)
+    assert res.returncode == 0, res.output[-2000:]
+    m = re.search(r"<html.*</html>", res.output, re.S)
+    assert m, res.output[-2000:]
+    return m.group(0)
+
+
+@pytest.fixture
+def real_report(real_sweep_run, tmp_path):
+    store_path, run_id = real_sweep_run
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    with Store(Path(store_path)) as store:
+        rp = write_report(store, run_id, ARTIFACTS)
+        data, sections = build_report(store, run_id, tmp_path / "again")
+        points = store.points(run_id)
+    return rp, data, sections, points
+
+
+def test_real_report_tables_match_the_stored_points(real_report):
+    rp, data, sections, points = real_report
+    backends = {s.backend.lower() for s in data.series}
+    assert {"cpu", "vulkan"} <= backends
+    rows = [d for s in sections if s.title.startswith("Points:") for t in s.tables for d in t.data]
+    assert len(rows) == len(points)
+    by_key = {(r.series, r.ncmoe): r for r in data.all_rows}
+    for d in rows:
+        r = by_key[(d["series"], d["ncmoe"])]
+        assert r.point is not None
+        assert d["n_ctx"] == r.point.n_ctx
+        measured = r.point.measured("tg_tps")
+        if d["tg"] is not None:
+            assert d["tg"]["n"] == len(measured)
+            assert d["tg"]["median"] == pytest.approx(float(np.median(measured)))
+    md = rp.md.read_text()
+    for p in points:
+        if p.command:
+            assert " ".join(p.command[:1]) in md
+    if len(data.series) > 1 and any(r.ok for r in data.all_rows):
+        assert "| scenario | ratio |" in md or "Comparison between backends absent" in md
+
+
+def test_real_report_renders_in_chromium(real_report, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed")
+    rp, data, sections, _ = real_report
+    shot = ARTIFACTS / "screenshot.png"
+    dom = render_in_chromium(rp.html, tmp_path / "profile", shot)
+    n_tables = sum(len(s.tables) for s in sections)
+    assert dom.count("<table>") == n_tables
+    imgs = re.findall(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"', dom)
+    assert len(imgs) == len(rp.pngs) >= 4
+    px = np.asarray(Image.open(shot).convert("L"), dtype=float)
+    assert px.var() > 100, "screenshot looks blank"
+    for png in rp.pngs:
+        img = np.asarray(Image.open(png).convert("L"), dtype=float)
+        assert img.var() > 10, f"{png.name} looks blank"
