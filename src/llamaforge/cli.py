@@ -37,3 +37,7 @@ def main() -> None:
 
     install_signal_handlers()
     program.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -44,9 +44,13 @@ def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random
         tg = 60.0 - 4 * n + (12.0 if n == 4 else 0.0)
         pp = 900.0 - 60 * n
         p.vram_used_mib = 9000.0 - 700 * n
-        p.mem_breakdown = {"Vulkan0": {"total": 16000, "free": 6000, "self": 8000 - 700 * n,
-                                       "model": 6000 - 700 * n, "context": 1500, "compute": 500},
-                           "Host": {"self": 600 + 90 * n, "model": 500 + 90 * n, "context": 0, "compute": 100}}
+        p.mem_breakdown = {  # the runner's shape (bench.server.parse_memory_breakdown)
+            "unit": "MiB",
+            "devices": [{"kind": "device", "name": "Vulkan0", "total": 16000, "free": 6000, "self": 8000 - 700 * n,
+                         "model": 6000 - 700 * n, "context": 1500, "compute": 500}],
+            "host": {"kind": "host", "name": "Host", "self": 600 + 90 * n, "model": 500 + 90 * n, "context": 0,
+                     "compute": 100},
+            "other": []}
     else:
         p.n_ctx = NATIVE
         tg, pp = 20.0 - 0.5 * n, 150.0 - 2 * n

@@ -117,3 +117,29 @@ def test_llama_bench_points_read_one_test_per_metric():
     r = _row(p, "CPU")
     assert (r.pp_test, r.tg_test) == ("pp4096", "tg128")
     assert r.pp == [80.0, 82.0] and r.tg == [20.0]
+
+
+def test_split_breakdown_reads_the_runners_devices_host_other_shape():
+    gpu, host = split_breakdown({
+        "unit": "MiB",
+        "devices": [{"kind": "device", "name": "Vulkan0", "total": 16000, "model": 900, "context": 300, "compute": 50}],
+        "host": {"kind": "host", "name": "Host", "model": 40, "context": 0, "compute": 10},
+        "other": [{"kind": "buffer_type", "name": "CPU_REPACK", "model": 200, "context": 0, "compute": 0}]})
+    assert (gpu.model, gpu.context, gpu.compute) == (900, 300, 50)
+    assert (host.model, host.compute) == (240, 10)
+
+
+def test_bytes_per_token_falls_back_to_model_facts_fields():
+    assert an.base_bytes_per_token({"bytes_per_token_ctx0": 123}) == 123
+    assert an.base_bytes_per_token({"weight_bytes_per_token": 100, "recurrent_state_bytes": 20}) == 120
+    assert an.base_bytes_per_token({}) is None
+    assert an.bytes_per_token({"weight_bytes_per_token": 100, "kv_bytes_per_token_ctx": 2}, 10) == 120
+
+
+def test_roofline_of_a_llama_bench_point_uses_the_tg_tests_context():
+    assert an.bench_context("tg128") == 64
+    assert an.bench_context("tg128 @ d4096") == 4160
+    assert an.bench_context("pp512") is None
+    r = row(0, 4096, [50.0, 50.0])
+    r.tg_test, r.prompt_tokens, r.n_predict = "tg16", 256, 16
+    assert an.roofline(r, {"bytes_per_token_base": 1000, "kv_bytes_per_token_ctx": 10}, None).context_used == 8

@@ -76,6 +76,9 @@ def test_points_table_data_match_every_stored_point(fake):
         d = data[("Vulkan" if p.build_key.startswith("vulkan") else "CPU", p.ncmoe)]
         assert d["ok"] == (p.status == "ok")
         assert d["n_ctx"] == p.n_ctx and d["rss_mib"] == p.rss_peak_mib
+        if p.mem_breakdown:
+            dev = p.mem_breakdown["devices"][0]
+            assert d["gpu_mem"] == {k: dev[k] for k in ("model", "context", "compute")}
         if p.status == "ok":
             assert d["tg"]["median"] == pytest.approx(float(np.median(p.measured("tg_tps"))))
             assert d["pp"]["q1"] == pytest.approx(float(np.percentile(p.measured("pp_tps"), 25)))
@@ -210,3 +213,15 @@ def test_bisect_run_lists_probes_and_plots_speed_per_commit(tmp_path):
     assert "probes.png" in [p.name for p in rp.pngs]
     rows = _md_table(rp.md.read_text(), "| seq | commit |")
     assert [(r[0], r[3]) for r in rows] == [("0", "good"), ("1", "bad")]
+
+
+def test_roofline_reads_envinfos_gbps_key_and_cpu_model(fake):
+    store, run_id, tmp = fake
+    store.update_run_env(run_id, {"gpus": [{"name": "llvmpipe", "memory_bandwidth_gbps": 80.0}],
+                                  "cpu_model": "Fake Xeon"})
+    _, sections = build_report(store, run_id, tmp / "out")
+    t = next(s for s in sections if s.id == "roofline").tables[0]
+    assert {d["device_gbs"] for d in t.data if d["series"] == "Vulkan"} == {80.0}
+    cpu = [d for d in t.data if d["series"] == "CPU"]
+    assert {r[1] for r in t.rows if r[0] == "CPU"} == {"Fake Xeon"}
+    assert cpu and all(d["device_gbs"] is None and d["fraction"] is None for d in cpu)

@@ -26,8 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from ..console import console, notice
@@ -244,27 +251,33 @@ def point_summary(p: Point) -> dict:
     return out
 
 
-def _fmt_metric(p: Point, metric: str) -> str:
+def _fmt_metric(p: Point, metric: str, *, with_n: bool = True) -> str:
+    """``median ±IQR/2`` per test (``⚠`` when unstable), with the count unless ``with_n`` is off."""
     tests = sorted({s.test for s in p.samples if not s.warmup and getattr(s, metric) is not None})
     parts = []
     for t in tests or [""]:
         s = summarize(p.measured(metric, t))
         if s:
-            parts.append((f"{t}: " if t else "") + s.fmt(1))
+            txt = s.fmt(1) if with_n else (f"{s.median:,.1f}" + (f" ±{s.iqr / 2:,.1f}" if s.n > 1 else "")
+                                          + (" ⚠" if s.unstable else ""))
+            parts.append((f"{t}: " if t else "") + txt)
     return "; ".join(parts) or "–"
 
 
 def points_table(points: Sequence[Point], title: str | None = None) -> Table:
-    tab = Table(title=title, show_lines=False)
-    for col in ("build", "ncmoe", "ngl", "status", "ctx", "RSS MiB", "VRAM MiB", "prompt", "pp t/s", "tg t/s"):
-        tab.add_column(col, justify="right" if col not in ("build", "status") else "left")
+    """Finished points: context, memory, speeds as ``median ±IQR/2`` (n = measured requests)."""
+    tab = Table(title=title, show_lines=False, caption="t/s: median ±IQR/2 over n measured requests; ⚠ CV > 10 %")
+    for col in ("build", "ncmoe", "ngl", "status", "ctx", "RSS MiB", "VRAM MiB", "prompt", "n", "pp t/s", "tg t/s"):
+        tab.add_column(col, justify="right" if col not in ("build", "status") else "left",
+                       no_wrap=col not in ("pp t/s", "tg t/s", "build"))
     for p in points:
         vram = p.vram_self_mib if p.vram_self_mib is not None else p.vram_used_mib
         status = p.status if p.status == "ok" else f"[red]{p.failure_class}[/]"
-        tab.add_row(p.build_key[:28], str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
+        n = len({(s.test, s.idx) for s in p.samples if not s.warmup and s.test == (p.samples[-1].test if p.samples else "")})
+        tab.add_row(p.build_key, str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
                     f"{p.n_ctx:,}" if p.n_ctx else "–", f"{p.rss_peak_mib:,.0f}" if p.rss_peak_mib else "–",
-                    f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"),
-                    _fmt_metric(p, "pp_tps"), _fmt_metric(p, "tg_tps"))
+                    f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"), str(n or "–"),
+                    _fmt_metric(p, "pp_tps", with_n=False), _fmt_metric(p, "tg_tps", with_n=False))
     return tab
 
 

@@ -1,3 +1,233 @@
-"""bench commands (filled in by its issue)."""
+"""Benchmark commands: ``bench`` (offload sweeps), ``fitmap``, ``runs``, ``export``."""
 
-TASKS: list = []
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..console import console, info, notice
+from ..errors import BenchError, StoreError
+from ..store import Store
+from ._common import csv_list, lf_task, paths
+
+_BENCH_HELP = {
+    "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., URL)",
+    "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
+    "pins": "comma-separated pins or commits (default: the default pin)",
+    "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0)",
+    "ngl": "optional -ngl sweep, same syntax (default: all layers)",
+    "repeats": "measured requests per point after one discarded warm-up (default 3)",
+    "engine": "server (default: llama-server, fitted context, warm-up) or llama-bench",
+    "prompt_tokens": "prompt size in tokens, a multi-turn chat in the model's template (default 2500)",
+    "n_predict": "tokens generated per request (default 128; the seed used 6144 — see the docs)",
+    "vram_budget": "emulate a smaller card: GiB of VRAM to leave usable per device (needs NVML)",
+    "fitt": "llama.cpp's -fitt margin in MiB per device (default: llama.cpp's 1024)",
+    "extra": "extra llama-server / llama-bench arguments, e.g. \"-fa on\"",
+    "resume": "continue run RUN: measure only its missing points",
+    "retry_failed": "with --resume: measure failed points again",
+    "threads": "CPU threads (-t)",
+    "depths": "llama-bench engine: extra -d depths, e.g. 4096,16384",
+    "load_timeout": "seconds to wait for a server to load (default 600)",
+    "request_timeout": "seconds to wait for one request (default 900)",
+    "bin_dir": "use the llama.cpp binaries in this folder instead of a managed build (one backend)",
+    "name": "a name for the run",
+}
+
+
+def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | None) -> list:  # noqa: ANN001
+    if bin_dir:
+        from ..bench.external import external_build
+
+        if len(backends) != 1:
+            raise BenchError("--bin-dir holds one build; give exactly one --backends", "e.g. --backends vulkan")
+        return [external_build(Path(bin_dir), backends[0])]
+    from ..build import find_build
+
+    return [find_build(p, pin, be) for pin in pin_list for be in backends]
+
+
+def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[str], ncmoe: str, ngl: str | None,
+                       repeats: int, engine: str, prompt_tokens: int, n_predict: int, vram_budget: float | None,
+                       fitt: int | None, extra: str | None, threads: int | None, depths: str | None,
+                       load_timeout: float, request_timeout: float):  # noqa: ANN001, ANN202
+    from ..bench.plan import (
+        FitOptions,
+        Plan,
+        make_points,
+        parse_int_list,
+        read_facts,
+        resolve_model,
+        split_extra,
+    )
+
+    model_path = resolve_model(model, p).resolve()
+    facts = read_facts(model_path)
+    n_layers = facts.get("n_layers")
+    points = make_points(ncmoe, ngl, n_layers=n_layers)
+    return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
+                pins=pin_names, engine=engine, repeats=int(repeats), prompt_tokens=int(prompt_tokens),
+                n_predict=int(n_predict),
+                fit=FitOptions(fitt_mib=int(fitt) if fitt is not None else None,
+                               vram_budget_gib=float(vram_budget) if vram_budget is not None else None),
+                extra_args=split_extra(extra), threads=int(threads) if threads else None,
+                load_timeout_s=float(load_timeout), request_timeout_s=float(request_timeout),
+                bench_depths=parse_int_list(depths, what="--depths") if depths else [])
+
+
+@lf_task(help=_BENCH_HELP)
+def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
+          prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
+          retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
+          name=None):
+    """Sweep MoE offload (-ncmoe) on one or more builds: context, memory, prompt and generation speed per point.
+
+    Each point gets a fresh llama-server (no -c: llama.cpp fits the context), one discarded warm-up and
+    --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
+    continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
+    """
+    from ..bench.plan import Plan
+    from ..bench.runner import print_run, run_sweep
+
+    p = paths()
+    store = Store(p.store_db)
+    command = " ".join(sys.argv)
+    if resume:
+        run = store.get_run(resume)
+        if run.kind not in ("sweep", "demo"):
+            raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
+        plan = Plan.from_json(run.plan)
+        if not plan.model_path.is_file():
+            raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
+        builds = _resume_builds(p, plan, bin_dir)
+        run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed))
+    else:
+        if not model:
+            raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
+        backend_list = csv_list(backends, what="backend")
+        pin_list = csv_list(pins, what="pin") if pins else [None]
+        plan = _plan_from_options(p, model=model, backends=backend_list,
+                                  pin_names=[x or "default" for x in pin_list], ncmoe=ncmoe, ngl=ngl,
+                                  repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
+                                  vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
+                                  load_timeout=load_timeout, request_timeout=request_timeout)
+        builds = _builds(p, backend_list, pin_list, bin_dir)
+        run_id = run_sweep(plan, builds, store, p, command=command, name=name)
+    print_run(store, run_id)
+    info(f"run id: [bold]{run_id}[/]  (report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)")
+    pts = store.points(run_id, with_samples=False)
+    if pts and all(pt.status != "ok" for pt in pts):
+        classes = {pt.failure_class for pt in pts}
+        if classes & {"oom", "fit"}:
+            raise BenchError(f"no point of run {run_id} fitted: the model fits no device at these settings",
+                             "offload more experts (higher --ncmoe), give a larger --vram-budget, or a smaller model")
+        raise BenchError(f"every point of run {run_id} failed ({', '.join(sorted(c or '?' for c in classes))})",
+                         f"see the log tails with `llamaforge runs {run_id} --failed`")
+
+
+def _resume_builds(p, plan, bin_dir: str | None) -> list:  # noqa: ANN001
+    if bin_dir:
+        from ..bench.external import external_build
+
+        b = external_build(Path(bin_dir), plan.backends[0])
+        return [b]
+    from ..build import list_builds
+
+    have = {b.key: b for b in list_builds(p)}
+    missing = [k for k in plan.build_keys if k not in have]
+    if missing:
+        raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
+                         "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
+    return [have[k] for k in plan.build_keys]
+
+
+@lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",
+                                           "threads", "bin_dir")})
+def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_budget=None, fitt=None,
+           threads=None, bin_dir=None):
+    """The context llama.cpp fits at every offload point (llama-fit-params, ~1 s per point, no weights loaded).
+
+    Prints a table (context, share of the native context, which layers' experts go where) and stores a
+    run of kind fitmap. Default points: every -ncmoe from 0 to the model's layer count.
+    """
+    from ..bench.fitmap import fitmap_table, run_fitmap
+
+    if not model:
+        raise BenchError("no model given", "pass --model PATH")
+    p = paths()
+    store = Store(p.store_db)
+    backend_list = csv_list(backends, what="backend")
+    pin_list = csv_list(pins, what="pin") if pins else [None]
+    from ..bench.plan import read_facts, resolve_model
+
+    n_layers = read_facts(resolve_model(model, p)).get("n_layers")
+    plan = _plan_from_options(p, model=model, backends=backend_list, pin_names=[x or "default" for x in pin_list],
+                              ncmoe=ncmoe or f"0:{n_layers or 0}", ngl=ngl, repeats=1, engine="server",
+                              prompt_tokens=2500, n_predict=128, vram_budget=vram_budget, fitt=fitt, extra=None,
+                              threads=threads, depths=None, load_timeout=600, request_timeout=900)
+    builds = _builds(p, backend_list, pin_list, bin_dir)
+    run_id = run_fitmap(plan, builds, store, command=" ".join(sys.argv))
+    console.print(fitmap_table(store, run_id))
+    info(f"run id: [bold]{run_id}[/]")
+
+
+@lf_task(positional=["run"], help={"run": "show one run's points (id, unique prefix or 'latest')", "kind": "only runs of this kind",
+               "failed": "with RUN: print the log tail of every failed point"})
+def runs(c, run=None, kind=None, failed=False):
+    """List stored runs, or show one run's points."""
+    from rich.table import Table
+
+    from ..bench.fitmap import fitmap_table
+    from ..bench.runner import print_run
+
+    store = Store(paths().store_db)
+    if run:
+        r = store.get_run(run)
+        if r.kind == "fitmap":
+            console.print(fitmap_table(store, r.id))
+        else:
+            print_run(store, r.id)
+        if failed:
+            for pt in store.points(r.id, with_samples=False):
+                if pt.status != "ok":
+                    console.rule(f"{pt.build_key} ncmoe={pt.ncmoe} ngl={pt.ngl}: {pt.failure_class}")
+                    console.print(pt.failure_detail or "", markup=False)
+                    console.print(pt.log_tail or "(no log)", markup=False, highlight=False)
+        return
+    all_runs = store.list_runs(kind)
+    if not all_runs:
+        notice(f"no runs in {store.path}" + (f" of kind {kind}" if kind else ""))
+        return
+    t = Table(title=f"runs in {store.path}")
+    for col in ("id", "kind", "status", "name", "model", "builds", "points", "ok", "failed"):
+        t.add_column(col)
+    for r in all_runs:
+        pts = store.points(r.id, with_samples=False)
+        ok = sum(1 for pt in pts if pt.status == "ok")
+        model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
+        t.add_row(r.id, r.kind, r.status, r.name or "", model, ", ".join(r.plan.get("backends") or []),
+                  str(len(pts)), str(ok), str(len(pts) - ok))
+    console.print(t)
+
+
+@lf_task(positional=["run"], help={"run": "run id, unique prefix or 'latest'", "format": "json | csv | jsonl (llama-bench JSONL)",
+               "output": "file to write (default: stdout)"})
+def export(c, run="latest", format="json", output=None):  # noqa: A002 - the option is called --format
+    """Export a run: json (everything), csv (one row per sample) or jsonl (llama-bench's fields, readable by
+    llama.cpp's scripts/compare-llama-bench.py)."""
+    from ..bench.export import export_run
+
+    store = Store(paths().store_db)
+    r = store.get_run(run)
+    text = export_run(store, r.id, format)
+    if output:
+        out = Path(output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        info(f"wrote {out} ({format}, run {r.id})")
+    else:
+        if not text:
+            raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")
+        sys.stdout.write(text)
+
+
+TASKS = [bench, fitmap, runs, export]

@@ -167,4 +167,21 @@ def verify(c, backends=None, pins=None, model=None):
     console.print("[green]all builds verified[/]")
 
 
-TASKS = [pins_, doctor, build, builds, verify]
+@lf_task(name="source-tarball", help={"pin": "pin name or commit (default: the default pin)",
+                                      "out": "output folder (default: the current folder)",
+                                      "no_trim": "keep docs/, media/, benches/ and every vocab GGUF"})
+def source_tarball(c, pin=None, out=".", no_trim=False):
+    """Write the pin's llama.cpp tree as a tarball (commit in its pax header) for offline machines:
+    use it there as a `tarball:FILE` source."""
+    from ..sources import checkout
+    from ..sources.export import write_tarball
+
+    p = paths()
+    pn = pins().resolve(pin)
+    tree = checkout(pn, p)
+    dest = Path(out) / f"llama.cpp-{tree.commit[:9]}.tar.gz"
+    write_tarball(tree.path, tree.commit, dest, trim=not no_trim)
+    console.print(f"wrote {dest} ({dest.stat().st_size / 1e6:.1f} MB, commit {tree.commit})")
+
+
+TASKS = [pins_, doctor, build, builds, verify, source_tarball]

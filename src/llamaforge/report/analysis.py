@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -123,14 +124,37 @@ class RooflinePoint:
         return None if not self.device_gbs else self.achieved_gbs / self.device_gbs
 
 
+def base_bytes_per_token(facts: dict) -> float | None:
+    """Bytes read per token without the KV cache: ``bytes_per_token_base``, else ModelFacts'
+    ``bytes_per_token_ctx0``, else ``weight_bytes_per_token + recurrent_state_bytes``."""
+    for key in ("bytes_per_token_base", "bytes_per_token_ctx0"):
+        v = facts.get(key)
+        if isinstance(v, int | float) and v > 0:
+            return float(v)
+    w = facts.get("weight_bytes_per_token")
+    if isinstance(w, int | float) and w > 0:
+        r = facts.get("recurrent_state_bytes")
+        return float(w) + (float(r) if isinstance(r, int | float) else 0.0)
+    return None
+
+
 def bytes_per_token(facts: dict, context_used: float) -> float | None:
     """Bytes read per generated token: weights read per token + the KV cache read at this context."""
-    base = facts.get("bytes_per_token_base")
-    if not isinstance(base, int | float) or base <= 0:
+    base = base_bytes_per_token(facts)
+    if base is None:
         return None
     kv = facts.get("kv_bytes_per_token_ctx")
     kv = kv if isinstance(kv, int | float) else 0.0
     return float(base) + float(kv) * context_used
+
+
+def bench_context(test: str) -> float | None:
+    """Mean KV length of a llama-bench tg test name (``tg128``, ``tg128 @ d4096``); None if unparsable."""
+    m = re.match(r"\s*tg(\d+)", test)
+    if not m:
+        return None
+    d = re.search(r"d(\d+)", test[m.end():])
+    return (int(d.group(1)) if d else 0) + int(m.group(1)) / 2
 
 
 def roofline(row: Row, facts: dict, device_gbs: float | None, *, prompt_tokens: int | None = None,
@@ -138,14 +162,19 @@ def roofline(row: Row, facts: dict, device_gbs: float | None, *, prompt_tokens: 
     """Achieved bandwidth of one point (``None`` if it has no tg or the facts lack the byte counts).
 
     Context used ≈ prompt tokens + n_predict / 2 (the mean KV length while generating); the row's
-    own values win over the plan's (``prompt_tokens`` / ``n_predict`` arguments).
+    own values win over the plan's (``prompt_tokens`` / ``n_predict`` arguments). For llama-bench
+    points it is the tg test's depth + n_gen / 2 (``tg128`` → 64, ``tg128 @ d4096`` → 4160).
     """
     tg = row.median("tg")
     if not row.ok or tg is None:
         return None
-    pt = row.prompt_tokens if row.prompt_tokens is not None else prompt_tokens
-    npred = row.n_predict if row.n_predict is not None else n_predict
-    ctx_used = float(pt or 0) + float(npred or 0) / 2
+    bench = bench_context(row.tg_test) if row.tg_test else None
+    if bench is not None:  # llama-bench's tg test runs on its own: depth + n_gen/2
+        ctx_used = bench
+    else:
+        pt = row.prompt_tokens if row.prompt_tokens is not None else prompt_tokens
+        npred = row.n_predict if row.n_predict is not None else n_predict
+        ctx_used = float(pt or 0) + float(npred or 0) / 2
     b = bytes_per_token(facts, ctx_used)
     if b is None:
         return None

@@ -158,13 +158,19 @@ def _num(x: Any) -> float | None:
 def split_breakdown(mb: Any) -> tuple[MemSplit | None, MemSplit | None]:
     """(GPU devices summed, host) from a stored ``fit_memory_breakdown``.
 
-    Accepts a dict ``{name: {total, free, self, model, context, compute}}`` or llama.cpp's own list
-    of rows (``{"kind": "device"|"host"|"buffer_type", "name": ...}``). An entry with a device
+    Accepts the runner's ``{"unit", "devices": [rows], "host": row, "other": [rows]}``, a dict
+    ``{name: {total, free, self, model, context, compute}}``, or llama.cpp's own list of rows (``{"kind": "device"|"host"|"buffer_type", "name": ...}``). An entry with a device
     ``total`` is a GPU; the rest (Host, CPU_REPACK, ...) is host memory.
     """
     if not mb:
         return None, None
-    if isinstance(mb, dict):
+    if isinstance(mb, dict) and isinstance(mb.get("devices"), list):  # the runner's shape
+        entries = [dict(e, kind=e.get("kind") or "device") for e in mb["devices"] if isinstance(e, dict)]
+        if isinstance(mb.get("host"), dict):
+            entries.append(dict(mb["host"], kind="host"))
+        entries += [dict(e, kind=e.get("kind") or "buffer_type") for e in mb.get("other") or []
+                    if isinstance(e, dict)]
+    elif isinstance(mb, dict):
         entries = [dict(v, name=k) for k, v in mb.items() if isinstance(v, dict)]
     elif isinstance(mb, list):
         entries = [e for e in mb if isinstance(e, dict)]

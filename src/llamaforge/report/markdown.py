@@ -39,12 +39,12 @@ def render(data: ReportData, sections: list[Section], out_dir: Path) -> str:
             lines += [s.intro, ""]
         if s.absent:
             lines += [f"> Absent: {s.absent}.", ""]
-        for n in s.notes:
-            lines += [f"_{n}_", ""]
         for t in s.tables:
             if t.title and t.title != s.title:
                 lines += [f"### {t.title}", ""]
             lines += table_md(t) + [""]
+        for n in s.notes:
+            lines += [f"_{n}_", ""]
         for p in s.plots:
             rel = Path(p.path).relative_to(out_dir) if Path(p.path).is_relative_to(out_dir) else Path(p.path)
             lines += [f"![{p.title}]({rel.as_posix()})", "", f"_{p.caption}_", ""]

@@ -107,6 +107,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         t.rows.append(row)
         t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": r.ok, "n_ctx": r.n_ctx,
                        "vram_mib": r.vram_mib, "rss_mib": r.rss_mib,
+                       "gpu_mem": None if g is None else {"model": g.model, "context": g.context, "compute": g.compute},
                        "pp": r.pp_s.to_dict() if r.pp_s else None, "tg": r.tg_s.to_dict() if r.tg_s else None})
     return t
 
@@ -201,13 +202,24 @@ def anomaly_table(found: list[an.Anomaly]) -> Table:
     return t
 
 
+def _bandwidth(d: dict, prefix: str = "") -> float | None:
+    """GB/s from ``memory_bandwidth_gbs`` (or envinfo's ``memory_bandwidth_gbps``, also GB/s)."""
+    for key in ("memory_bandwidth_gbs", "memory_bandwidth_gbps"):
+        v = d.get(prefix + key)
+        if isinstance(v, int | float) and v > 0:
+            return float(v)
+    return None
+
+
 def device_bandwidth(s: Series, env: dict) -> tuple[str, float | None]:
     """(device name, memory bandwidth GB/s or None) for a series' backend, from the run's env."""
     if s.backend.lower() == "cpu":
         cpu = env.get("cpu")
-        name = str(cpu.get("name") or cpu.get("model") or "CPU") if isinstance(cpu, dict) else str(cpu or "CPU")
-        bw = cpu.get("memory_bandwidth_gbs") if isinstance(cpu, dict) else env.get("ram_bandwidth_gbs")
-        return name, float(bw) if isinstance(bw, int | float) else None
+        if isinstance(cpu, dict):
+            name, bw = str(cpu.get("name") or cpu.get("model") or "CPU"), _bandwidth(cpu)
+        else:
+            name, bw = str(cpu or env.get("cpu_model") or "CPU"), _bandwidth(env, "ram_")
+        return name, bw
     gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
     devs = [d.get("name", "") for d in ((s.build or {}).get("capabilities") or {}).get("devices") or []
             if isinstance(d, dict)]
@@ -215,14 +227,14 @@ def device_bandwidth(s: Series, env: dict) -> tuple[str, float | None]:
     gpu = gpu or (gpus[0] if gpus else None)
     if gpu is None:
         return (devs[0] if devs else "device"), None
-    bw = gpu.get("memory_bandwidth_gbs")
-    return str(gpu.get("name") or "GPU"), float(bw) if isinstance(bw, int | float) else None
+    return str(gpu.get("name") or "GPU"), _bandwidth(gpu)
 
 
 def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
     facts = data.facts
-    if not isinstance(facts.get("bytes_per_token_base"), int | float):
-        return None, "the model facts lack bytes_per_token_base (bytes read per token), so no roofline"
+    if an.base_bytes_per_token(facts) is None:
+        return None, ("the model facts lack the bytes read per token (bytes_per_token_base / "
+                      "weight_bytes_per_token), so no roofline")
     t = Table(["series", "device", "ncmoe", "context used", "GB/token", "tg t/s", "achieved GB/s",
                "device GB/s", "% of peak"], title="Roofline")
     for s in data.series:
@@ -381,7 +393,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
 
     rt_, why = roofline_table(data)
     out.append(Section("roofline", "Roofline (token generation)", intro=(
-        "Bytes read per generated token = bytes_per_token_base + kv_bytes_per_token_ctx × context used "
+        "Bytes read per generated token = weights read per token (+ recurrent state) + kv_bytes_per_token_ctx × context used "
         "(prompt tokens + n_predict/2); × tg = achieved bandwidth, against the device's memory bandwidth. "
         "With experts offloaded (ncmoe > 0) part of the reads come from system RAM, so the GPU's peak is "
         "not the only bound."), tables=[rt_] if rt_ else [], absent=why))

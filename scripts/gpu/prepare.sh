@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Prepare .carry/ (git-ignored, ~21 MB) on a networked machine for scripts/gpu/session.sh on an
+# offline GPU machine: Python wheels the GPU box lacks, Debian 13 Vulkan toolchain + GL dispatch
+# debs, and a trimmed tarball of the default pin's llama.cpp tree (commit in its pax header).
+#   scripts/gpu/prepare.sh [PYTHON_VERSION (default 3.12)]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+py=${1:-3.12}
+mkdir -p .carry/wheels .carry/debs/toolchain .carry/debs/gl
+python3 -m pip download -q --only-binary :all: --python-version "$py" --platform manylinux2014_x86_64 --no-deps \
+  -d .carry/wheels invoke GitPython gitdb smmap "gguf==0.19.0" pyyaml tqdm scikit-build-core pathspec packaging
+state=$(mktemp -d); trap 'rm -rf "$state"' EXIT; mkdir -p "$state/lists/partial"
+uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main" > "$state/sources.list"
+o=(-o "Dir::Etc::SourceList=$state/sources.list" -o Dir::Etc::SourceParts=/dev/null -o "Dir::State::Lists=$state/lists")
+apt-get "${o[@]}" -q update >/dev/null
+(cd .carry/debs/toolchain && apt-get "${o[@]}" -q download glslc libshaderc1 libvulkan-dev libvulkan1 spirv-headers >/dev/null 2>&1)
+(cd .carry/debs/gl && apt-get "${o[@]}" -q download libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1)
+python3 -m llamaforge source-tarball --out .carry/
+du -sh .carry

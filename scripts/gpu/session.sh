@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Run llamaforge phases on a lent, offline GPU machine from a carried working tree.
+#   scripts/gpu/session.sh PHASE [ARGS...]
+# Phases (each fits one ≤10-minute call; state stays in the tree's ignored folders while the
+# machine is warm, and the store is copied to $OUT after every phase so a later session resumes):
+#   setup                 install carried wheels (.carry/wheels) and the Vulkan toolchain debs
+#   build BACKENDS        llamaforge build (CUDA sm_90, Vulkan with Debian 13 glslc)
+#   model                 synthesize the full-size qwen3.6-35b-a3b iq4_nl model (~19 GiB)
+#   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
+#   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
+# What to carry (git-ignored, made on the dev machine by scripts/gpu/prepare.sh): .carry/
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+export LLAMAFORGE_CACHE=$ROOT/.gpu/cache LLAMAFORGE_WORKSPACE=$ROOT/.gpu/ws
+export LLAMAFORGE_RESULTS=$ROOT/.gpu/ws/results
+export PYTHONPATH=$ROOT/.gpu/pylib:$ROOT/src
+export LD_LIBRARY_PATH=/opt/vk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+mkdir -p "$LLAMAFORGE_CACHE" "$LLAMAFORGE_WORKSPACE" "$LLAMAFORGE_RESULTS"
+lf() { python3 -m llamaforge "$@"; }
+save() {   # consistent copy of the store (WAL) + logs into $OUT
+  [ -n "${OUT:-}" ] || return 0
+  python3 - "$LLAMAFORGE_RESULTS/llamaforge.sqlite" "$OUT/llamaforge.sqlite" <<'PY'
+import sqlite3, sys, os
+if os.path.exists(sys.argv[1]):
+    src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2]); src.backup(dst); dst.close()
+PY
+  [ -d "$LLAMAFORGE_RESULTS/logs" ] && tar czf "$OUT/logs.tgz" -C "$LLAMAFORGE_RESULTS" logs || true
+}
+trap save EXIT
+tarball=$(ls "$ROOT"/.carry/llama.cpp-*.tar.gz | head -1)
+commit=$(python3 -c "import tarfile,sys; print(tarfile.open(sys.argv[1]).pax_headers['comment'])" "$tarball")
+cat > "$LLAMAFORGE_WORKSPACE/pins.toml" <<EOT
+default = "default"
+[pins.default]
+commit = "$commit"
+description = "llama.cpp $commit (carried tarball; upstream of llama-cpp-python 0.3.36)"
+sources = ["tarball:$tarball"]
+EOT
+# a store carried back from an earlier session (results/h200) seeds this one
+if [ ! -f "$LLAMAFORGE_RESULTS/llamaforge.sqlite" ] && [ -f "$ROOT/results/h200/llamaforge.sqlite" ]; then
+  cp "$ROOT/results/h200/llamaforge.sqlite" "$LLAMAFORGE_RESULTS/"
+fi
+cd "$LLAMAFORGE_WORKSPACE"
+phase=${1:?phase}; shift
+t0=$(date +%s)
+case "$phase" in
+  setup)
+    python3 -m pip install -q --no-index --find-links "$ROOT/.carry/wheels" --target "$ROOT/.gpu/pylib" \
+      invoke GitPython gitdb smmap gguf pyyaml tqdm scikit-build-core pathspec packaging 2>&1 | grep -v WARNING || true
+    mkdir -p /opt/vk
+    for d in "$ROOT"/.carry/debs/toolchain/*.deb; do dpkg -x "$d" /opt/vk; done
+    for d in "$ROOT"/.carry/debs/gl/*.deb "$ROOT"/.carry/debs/toolchain/libvulkan1_*.deb; do dpkg -x "$d" /; done
+    ldconfig
+    lf doctor ;;
+  build)
+    lf build --backends "${1:-cuda,vulkan}" --cuda-archs 90 --jobs "$(nproc)" \
+       --glslc /opt/vk/usr/bin/glslc --vulkan-include /opt/vk/usr/include ;;
+  model)
+    lf model.info "synth:qwen3.6-35b-a3b:iq4_nl" ;;
+  fitmap)
+    lf fitmap --model "synth:qwen3.6-35b-a3b:iq4_nl" --backends "${2:-cuda,vulkan}" --ncmoe 0:40 --vram-budget "${1:-24}" ;;
+  bench)
+    secs=${1:?seconds}; shift
+    timeout -s INT -k 60 "$secs" python3 -m llamaforge bench --model "synth:qwen3.6-35b-a3b:iq4_nl" "$@" || echo "bench stopped (rc=$?)" ;;
+  report)
+    lf report "${1:-latest}" --out "$OUT/report" ;;
+  *) echo "unknown phase $phase"; exit 2 ;;
+esac
+echo "phase $phase took $(( $(date +%s) - t0 )) s"

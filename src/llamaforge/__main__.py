@@ -1,0 +1,5 @@
+"""``python -m llamaforge`` = the ``llamaforge`` program."""
+
+from .cli import main
+
+main()
