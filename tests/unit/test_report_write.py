@@ -225,3 +225,9 @@ def test_roofline_reads_envinfos_gbps_key_and_cpu_model(fake):
     cpu = [d for d in t.data if d["series"] == "CPU"]
     assert {r[1] for r in t.rows if r[0] == "CPU"} == {"Fake Xeon"}
     assert cpu and all(d["device_gbs"] is None and d["fraction"] is None for d in cpu)
+
+
+def test_too_few_repeats_for_significance_is_said_not_hidden(tmp_path):
+    store, run_id = report_fake.build(tmp_path, n_samples=2)
+    md = write_report(store, run_id, tmp_path / "out").md.read_text()
+    assert "> Absent: none can be found: points have at most 2 measured request(s)" in md

@@ -170,7 +170,7 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     info(f"run id: [bold]{run_id}[/]")
 
 
-@lf_task(positional=["run"], help={"run": "show one run's points (id, unique prefix or 'latest')", "kind": "only runs of this kind",
+@lf_task(help={"run": "show one run's points (id, unique prefix or 'latest')", "kind": "only runs of this kind",
                "failed": "with RUN: print the log tail of every failed point"})
 def runs(c, run=None, kind=None, failed=False):
     """List stored runs, or show one run's points."""
@@ -211,7 +211,7 @@ def runs(c, run=None, kind=None, failed=False):
 
 @lf_task(positional=["run"], help={"run": "run id, unique prefix or 'latest'", "format": "json | csv | jsonl (llama-bench JSONL)",
                "output": "file to write (default: stdout)"})
-def export(c, run="latest", format="json", output=None):  # noqa: A002 - the option is called --format
+def export(c, run, format="json", output=None):  # noqa: A002 - the option is called --format
     """Export a run: json (everything), csv (one row per sample) or jsonl (llama-bench's fields, readable by
     llama.cpp's scripts/compare-llama-bench.py)."""
     from ..bench.export import export_run

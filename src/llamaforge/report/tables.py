@@ -373,8 +373,10 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     elif not ok:
         anom.absent = "no point succeeded"
     else:
-        anom.absent = ("none found" if any(len(r.tg) > 1 for r in ok)
-                       else "none can be found: every point was measured once (repeat the sweep to test)")
+        most = max((min(len(r.tg), len(r.pp)) if r.pp and r.tg else len(r.tg or r.pp) for r in ok), default=0)
+        anom.absent = ("none found" if most >= 4 else
+                       f"none can be found: points have at most {most} measured request(s), and Mann–Whitney U "
+                       "needs about 4 per point to reach p < 0.05 (measure more repeats)")
     out.append(anom)
 
     pl = Section("plots", "Plots", plots=list(plots))
