@@ -103,8 +103,8 @@ class Verification:
         return asdict(self)
 
 
-def _list_devices(server: Path, env: dict[str, str]) -> tuple[list[Device], str]:
-    r = proc.run([server, "--list-devices"], env=env, timeout=120)
+def _list_devices(exe: Path, env: dict[str, str]) -> tuple[list[Device], str]:
+    r = proc.run([exe, "--list-devices"], env=env, timeout=120)
     return parse_devices(r.output), r.output
 
 
@@ -141,11 +141,14 @@ def verify_build(build: Any, model: Path | None = None) -> Verification:
     env = dict(build.env)
     r = proc.run([server, "--version"], env=env, timeout=60)
     version = parse_version(r.output)
-    devices, listing = _list_devices(server, env)
+    # llama-bench also prints the backends' init lines (`ggml_vulkan: 0 = ... | matrix cores: ...`,
+    # `Device 0: ..., compute capability 9.0`), which llama-server keeps quiet about
+    lister = build.binary("llama-bench")
+    devices, listing = _list_devices(lister, env)
     prefix = BACKENDS[build.backend].device_prefix
     if build.backend == "vulkan" and not any(d.backend == prefix for d in devices) and "GGML_VK_VISIBLE_DEVICES" not in env:
         env2 = dict(env, GGML_VK_VISIBLE_DEVICES="0")
-        devs2, listing2 = _list_devices(server, env2)
+        devs2, listing2 = _list_devices(lister, env2)
         if any(d.backend == prefix for d in devs2):
             notice(f"only a CPU Vulkan device is present ({devs2[0].name}); using it with GGML_VK_VISIBLE_DEVICES=0")
             env, devices, listing = env2, devs2, listing2

@@ -24,7 +24,7 @@ from ..store import Point, Sample
 from .fitmap import fit_params
 from .monitor import Monitor
 from .plan import BuildLike, Plan, PointSpec
-from .server import PointFailure, classify_failure
+from .server import PointFailure, classify_failure, die_with_parent
 
 
 def test_name(obj: dict) -> str:
@@ -115,7 +115,7 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     on_phase("measuring (llama-bench)")
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(log_path, "wb") as err:
-        p = proc.spawn(args, env=build.env, stdout=out, stderr=err)
+        p = proc.spawn(die_with_parent(args), env=build.env, stdout=out, stderr=err)
     mon = Monitor(p.pid)
     mon.start()
     timed_out = False

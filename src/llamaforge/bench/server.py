@@ -12,8 +12,10 @@ Flags are checked against the binary's ``--help`` (cached) so we never pass unkn
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -128,6 +130,24 @@ def parse_memory_breakdown(log_path: Path) -> dict | None:
     return out
 
 
+# Exec wrapper: the server gets SIGKILL when the benchmarking process dies, even by ``kill -9``
+# (Linux prctl PR_SET_PDEATHSIG survives execve), so no llama-server outlives its bench.
+_PDEATHSIG = (
+    "import ctypes, os, signal, sys\n"
+    "ppid = int(sys.argv[1])\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
+    "if os.getppid() != ppid: sys.exit(137)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def die_with_parent(args: list[str]) -> list[str]:
+    """``args`` wrapped so the child is killed when this process dies (Linux; unchanged elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return args
+    return [sys.executable, "-S", "-c", _PDEATHSIG, str(os.getpid()), *args]
+
+
 @lru_cache(maxsize=32)
 def _help_text(binary: str, env_items: tuple[tuple[str, str], ...]) -> str:
     r = proc.run([binary, "--help"], env=dict(env_items), timeout=60)
@@ -173,7 +193,7 @@ class ServerSession:
                 fh.write("")
             log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
             try:
-                p = proc.spawn(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+                p = proc.spawn(die_with_parent(args), env=env, stdout=log, stderr=subprocess.STDOUT)
             finally:
                 log.close()
             s = cls(p, port, args, log_path, dict(env or {}))

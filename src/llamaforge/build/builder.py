@@ -241,6 +241,8 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
     flags["LLAMA_BUILD_COMMIT"] = tree.commit[:9]
     if tree.build_number is not None:
         flags["LLAMA_BUILD_NUMBER"] = str(tree.build_number)
+    elif not tree.native_git:
+        flags["LLAMA_BUILD_NUMBER"] = "0"   # an imported snapshot's history is 1 commit long: say "unknown" (0)
     key, key_content = make_key(tree.commit, backend.name, flags, tc.fingerprint(backend.name))
     d = build_dir_for(paths, key)
     if build_dir is not None and not opts.rebuild and read_manifest(d) is None:

@@ -102,8 +102,8 @@ def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="
 
 def _print_builds(builds) -> None:
     t = Table(title="builds")
-    for col in ("key", "pin", "commit", "backend", "devices", "capabilities", "dir"):
-        t.add_column(col)
+    for col in ("key", "pin", "backend", "devices", "capabilities"):
+        t.add_column(col, overflow="fold")
     for b in builds:
         ver = b.manifest.get("verification") or {}
         caps = b.capabilities
@@ -112,12 +112,14 @@ def _print_builds(builds) -> None:
             v = caps["vulkan"]
             capstr.append(f"matrix cores: {v.get('matrix_cores')} | int dot: {v.get('int_dot')}")
         if caps.get("vulkan_glslc"):
-            capstr.append("glslc: " + ", ".join(k for k, on in caps["vulkan_glslc"].items() if on) or "glslc: none")
+            capstr.append("glslc: " + (", ".join(k for k, on in caps["vulkan_glslc"].items() if on) or "none"))
         if caps.get("cuda_archs"):
             capstr.append(f"archs: {caps['cuda_archs']}")
         devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
-        t.add_row(b.key, b.pin, b.commit[:9], b.backend, devs or "-", "\n".join(capstr) or "-", str(b.dir))
+        t.add_row(b.key, b.pin, b.backend, devs or "-", "\n".join(capstr) or "-")
     console.print(t)
+    for b in builds:
+        console.print(f"  {b.key}: {b.dir}", soft_wrap=True)
 
 
 @lf_task

@@ -1,3 +1,171 @@
-"""compare commands (filled in by its issue)."""
+"""``compare``, ``bisect`` and ``bisect-run``: thin option parsing around llamaforge.compare / llamaforge.bisect."""
 
-TASKS: list = []
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..console import console, info, print_error
+from ..errors import BuildError, ConfigError, LlamaforgeError
+from ..store import Store
+from ._common import lf_task, paths
+
+
+def _int(value, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} {value!r} is not a whole number", f"e.g. {what} 6") from None
+
+
+@lf_task(help={
+    "base": "A: a pin name or commit (the baseline)",
+    "head": "B: a pin name or commit (compared against A; default: same as --base, for two backends)",
+    "backend": "backend of both sides (default cpu)",
+    "base_backend": "backend of A (overrides --backend)", "head_backend": "backend of B (overrides --backend)",
+    "model": "model: a .gguf path, synth:PRESET, hf:..., URL (default synth:tiny-qwen35moe)",
+    "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
+    "repeats": "samples per side per point (>= 4; default 6)",
+    "rounds": "process starts per side per point, ABBA-interleaved (default 3)",
+    "min_effect": "smallest relative change called better/worse (default 0.05 = 5 %)",
+    "engine": "server (default) or llama-bench",
+    "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
+    "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
+})
+def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
+            ncmoe="0", repeats=6, rounds=3, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
+            threads=None, source=None):
+    """Compare two commits (or two backends of one commit): build both, measure them interleaved
+    (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like
+    verdict (better / worse / no significant change) per metric. Stored as a run of kind compare."""
+    from ..bench.plan import make_points
+    from ..compare import CompareRequest, Side, parse_effect, print_compare, run_compare
+
+    p = paths()
+    req = CompareRequest(
+        base=Side("A", base, base_backend or backend, source), head=Side("B", head or base, head_backend or backend, source),
+        model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=_int(rounds, "--rounds"),
+        min_effect=parse_effect(min_effect), engine=engine,
+        prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
+        n_predict=_int(n_predict, "--n-predict") if n_predict else None,
+        threads=_int(threads, "--threads") if threads else None)
+    with Store(p.store_db) as store:
+        run_id = run_compare(p, store, req, command=" ".join(sys.argv))
+        print_compare(store, run_id)
+    info(f"stored as run [bold]{run_id}[/] (`llamaforge report {run_id}`)")
+
+
+@lf_task(help={
+    "good": "a commit (or pin) where the metric was good (older)",
+    "bad": "a later commit on the same first-parent line where it is bad",
+    "metric": "tg (generation t/s) or pp (prompt processing t/s)",
+    "backend": "backend to build and measure (default cpu)",
+    "threshold": "minimum effect the endpoints must differ by (default 5%)",
+    "model": "model (default synth:tiny-qwen35moe)",
+    "repeats": "llama-bench repetitions per commit (>= 4; default 5)",
+    "source": "where the commits come from when not in the mirror: path:DIR or git:URL",
+    "n_predict": "generated tokens per tg sample (default 32)",
+    "threads": "-t for llama-bench",
+    "out": "folder for the plot and the Markdown (default results/reports/<run id>)",
+})
+def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synth:tiny-qwen35moe", repeats=5,
+           source=None, n_predict=32, threads=None, out=None):
+    """Find the first commit that made --metric worse between --good and --bad (first-parent
+    history): measures both endpoints (refuses if they do not differ), then binary-searches with
+    incremental builds, skipping commits that do not build. Prints the commit, stores every probe,
+    writes a plot of the metric over the commits."""
+    from ..bisect import (
+        BisectRequest,
+        parse_threshold,
+        plot_bisect,
+        print_result,
+        render_bisect_md,
+        run_bisect,
+    )
+
+    p = paths()
+    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_threshold(threshold),
+                        model=model, repeats=_int(repeats, "--repeats"), source=source,
+                        n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)
+    with Store(p.store_db) as store:
+        run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
+        print_result(store, run_id)
+        run = store.get_run(run_id)
+        out_dir = Path(out) if out else p.results / "reports" / run_id
+        png = plot_bisect(store, run, out_dir / "bisect.png")
+        md = out_dir / "report.md"
+        md.write_text(render_bisect_md(store, run, png.name), encoding="utf-8")
+    info(f"stored as run [bold]{run_id}[/]; plot {png}; report {md}")
+
+
+@lf_task(name="bisect-run", help={
+    "metric": "tg or pp",
+    "backend": "backend to build (default cpu)",
+    "good_value": "t/s of a known good commit", "bad_value": "t/s of a known bad commit",
+    "reference": "instead of good/bad values: a reference t/s; bad when more than --threshold below it",
+    "threshold": "with --reference (default 5%)",
+    "source": "the llama.cpp checkout git bisect drives (default: the current directory)",
+    "model": "model (default synth:tiny-qwen35moe)", "repeats": "llama-bench repetitions (default 5)",
+    "n_predict": "generated tokens per tg sample (default 32)",
+})
+def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, reference=None, threshold="5%",
+               source=".", model="synth:tiny-qwen35moe", repeats=5, n_predict=32):
+    """For `git bisect run`: build the current checkout (HEAD of --source) in place, measure it and
+    exit 0 (good), 1 (bad) or 125 (does not build: skip). Setup errors exit 128, which stops
+    git bisect instead of marking the commit bad."""
+    from ..bench import measure_point
+    from ..bench.plan import resolve_model
+    from ..bisect import (
+        BisectRequest,
+        bisect_plan,
+        bisect_run_verdict,
+        check_metric,
+        head_tree,
+        parse_threshold,
+    )
+    from ..build import BuildOptions, build
+    from ..config import Pin
+
+    try:
+        field_name = check_metric(metric)
+        p = paths()
+        tree = head_tree(Path(source))
+        req = BisectRequest(good=tree.commit, bad=tree.commit, metric=metric, backend=backend, model=model,
+                            repeats=_int(repeats, "--repeats"), n_predict=_int(n_predict, "--n-predict"))
+        gv = float(good_value) if good_value is not None else None
+        bv = float(bad_value) if bad_value is not None else None
+        ref = float(reference) if reference is not None else None
+        thr = parse_threshold(threshold)
+        bisect_run_verdict([1.0], good_value=gv, bad_value=bv, reference=ref, threshold=thr)  # validates options
+        model_path = resolve_model(model, p)
+        try:
+            b = build(p, Pin(name=tree.commit[:9], commit=tree.commit, sources=()), backend, BuildOptions(), tree=tree,
+                      build_dir=p.builds / f"bisect-run-{backend}")
+        except BuildError as e:
+            print_error(e)
+            console.print(f"{tree.commit[:12]} does not build: exit 125 (skip)")
+            sys.exit(125)
+        plan = bisect_plan(req, model_path)
+        with Store(p.store_db) as store:
+            run_id = store.new_run("bisect-run", plan.to_json(), command=" ".join(sys.argv),
+                                   name=f"bisect-run {tree.commit[:9]}")
+            pt = measure_point(b, model_path, plan.points[0], plan, store, run_id, label=tree.commit[:9])
+            store.set_run_status(run_id, "done" if pt.status == "ok" else "failed")
+        values = pt.measured(field_name)
+        if not values:
+            console.print(f"{tree.commit[:12]}: measurement failed ({pt.failure_class}: {pt.failure_detail}): exit 125 (skip)")
+            sys.exit(125)
+        verdict = bisect_run_verdict(values, good_value=gv, bad_value=bv, reference=ref, threshold=thr)
+    except LlamaforgeError as e:
+        print_error(e)
+        sys.exit(128)
+    except ValueError as e:
+        print_error(ConfigError(f"bad number: {e}", "give --good-value/--bad-value/--reference in t/s"))
+        sys.exit(128)
+    import statistics
+
+    console.print(f"{tree.commit[:12]} {metric} median {statistics.median(values):.1f} t/s → {verdict}")
+    sys.exit(0 if verdict == "good" else 1)
+
+
+TASKS = [compare, bisect, bisect_run]

@@ -1,3 +1,85 @@
-"""demo commands (filled in by its issue)."""
+"""``inv demo``: the whole pipeline on any machine, in one command.
 
-TASKS: list = []
+default pin (first source that works) → build cpu + vulkan (+ cuda with a CUDA GPU) → verify →
+synthesize the tiny MoE model → offload sweep → report in ``results/demo/``. With no GPU, Vulkan
+runs on Mesa lavapipe. Everything is cached: a second run only re-measures and re-reports.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..build import BuildOptions
+from ..build import build as do_build
+from ..build.backends import parse_backends
+from ..build.doctor import check
+from ..console import console, notice
+from ..errors import BenchError, LlamaforgeError
+from ._common import csv_list, lf_task, paths, pins
+
+
+def available_backends() -> list[str]:
+    """cpu always; vulkan when it can be built and a Vulkan device exists; cuda with nvcc and a GPU."""
+    out = ["cpu"]
+    for st in check():
+        if st.backend in ("cuda", "vulkan") and st.can_build and st.can_run:
+            out.append(st.backend)
+    return out
+
+
+@lf_task(help={"backends": "comma-separated backends (default: every backend this machine can build and run)",
+               "model": "model reference (default synth:tiny-qwen35moe)",
+               "ncmoe": "offload points (default: 0 to the model's layer count, step 2)",
+               "repeats": "measured requests per point (default 2; a warm-up is always discarded)",
+               "prompt_tokens": "prompt size (default 512: the tiny model on a CPU)",
+               "n_predict": "tokens generated per request (default 32)",
+               "out": "report folder (default results/demo)"})
+def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=512, n_predict=32,
+         out=None):
+    """Build, verify, synthesize, sweep and report — the default pin on this machine's backends."""
+    from ..bench.runner import print_run, run_sweep
+    from ..models import model_facts, resolve_model
+    from ..report import write_report
+    from ..store import Store
+    from .bench import _plan_from_options
+
+    t0 = time.monotonic()
+    p = paths()
+    pin = pins().get(None)
+    explicit = backends is not None
+    names = [b.name for b in parse_backends(csv_list(backends, what="backend"))] if explicit else available_backends()
+    console.rule(f"[bold]llamaforge demo[/]: pin {pin.name} ({pin.commit}), backends {', '.join(names)}")
+    builds = []
+    for name in names:
+        try:
+            builds.append(do_build(p, pin, name, BuildOptions()))
+        except LlamaforgeError as e:
+            if explicit or name == "cpu":
+                raise
+            notice(f"skipping {name}: {e}")
+    t_build = time.monotonic() - t0
+    model_path = resolve_model(model, p, vocab_dir=builds[0].source_dir / "models")
+    facts = model_facts(model_path)
+    console.print(f"model: {model_path.name} — {facts.arch}, {facts.n_layers} layers, "
+                  f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB")
+    points = ncmoe or f"0:{facts.n_layers}:2"
+    plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
+                              ncmoe=points, ngl=None, repeats=int(repeats), engine="server",
+                              prompt_tokens=int(prompt_tokens), n_predict=int(n_predict), vram_budget=None, fitt=None,
+                              extra=None, threads=None, depths=None, load_timeout=600, request_timeout=900)
+    if not plan.points:
+        raise BenchError("no points to measure", "give --ncmoe")
+    t1 = time.monotonic()
+    with Store(p.store_db) as store:
+        run_id = run_sweep(plan, builds, store, p, name="demo", command="llamaforge demo")
+        t_sweep = time.monotonic() - t1
+        print_run(store, run_id)
+        out_dir = p.results / "demo" if out is None else Path(out)
+        rp = write_report(store, run_id, out_dir)
+    total = time.monotonic() - t0
+    console.print(f"[green]demo done[/] in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}")
+    console.print(f"report: {rp.html}\n        {rp.md}")
+
+
+TASKS = [demo]

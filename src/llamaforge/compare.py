@@ -1,0 +1,285 @@
+"""Commit (or backend) comparison: A vs B, measured interleaved, judged with Mann–Whitney U.
+
+Sides: a pin name or a commit (with an optional ``--source`` for commits not in the mirror yet),
+each with its backend, so ``A`` and ``B`` may be two commits on one backend or two backends of one
+commit. Both are built through :func:`llamaforge.build.build` (cached by key).
+
+How it interleaves, and why: the samples of one side are taken in ``rounds`` (default 3)
+separate processes — one llama-server start (or one llama-bench call) per side per point per
+round, each with its own warm-up that is discarded — in ABBA order (A B, then B A, then A B, ...).
+A process start is itself a source of variance (memory placement, thread pinning, page cache), so
+samples from several starts are more honest than ``repeats`` requests to one server; alternating
+the order cancels drift (thermal, other load) between the sides. Per round a side takes
+``ceil(repeats / rounds)`` samples, so ``repeats`` (≥ 4, default 6) is the minimum per side.
+
+Stored as a run of kind ``compare``: points labelled ``A.<round>`` / ``B.<round>`` (one stored
+point per server start; the side is the part before the dot), the plan JSON holds the base/head
+descriptions, the run summary holds the per-point, per-metric comparison (medians, ratio B/A
+with a bootstrap CI, p, the asv-like mark), and one ``probes`` row per side.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from .console import console, notice
+from .errors import ConfigError, LlamaforgeError
+from .stats import Comparison, compare, summarize
+from .store import Point, Probe, Run, Store
+
+METRICS = {"pp": "pp_tps", "tg": "tg_tps"}
+MIN_REPEATS = 4
+
+
+class CompareError(LlamaforgeError):
+    """A comparison that cannot run (too few repeats, unknown side, nothing measured)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: what to build (``ref`` = pin name or commit) on which backend."""
+
+    name: str                 # "A" (base) or "B" (head)
+    ref: str
+    backend: str
+    source: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.ref} ({self.backend})"
+
+
+@dataclass
+class CompareRequest:
+    base: Side
+    head: Side
+    model: str
+    points: list = field(default_factory=list)        # bench.plan.PointSpec
+    repeats: int = 6
+    rounds: int = 3
+    min_effect: float = 0.05
+    engine: str = "server"
+    prompt_tokens: int | None = None
+    n_predict: int | None = None
+    threads: int | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.repeats < MIN_REPEATS:
+            raise CompareError(f"--repeats {self.repeats} is too few per side",
+                               f"use at least {MIN_REPEATS} (default 6): Mann–Whitney with 3 vs 3 samples never reaches p < 0.05")
+        if self.rounds < 1:
+            raise CompareError(f"--rounds must be at least 1 (got {self.rounds})", "e.g. --rounds 3")
+        if not 0 <= self.min_effect < 1:
+            raise CompareError(f"--min-effect {self.min_effect} is out of range", "give a fraction such as 0.05")
+
+    @property
+    def per_round(self) -> int:
+        return math.ceil(self.repeats / min(self.rounds, self.repeats))
+
+    @property
+    def n_rounds(self) -> int:
+        return min(self.rounds, self.repeats)
+
+
+def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> Any:
+    """Build (or reuse) one side: a pin name, or a commit (from the mirror or ``side.source``)."""
+    from .build import BuildOptions, build
+    from .config import Pin, SourceSpec, load_pins
+    from .sources import checkout_commit
+
+    opts = opts or BuildOptions()
+    pins = pins or load_pins(paths.pins_file)
+    if side.ref in pins.pins or side.source is None:
+        return build(paths, pins.resolve(side.ref), side.backend, opts)
+    spec = SourceSpec.parse(side.source, where="--source")
+    tree = checkout_commit(side.ref, paths, spec)
+    return build(paths, Pin(name=side.ref[:9], commit=tree.commit, sources=(spec,)), side.backend, opts, tree=tree)
+
+
+def side_of(label: str) -> str:
+    return label.split(".", 1)[0]
+
+
+def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
+    from .bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, Plan, read_facts
+
+    try:
+        facts = read_facts(model_path)
+    except Exception:  # noqa: BLE001 - facts only decorate the report
+        facts = {}
+    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=list(req.points),
+                backends=sorted({b.backend for b in builds}), pins=[req.base.ref, req.head.ref], engine=req.engine,
+                repeats=req.per_round, prompt_tokens=req.prompt_tokens or DEFAULT_PROMPT_TOKENS,
+                n_predict=req.n_predict or DEFAULT_N_PREDICT, threads=req.threads, extra_args=list(req.extra_args),
+                build_keys=[b.key for b in builds])
+
+
+def schedule(n_rounds: int, n_points: int) -> list[tuple[int, int, str]]:
+    """(round, point index, side) in measuring order: per round every point, sides ABBA-alternated."""
+    out = []
+    for r in range(n_rounds):
+        for i in range(n_points):
+            order = ("A", "B") if (r + i) % 2 == 0 else ("B", "A")
+            out += [(r + 1, i, s) for s in order]
+    return out
+
+
+def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[Any, Any] | None = None,
+                command: str | None = None, progress: bool = True) -> str:
+    """Build both sides, measure them interleaved, store and summarise; returns the run id."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .bench import measure_point
+    from .bench.plan import resolve_model
+    from .envinfo import collect_env
+
+    a, b = builds or (build_side(paths, req.base), build_side(paths, req.head))
+    model_path = resolve_model(req.model, paths)
+    plan = _plan(req, model_path, (a, b))
+    pj = plan.to_json()
+    pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
+                           "build": a.key, "commit": a.commit},
+                     "B": {"ref": req.head.ref, "backend": req.head.backend, "source": req.head.source,
+                           "build": b.key, "commit": b.commit},
+                     "repeats": req.repeats, "rounds": req.n_rounds, "per_round": req.per_round,
+                     "min_effect": req.min_effect, "interleave": "ABBA, one process per side per point per round"}
+    run_id = store.new_run("compare", pj, command=command, env=collect_env(),
+                           name=f"compare {req.base.describe()} vs {req.head.describe()}")
+    for bb in (a, b):
+        store.add_build({**(bb.manifest or {}), "key": bb.key, "backend": bb.backend, "pin": bb.pin, "commit": bb.commit}, run_id)
+    by_side = {"A": a, "B": b}
+    spent = {"A": 0.0, "B": 0.0}
+    order = schedule(req.n_rounds, len(plan.points))
+    status = "interrupted"
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=not progress) as prog:
+            task = prog.add_task("compare", total=len(order))
+            for rnd, i, s in order:
+                spec = plan.points[i]
+                prog.update(task, description=f"round {rnd}/{req.n_rounds} ncmoe={spec.ncmoe} side {s}")
+                t0 = time.monotonic()
+                p = measure_point(by_side[s], model_path, spec, plan, store, run_id, label=f"{s}.{rnd}")
+                spent[s] += time.monotonic() - t0
+                if p.status != "ok":
+                    notice(f"side {s} round {rnd} ncmoe={spec.ncmoe} failed: {p.failure_class}: {p.failure_detail}")
+                prog.advance(task)
+        status = "done"
+    finally:
+        store.set_run_status(run_id, status)
+        for s, bb in by_side.items():
+            ref = req.base if s == "A" else req.head
+            store.add_probe(Probe(run_id, 0 if s == "A" else 1, bb.commit, (bb.manifest.get("source") or {}).get("subject"),
+                                  bb.key, s, None, spent[s], None, ref.describe()))
+        store.set_run_summary(run_id, summarize_run(store, run_id, req.min_effect))
+    return run_id
+
+
+def _values(points: Sequence[Point], side: str, ncmoe: int, ngl: int, field_name: str) -> list[float]:
+    out: list[float] = []
+    for p in points:
+        if p.status == "ok" and side_of(p.label) == side and p.ncmoe == ncmoe and p.ngl == ngl:
+            out += p.measured(field_name)
+    return out
+
+
+def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dict]:
+    """Per point and metric: side summaries and the comparison (B relative to A)."""
+    pts = store.points(run_id)
+    keys = sorted({(p.ncmoe, p.ngl) for p in pts})
+    rows = []
+    for ncmoe, ngl in keys:
+        for metric, fname in METRICS.items():
+            va, vb = _values(pts, "A", ncmoe, ngl, fname), _values(pts, "B", ncmoe, ngl, fname)
+            sa, sb = summarize(va), summarize(vb)
+            c: Comparison | None = compare(va, vb, min_effect=min_effect)
+            rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric,
+                         "A": sa.to_dict() if sa else None, "B": sb.to_dict() if sb else None,
+                         "comparison": c.to_dict() if c else None})
+    return rows
+
+
+def summarize_run(store: Store, run_id: str, min_effect: float = 0.05) -> dict:
+    pts = store.points(run_id)
+    return {"comparisons": comparisons(store, run_id, min_effect), "min_effect": min_effect,
+            "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+
+
+_VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "no significant change"}
+_MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no significant change"}
+
+
+def _fmt_side(d: dict | None) -> str:
+    if not d:
+        return "–"
+    return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] (n={d['n']})" + (" ⚠" if d.get("unstable") else "")
+
+
+def _fmt_cmp(c: dict | None) -> tuple[str, str, str]:
+    if not c:
+        return "–", "–", "same"
+    return (f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", c["verdict"])
+
+
+def compare_table(run: Run) -> Table:
+    """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
+    c = run.plan.get("compare", {})
+    a, b = c.get("A", {}), c.get("B", {})
+    t = Table(title=f"compare {run.id}: A = {a.get('ref')} ({a.get('backend')}) vs B = {b.get('ref')} ({b.get('backend')})")
+    for col in ("ncmoe", "metric", "A t/s median [CI] (n)", "B t/s median [CI] (n)", "B/A [CI]", "p", "verdict"):
+        t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for r in (run.summary or {}).get("comparisons", []):
+        ratio, p, verdict = _fmt_cmp(r["comparison"])
+        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), r["metric"], _fmt_side(r["A"]),
+                  _fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
+    return t
+
+
+def print_compare(store: Store, run_id: str) -> None:
+    run = store.get_run(run_id, "compare")
+    console.print(compare_table(run))
+    s = run.summary or {}
+    console.print(f"minimum effect {s.get('min_effect', 0.05):.0%}, α = 0.05 (Mann–Whitney U, two-sided); "
+                  "CI: bootstrap 95 % of the median / of the ratio of medians")
+    if s.get("failed"):
+        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id}`)")
+
+
+def render_compare_md(store: Store, run: Run) -> str:
+    """Markdown for a compare run (what ``inv report`` writes for kind ``compare``)."""
+    c = run.plan.get("compare", {})
+    a, b = c.get("A", {}), c.get("B", {})
+    s = run.summary or {}
+    model = (run.plan.get("model") or {}).get("ref", "")
+    out = [f"# Comparison {run.id}", "",
+           f"- **A (base)**: `{a.get('ref')}` on {a.get('backend')} — commit `{str(a.get('commit', ''))[:12]}`, build `{a.get('build')}`",
+           f"- **B (head)**: `{b.get('ref')}` on {b.get('backend')} — commit `{str(b.get('commit', ''))[:12]}`, build `{b.get('build')}`",
+           f"- model `{model}`, engine {run.plan.get('engine')}, {c.get('repeats')} samples per side in {c.get('rounds')} "
+           f"rounds ({c.get('interleave', 'interleaved')}), minimum effect {float(s.get('min_effect', 0.05)):.0%}", "",
+           "| ncmoe | metric | A t/s median [95 % CI] (n) | B t/s median [95 % CI] (n) | B/A [95 % CI] | p | verdict |",
+           "|---:|---|---:|---:|---:|---:|---|"]
+    for r in s.get("comparisons", []):
+        ratio, p, verdict = _fmt_cmp(r["comparison"])
+        out.append(f"| {r['ncmoe']} | {r['metric']} | {_fmt_side(r['A'])} | {_fmt_side(r['B'])} | {ratio} | {p} | {_MARK_MD[verdict]} |")
+    out += ["", "Mann–Whitney U (two-sided, α = 0.05) plus the minimum effect: a significant change smaller "
+            "than the minimum effect is reported as no significant change."]
+    if s.get("failed"):
+        out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
+    return "\n".join(out) + "\n"
+
+
+def parse_effect(value: Any) -> float:
+    """``0.05`` / ``5%`` → 0.05 (ConfigError otherwise)."""
+    text = str(value).strip()
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"--min-effect {value!r} is not a number", "give a fraction such as 0.05 or 5%") from None
+    return v / 100 if text.endswith("%") else v

@@ -1,0 +1,159 @@
+"""The runner's control flow against a fake llama-server: samples, failures, resume, cleanup."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from llamaforge.bench.plan import Plan, PointSpec, make_points
+from llamaforge.bench.runner import measure_point, point_summary, run_sweep
+from llamaforge.store import Store
+
+FAKE = Path(__file__).with_name("bench_fake_server.py")
+
+
+@dataclass
+class FakeBuild:
+    key: str
+    dir: Path
+    mode: str = "ok"
+    backend: str = "cpu"
+    commit: str = "0123456789abcdef"
+    pin: str = "default"
+    manifest: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def binary(self, name: str) -> Path:
+        return self.dir / name
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"FAKE_MODE": self.mode, **self.extra}
+
+
+@pytest.fixture
+def fake_build(tmp_path):
+    def make(key="fake-cpu", mode="ok", **extra):
+        d = tmp_path / f"bin-{key}"
+        d.mkdir(exist_ok=True)
+        exe = d / "llama-server"
+        exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
+        exe.chmod(0o755)
+        return FakeBuild(key, d, mode, extra=extra)
+    return make
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "results" / "llamaforge.sqlite")
+    yield s
+    s.close()
+
+
+def _plan(points="0:2", **kw):
+    base = dict(model_ref="m.gguf", model_path=Path("/nonexistent/m.gguf"),
+                model_facts={"n_layers": 4, "n_ctx_train": 32768}, points=make_points(points, n_layers=4),
+                repeats=3, prompt_tokens=200, n_predict=8, load_timeout_s=20, request_timeout_s=20)
+    base.update(kw)
+    return Plan(**base)
+
+
+def _leftovers(tmp_path: Path) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info.get("cmdline") or [])
+        if str(tmp_path) in cmd and "llama-server" in cmd:
+            out.append(p)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_server_left_behind(tmp_path):
+    yield
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_point_stores_warmup_and_measured_samples_context_and_memory(fake_build, store):
+    b = fake_build()
+    run = store.new_run("sweep", {})
+    p = measure_point(b, Path("/m.gguf"), PointSpec(2), _plan(), store, run, "")
+    assert p.status == "ok", p.log_tail
+    assert p.n_ctx == 8192 and p.n_ctx_train == 32768 and p.build_info == "b1-fake"
+    assert [s.warmup for s in p.samples] == [True, False, False, False]
+    assert 150 < p.prompt_tokens <= 200 and all(s.prompt_n == p.prompt_tokens for s in p.samples)
+    assert p.rss_peak_mib and p.rss_peak_mib > 0
+    assert p.vram_self_mib is None  # no device in the breakdown, no invented VRAM
+    assert p.mem_breakdown["host"]["self"] == 81
+    assert "--n-cpu-moe" in p.command and "--log-jsonl" in p.command and "--no-webui" not in p.command
+    stored = store.points(run)[0]
+    assert len(stored.samples) == 4 and "prompt" not in stored.samples[1].raw
+
+
+def test_statistics_never_count_the_warmup(fake_build, store):
+    b = fake_build()
+    run = store.new_run("sweep", {})
+    p = measure_point(b, Path("/m.gguf"), PointSpec(0), _plan(repeats=2), store, run)
+    p.samples[0].pp_tps = 1.0  # a wildly slow warm-up must not move the summary
+    s = point_summary(p)["server"]
+    assert s["pp"]["n"] == 2 and s["pp"]["min"] > 1000
+
+
+@pytest.mark.parametrize("mode, plan_kw, want", [
+    ("oom", {}, "oom"),
+    ("unhealthy", {"load_timeout_s": 1.5}, "unhealthy"),
+    ("hang", {"request_timeout_s": 1.0}, "hang"),
+    ("crash-request", {}, "crash"),
+])
+def test_failing_points_are_recorded_with_class_and_log_tail(fake_build, store, mode, plan_kw, want):
+    b = fake_build(mode=mode)
+    run = store.new_run("sweep", {})
+    p = measure_point(b, Path("/m.gguf"), PointSpec(1), _plan(**plan_kw), store, run)
+    assert p.status == "failed" and p.failure_class == want, (p.failure_detail, p.log_tail)
+    assert p.log_tail and "initializing" in p.log_tail
+    assert store.points(run)[0].failure_class == want
+
+
+def test_a_taken_port_is_retried_on_another(fake_build, store, tmp_path):
+    b = fake_build(mode="portbusy-once", FAKE_STATE=str(tmp_path / "busy"))
+    run = store.new_run("sweep", {})
+    p = measure_point(b, Path("/m.gguf"), PointSpec(0), _plan(repeats=1), store, run)
+    assert p.status == "ok", p.log_tail
+    assert (tmp_path / "busy").exists()
+
+
+def test_sweep_goes_on_after_a_failing_build_and_resume_measures_only_what_is_missing(fake_build, store):
+    good, bad = fake_build("good"), fake_build("bad", mode="oom")
+    plan = _plan("0:2", repeats=1)
+    run = run_sweep(plan, [good, bad], store, None, progress=False)
+    pts = store.points(run)
+    assert len(pts) == 6
+    assert {p.status for p in pts if p.build_key == "good"} == {"ok"}
+    assert {p.failure_class for p in pts if p.build_key == "bad"} == {"oom"}
+    assert store.get_run(run).status == "done" and store.get_run(run).summary["failed"] == 3
+    # lose one ok point (as after a kill -9 mid-point), then resume
+    store.db.execute("DELETE FROM points WHERE run_id=? AND build_key='good' AND ncmoe=1", (run,))
+    before = {p.id for p in store.points(run)}
+    run_sweep(plan, [good, bad], store, None, resume_run=run, progress=False)
+    after = store.points(run)
+    assert len(after) == 6 and len({p.key for p in after}) == 6
+    assert {p.id for p in after} - before == {p.id for p in after if p.build_key == "good" and p.ncmoe == 1}
+    # failed points are kept, unless asked to retry them
+    run_sweep(plan, [good, bad], store, None, resume_run=run, retry_failed=True, progress=False)
+    again = store.points(run)
+    assert len(again) == 6
+    assert {p.id for p in again if p.build_key == "bad"}.isdisjoint(before)
+
+
+def test_vram_budget_is_ignored_with_a_notice_for_cpu_builds(fake_build, store):
+    from llamaforge.bench.plan import FitOptions
+
+    plan = _plan("0", repeats=1, fit=FitOptions(vram_budget_gib=24))
+    run = run_sweep(plan, [fake_build()], store, None, progress=False)
+    fit = store.get_run(run).plan["fit"]
+    assert fit["margins_mib"] is None and "ignored" in fit["notice"]
+    assert "--fit-target" not in store.points(run)[0].command
+
