@@ -251,7 +251,7 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
         return publish(b, d)
 
     if not opts.rebuild and (m := read_manifest(d)):
-        console.print(f"[green]cached[/] {backend.name} build {key} ({pin.name} @ {tree.commit[:9]})")
+        console.print(f"[green]cached[/] {backend.name} build {key} ({pin.name} @ {tree.commit[:9]})", soft_wrap=True)
         return Build.from_manifest(d, m)
 
     with _locked(d.parent / f"{key}.lock"):
@@ -287,7 +287,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     cfg += [f"-D{k}={v}" for k, v in sorted(flags.items())]
     jobs = opts.jobs or os.cpu_count() or 2
     t0 = time.monotonic()
-    console.print(f"[bold]building[/] {backend.name} for {pin.name} @ {tree.commit[:9]} → {d}")
+    console.print(f"[bold]building[/] {backend.name} for {pin.name} @ {tree.commit[:9]} → {d}", soft_wrap=True)
     try:
         r = proc.run(cfg, env=env, log_path=log, timeout=1800)
     except OSError as e:

@@ -1,0 +1,185 @@
+"""The bisect fixture: a real llama.cpp history with one real slowdown, built at test time.
+
+``make_fixture(src_dir, dest)`` creates (or reuses) a local git repository whose first commit is
+the real llama.cpp tree of ``src_dir`` (the default pin's worktree; the tree object is fetched from
+it, so nothing is copied file by file) followed by 16 small commits:
+
+    idx  what
+     1-4 docs / comments
+     5   SLOWDOWN: llama_context::decode sleeps 20 ms when the batch has one token (every
+         generated token; prompt batches are untouched) — a real change in the decode path
+     6-7 docs / comments
+     8   BROKEN: a syntax error in src/llama-io.cpp (the build fails)
+     9   fixes it again (so the bad endpoint builds)
+    10-16 docs / comments
+
+Why index 8 is broken: a bisection over 16 commits (good = 0, bad = 16) probes the midpoint 8
+first, so it *must* meet the broken commit and skip it (its nearest neighbour 7 is probed next;
+with the slowdown at 5 the search then goes 3 → good, 5 → bad, 4 → good: first bad = 5, seven
+builds, six measured commits = ⌈log2 16⌉ + 2).
+
+Authors and dates are fixed, so the same recipe on the same tree gives the same shas. The repo is
+rebuilt when it is missing, when ``RECIPE_VERSION`` changes, or when the base tree differs.
+Never committed to this repository: it lives in the cache (``~/.cache/llamaforge/bisect-fixture``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from llamaforge import proc
+
+RECIPE_VERSION = 1
+SLOW_INDEX = 5
+BROKEN_INDEX = 8
+N_COMMITS = 16
+_ENV_BASE = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Fixture Author",
+             "GIT_AUTHOR_EMAIL": "fixture@llamaforge.invalid", "GIT_COMMITTER_NAME": "Fixture Author",
+             "GIT_COMMITTER_EMAIL": "fixture@llamaforge.invalid"}
+
+SLOW_ANCHOR = "    const uint32_t n_outputs_all = balloc->get_n_outputs();\n"
+SLOW_CODE = ("\n    // pace single-token decodes (generation steps) to smooth out scheduling jitter\n"
+             "    if (n_tokens_all == 1) {\n"
+             "        std::this_thread::sleep_for(std::chrono::milliseconds(20));\n"
+             "    }\n")
+
+
+@dataclass(frozen=True)
+class Fixture:
+    path: Path
+    commits: list[str]        # [base, c1, ..., c16]
+    subjects: list[str]
+
+    @property
+    def good(self) -> str:
+        return self.commits[0]
+
+    @property
+    def bad(self) -> str:
+        return self.commits[-1]
+
+    @property
+    def slow(self) -> str:
+        return self.commits[SLOW_INDEX]
+
+    @property
+    def broken(self) -> str:
+        return self.commits[BROKEN_INDEX]
+
+    @property
+    def spec(self) -> str:
+        return f"path:{self.path}"
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    r = proc.run(["git", "-C", str(repo), *args], env={**_ENV_BASE, **(env or {})}, timeout=900)
+    if not r.ok:
+        raise RuntimeError(f"git {' '.join(args)} failed: {r.output[-500:]}")
+    return r.output.strip()
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    s = path.read_text(encoding="utf-8")
+    if old not in s:
+        raise RuntimeError(f"fixture recipe: anchor not found in {path}: {old!r}")
+    path.write_text(s.replace(old, new, 1), encoding="utf-8")
+
+
+def _steps(repo: Path) -> list[tuple[str, callable]]:
+    """The 16 commits: (subject, function that edits the working tree)."""
+    ctx = repo / "src" / "llama-context.cpp"
+    io = repo / "src" / "llama-io.cpp"
+
+    def slowdown() -> None:
+        _edit(ctx, "#include <cinttypes>\n", "#include <chrono>\n#include <cinttypes>\n")
+        _edit(ctx, "#include <stdexcept>\n", "#include <stdexcept>\n#include <thread>\n")
+        _edit(ctx, SLOW_ANCHOR, SLOW_ANCHOR + SLOW_CODE)
+
+    def broken() -> None:
+        _edit(io, "#include <vector>\n", "#include <vector>\n\nthis line is not C++ at all\n")
+
+    def fixed() -> None:
+        _edit(io, "\nthis line is not C++ at all\n", "")
+
+    def doc(name: str, line: str):  # noqa: ANN202
+        return lambda: _append(repo / name, f"\n{line}\n")
+
+    def comment(name: str, line: str):  # noqa: ANN202
+        return lambda: _append(repo / name, f"\n// {line}\n")
+
+    return [
+        ("docs: mention the bisect fixture in the build guide", doc("docs/build.md", "<!-- bisect fixture: note 1 -->")),
+        ("io: document the string framing", comment("src/llama-io.cpp", "strings are framed as u32 length + bytes")),
+        ("docs: typo pass", doc("README.md", "<!-- bisect fixture: note 2 -->")),
+        ("cparams: note where LLAMA_MAX_SEQ comes from", comment("src/llama-cparams.cpp", "LLAMA_MAX_SEQ: llama-cparams.h")),
+        ("context: pace single-token decodes", slowdown),
+        ("docs: clarify build flags", doc("docs/build.md", "<!-- bisect fixture: note 3 -->")),
+        ("io: comment the read path", comment("src/llama-io.cpp", "read_string mirrors write_string")),
+        ("io: refactor string helpers (WIP)", broken),
+        ("io: fix the build", fixed),
+        ("docs: contributing note", doc("CONTRIBUTING.md", "<!-- bisect fixture: note 4 -->")),
+        ("cparams: comment", comment("src/llama-cparams.cpp", "one context holds at most LLAMA_MAX_SEQ sequences")),
+        ("docs: README note", doc("README.md", "<!-- bisect fixture: note 5 -->")),
+        ("docs: build guide note", doc("docs/build.md", "<!-- bisect fixture: note 6 -->")),
+        ("io: comment", comment("src/llama-io.cpp", "see llama-io.h for the interfaces")),
+        ("docs: README note 2", doc("README.md", "<!-- bisect fixture: note 7 -->")),
+        ("docs: final note", doc("docs/build.md", "<!-- bisect fixture: note 8 -->")),
+    ]
+
+
+def _date(i: int) -> str:
+    return f"2024-01-{1 + i // 24:02d}T{i % 24:02d}:00:00+0000"
+
+
+def _load(dest: Path, base_tree: str) -> Fixture | None:
+    meta = dest / ".git" / "llamaforge-fixture.json"
+    try:
+        d = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    if d.get("recipe") != RECIPE_VERSION or d.get("base_tree") != base_tree:
+        return None
+    head = proc.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60)
+    if not head.ok or head.output.strip() != d["commits"][-1]:
+        return None
+    return Fixture(dest, d["commits"], d["subjects"])
+
+
+def make_fixture(src_dir: Path, dest: Path | None = None) -> Fixture:
+    """Create (or reuse) the fixture repo from the llama.cpp tree at ``src_dir`` (a git worktree)."""
+    dest = dest or Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge") / "bisect-fixture"
+    base_tree = proc.run(["git", "-C", str(src_dir), "rev-parse", "HEAD^{tree}"], timeout=60).output.strip()
+    found = _load(dest, base_tree)
+    if found:
+        return found
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "fetch", "-q", "--no-tags", str(src_dir), "HEAD")
+    tree = _git(dest, "rev-parse", "FETCH_HEAD^{tree}")
+    assert tree == base_tree, (tree, base_tree)
+    env0 = {"GIT_AUTHOR_DATE": _date(0), "GIT_COMMITTER_DATE": _date(0)}
+    base = _git(dest, "commit-tree", tree, "-m", "llama.cpp 0c1e57098 (bisect fixture base)", env=env0).splitlines()[-1]
+    _git(dest, "reset", "-q", "--hard", base)
+    commits, subjects = [base], ["llama.cpp 0c1e57098 (bisect fixture base)"]
+    for i, (subject, edit) in enumerate(_steps(dest), start=1):
+        edit()
+        env = {"GIT_AUTHOR_DATE": _date(i), "GIT_COMMITTER_DATE": _date(i)}
+        _git(dest, "add", "-A", env=env)
+        _git(dest, "commit", "-q", "--no-verify", "-m", subject, env=env)
+        commits.append(_git(dest, "rev-parse", "HEAD"))
+        subjects.append(subject)
+    # forget the fetched upstream commit (the base is a new root commit with the same tree)
+    _git(dest, "reflog", "expire", "--expire=now", "--all")
+    (dest / ".git" / "llamaforge-fixture.json").write_text(json.dumps(
+        {"recipe": RECIPE_VERSION, "base_tree": base_tree, "commits": commits, "subjects": subjects}, indent=2))
+    return Fixture(dest, commits, subjects)

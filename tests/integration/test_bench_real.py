@@ -1,0 +1,160 @@
+"""Real sweeps with real llama.cpp (CPU build; Vulkan on lavapipe) on a tiny synthetic MoE."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from llamaforge.bench import server as server_mod
+from llamaforge.bench.fitmap import run_fitmap
+from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
+from llamaforge.bench.runner import run_sweep
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+QUICK = dict(repeats=2, prompt_tokens=256, n_predict=16, threads=2, load_timeout_s=300, request_timeout_s=300)
+
+
+def _servers_of(tag: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        cmd = " ".join(p.info.get("cmdline") or [])
+        if "llama-server" in cmd and tag in cmd:
+            out.append(p)
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "results" / "llamaforge.sqlite")
+    yield s
+    s.close()
+    assert _servers_of(str(tmp_path)) == [], "a llama-server outlived its test"
+
+
+def _plan(model: Path, points: list[PointSpec], **kw) -> Plan:
+    facts = read_facts(model)
+    return Plan(model_ref=str(model), model_path=model, model_facts=facts, points=points, **{**QUICK, **kw})
+
+
+def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build, tiny_model, store, lf_paths):
+    n_layers = read_facts(tiny_model)["n_layers"]
+    # lavapipe is slow (~100 s a point): the two ends there, every point on the CPU build
+    spec = f"0:{n_layers}" if any_build.backend == "cpu" else f"0,{n_layers}"
+    plan = _plan(tiny_model, make_points(spec, n_layers=n_layers))
+    run = run_sweep(plan, [any_build], store, lf_paths, progress=False)
+    pts = store.points(run)
+    assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
+    for p in pts:
+        assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
+        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts["n_ctx_train"]
+        assert p.rss_peak_mib and p.rss_peak_mib > 0
+        assert p.mem_breakdown and p.mem_breakdown["host"]["self"] > 0
+        if any_build.backend == "cpu":
+            assert p.vram_used_mib is None and p.vram_self_mib is None  # nothing invented without a GPU
+        assert sum(s.warmup for s in p.samples) == 1
+        assert len(p.measured("pp_tps")) == 2 and len(p.measured("tg_tps")) == 2
+        assert all(v > 0 for v in p.measured("pp_tps") + p.measured("tg_tps"))
+        assert 200 < p.prompt_tokens <= 256 and all(s.prompt_n == p.prompt_tokens for s in p.samples)
+        assert all(s.predicted_n == 16 for s in p.samples)
+        assert "--n-cpu-moe" in p.command or p.ncmoe == 0
+    assert store.get_run(run).status == "done"
+    assert store.builds_for_run(run)[0]["key"] == any_build.key
+    assert store.get_run(run).env.get("cpu_model")
+
+
+def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_model, store, lf_paths, monkeypatch):
+    real_complete = server_mod.ServerSession.complete
+    calls = {"n": 0}
+
+    def killing_complete(self, prompt, n_predict, *, timeout):
+        if "--n-cpu-moe" in self.args and self.args[self.args.index("--n-cpu-moe") + 1] == "3":
+            calls["n"] += 1
+            if calls["n"] == 2:  # after the warm-up: kill the real server mid-measurement
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        return real_complete(self, prompt, n_predict, timeout=timeout)
+
+    monkeypatch.setattr(server_mod.ServerSession, "complete", killing_complete)
+    points = [PointSpec(0), PointSpec(2, extra_args=("--no-such-flag",)), PointSpec(3), PointSpec(4)]
+    run = run_sweep(_plan(tiny_model, points, repeats=2), [cpu_build], store, lf_paths, progress=False)
+    by_n = {p.ncmoe: p for p in store.points(run)}
+    assert by_n[0].status == "ok" and by_n[4].status == "ok"
+    assert by_n[2].status == "failed" and by_n[2].failure_class == "error" and "no-such-flag" in by_n[2].log_tail
+    assert by_n[3].status == "failed" and by_n[3].failure_class == "crash"
+    assert by_n[3].log_tail and by_n[3].n_ctx  # what was measured before the crash is kept
+    assert store.get_run(run).summary["failed"] == 2
+
+
+def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny_model, tmp_path, lf_paths):
+    env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
+    n_layers = read_facts(tiny_model)["n_layers"]
+    cmd = [sys.executable, "-c", "from llamaforge.cli import main; main()", "bench", "--model", str(tiny_model),
+           "--backends", "cpu", "--ncmoe", f"0:{n_layers}", "--repeats", "1", "--prompt-tokens", "128",
+           "--n-predict", "8", "--threads", "2"]
+    db = tmp_path / "results" / "llamaforge.sqlite"
+    bench = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if db.exists():
+                with Store(db) as s:
+                    runs = s.list_runs()
+                    if runs and len(s.points(runs[0].id, with_samples=False)) >= 2:
+                        break
+            assert bench.poll() is None, bench.stderr.read().decode()
+            time.sleep(0.2)
+        bench.send_signal(signal.SIGKILL)
+        bench.wait(timeout=30)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    time.sleep(1.5)
+    assert _servers_of(str(tiny_model)) == [], "llama-server survived kill -9 of its bench"
+    with Store(db) as s:
+        run_id = s.list_runs()[0].id
+        partial = s.points(run_id, with_samples=False)
+        assert 2 <= len(partial) < n_layers + 1
+    r = subprocess.run([*cmd[:3], "bench", "--resume", run_id], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with Store(db) as s:
+        pts = s.points(run_id)
+        assert sorted(p.ncmoe for p in pts) == list(range(n_layers + 1))
+        assert {p.id for p in partial} <= {p.id for p in pts}  # measured points were not re-measured
+        assert all(p.status == "ok" and len(p.measured("tg_tps")) == 1 for p in pts)
+        assert s.get_run(run_id).status == "done"
+
+
+def test_llama_bench_engine_keeps_every_sample_and_takes_context_from_fit_params(cpu_build, tiny_model, store,
+                                                                                 lf_paths):
+    plan = _plan(tiny_model, make_points("0,4", n_layers=8), engine="llama-bench", prompt_tokens=64, n_predict=8)
+    run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+    for p in store.points(run):
+        assert p.status == "ok", (p.failure_class, p.log_tail)
+        assert {s.test for s in p.samples} == {"pp64", "tg8"}
+        assert len(p.measured("pp_tps", "pp64")) == 2 and len(p.measured("tg_tps", "tg8")) == 2
+        assert p.n_ctx and p.extra["n_ctx_source"] == "llama-fit-params"
+        assert "--fit-target" not in p.command and "-fitt" not in p.command
+        assert p.extra["llama_bench"][0]["n_cpu_moe"] == p.ncmoe
+
+
+def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, store):
+    n_layers = read_facts(tiny_model)["n_layers"]
+    plan = _plan(tiny_model, make_points(f"0:{n_layers}", n_layers=n_layers))
+    t0 = time.monotonic()
+    run = run_fitmap(plan, [cpu_build], store, progress=False)
+    pts = store.points(run)
+    assert store.get_run(run).kind == "fitmap" and len(pts) == n_layers + 1
+    assert all(p.status == "ok" and p.engine == "fit" and p.n_ctx for p in pts)
+    assert pts[0].extra["fit"]["overrides"] == [] and len(pts[-1].extra["fit"]["overrides"]) == n_layers
+    assert time.monotonic() - t0 < 10 * (n_layers + 1)
+    failing = _plan(tiny_model, [PointSpec(0)], fit=FitOptions(fitt_mib=10_000_000))
+    bad = store.points(run_fitmap(failing, [cpu_build], store, progress=False))[0]
+    assert bad.status == "failed" and bad.failure_class == "fit" and "failed to fit" in bad.log_tail

@@ -1,0 +1,64 @@
+"""A real performance bisection over a real llama.cpp history (the fixture of fixture_repo.py):
+CPU builds of every probe (one cold, the rest incremental), the tiny synthetic MoE model measured
+with llama-bench, the slowdown commit named, the broken commit skipped."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from llamaforge.bisect import BisectRequest, plot_bisect, render_bisect_md, run_bisect
+from llamaforge.store import Store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fixture_repo import BROKEN_INDEX, N_COMMITS, SLOW_INDEX, make_fixture  # noqa: E402
+
+
+@pytest.mark.slow
+def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu_build, tiny_model, tmp_path,
+                                                                    monkeypatch):
+    fx = make_fixture(cpu_build.source_dir)
+    assert len(fx.commits) == N_COMMITS + 1
+    # a fresh build root: every run shows a real cold first build and real incremental ones
+    # (a shared root would turn a re-run into cache hits); ccache and the mirror stay shared
+    monkeypatch.setenv("LLAMAFORGE_BUILD_ROOT", str(tmp_path / "builds"))
+    req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), repeats=5,
+                        source=fx.spec)
+    with Store(lf_paths.store_db) as store:
+        run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real")
+        run = store.get_run(run_id)
+        probes = store.probes(run_id)
+        md = render_bisect_md(store, run, "bisect.png")
+        png = plot_bisect(store, run, tmp_path / "bisect.png")
+
+    assert res.first_bad == fx.slow, f"expected {fx.slow[:9]} ({fx.subjects[SLOW_INDEX]}), got {res.candidates}"
+    assert run.summary["subject"] == fx.subjects[SLOW_INDEX]
+    assert fx.broken in res.skipped, "the broken commit sits at the first midpoint and must be skipped"
+    assert [p.verdict for p in probes if p.commit_sha == fx.broken] == ["skip"]
+    assert res.builds <= 7
+    assert res.measured <= 6   # ⌈log2 16⌉ + 2
+    assert png.stat().st_size > 0 and fx.slow in md
+
+    # the slowdown is real: the bad side is much slower than the good side
+    ep = run.summary["endpoints"]
+    assert ep["median_b"] < ep["median_a"] * 0.8
+
+    # incremental builds against the cold one
+    built = [p for p in probes if p.build_s is not None]
+    cold = built[0]
+    assert cold.incremental is False, "the first build of a fresh bisect dir is cold"
+    lines = [f"cold build   {cold.commit_sha[:9]}: {cold.build_s:6.1f} s"]
+    for p in built[1:]:
+        kind = "incremental" if p.incremental else ("cached" if p.note == "cached build" else "failed/skip")
+        lines.append(f"{kind:<12} {p.commit_sha[:9]}: {p.build_s:6.1f} s  ({p.verdict})")
+    incr = [p.build_s for p in built[1:] if p.incremental]
+    assert incr, "later probes must build incrementally"
+    lines.append(f"incremental median {sorted(incr)[len(incr) // 2]:.1f} s vs cold {cold.build_s:.1f} s; "
+                 f"total {sum(p.build_s for p in built):.0f} s vs {cold.build_s * len(built):.0f} s for full rebuilds")
+    print("\n".join(lines))
+    record = lf_paths.cache / "bisect-speed-last.json"
+    record.write_text(json.dumps({"store": str(lf_paths.store_db), "run_id": run_id, "lines": lines}, indent=2))
+    assert BROKEN_INDEX > SLOW_INDEX
