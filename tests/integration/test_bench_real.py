@@ -23,13 +23,24 @@ pytestmark = pytest.mark.slow
 QUICK = dict(repeats=2, prompt_tokens=256, n_predict=16, threads=2, load_timeout_s=300, request_timeout_s=300)
 
 
-def _servers_of(tag: str) -> list[psutil.Process]:
+def _servers_below(pid: int) -> list[psutil.Process]:
+    """llama-server processes among the descendants of ``pid``."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
     out = []
-    for p in psutil.process_iter(["name", "cmdline"]):
-        cmd = " ".join(p.info.get("cmdline") or [])
-        if "llama-server" in cmd and tag in cmd:
-            out.append(p)
+    for p in kids:
+        try:
+            if "llama-server" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.Error:
+            pass
     return out
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.fixture
@@ -37,7 +48,7 @@ def store(tmp_path):
     s = Store(tmp_path / "results" / "llamaforge.sqlite")
     yield s
     s.close()
-    assert _servers_of(str(tmp_path)) == [], "a llama-server outlived its test"
+    assert _servers_below(os.getpid()) == [], "a llama-server outlived its test"
 
 
 def _plan(model: Path, points: list[PointSpec], **kw) -> Plan:
@@ -107,17 +118,19 @@ def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny
             if db.exists():
                 with Store(db) as s:
                     runs = s.list_runs()
-                    if runs and len(s.points(runs[0].id, with_samples=False)) >= 2:
+                    if runs and len(s.points(runs[0].id, with_samples=False)) >= 2 and _servers_below(bench.pid):
                         break
             assert bench.poll() is None, bench.stderr.read().decode()
             time.sleep(0.2)
+        servers = [p.pid for p in _servers_below(bench.pid)]
+        assert servers, "no llama-server was running when the bench was killed"
         bench.send_signal(signal.SIGKILL)
         bench.wait(timeout=30)
     finally:
         if bench.poll() is None:
             bench.kill()
     time.sleep(1.5)
-    assert _servers_of(str(tiny_model)) == [], "llama-server survived kill -9 of its bench"
+    assert _alive(servers) == [], "llama-server survived kill -9 of its bench"
     with Store(db) as s:
         run_id = s.list_runs()[0].id
         partial = s.points(run_id, with_samples=False)

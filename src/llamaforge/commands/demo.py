@@ -30,12 +30,12 @@ def available_backends() -> list[str]:
 
 @lf_task(help={"backends": "comma-separated backends (default: every backend this machine can build and run)",
                "model": "model reference (default synth:tiny-qwen35moe)",
-               "ncmoe": "offload points (default: 0 to the model's layer count, step 2)",
+               "ncmoe": "offload points (default: 0, half and all of the model's layers)",
                "repeats": "measured requests per point (default 2; a warm-up is always discarded)",
-               "prompt_tokens": "prompt size (default 512: the tiny model on a CPU)",
-               "n_predict": "tokens generated per request (default 32)",
+               "prompt_tokens": "prompt size (default 192: lavapipe processes ~20 tokens/s)",
+               "n_predict": "tokens generated per request (default 16)",
                "out": "report folder (default results/demo)"})
-def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=512, n_predict=32,
+def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=192, n_predict=16,
          out=None):
     """Build, verify, synthesize, sweep and report — the default pin on this machine's backends."""
     from ..bench.runner import print_run, run_sweep
@@ -63,7 +63,7 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     facts = model_facts(model_path)
     console.print(f"model: {model_path.name} — {facts.arch}, {facts.n_layers} layers, "
                   f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB")
-    points = ncmoe or f"0:{facts.n_layers}:2"
+    points = ncmoe or f"0,{facts.n_layers // 2},{facts.n_layers}"
     plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
                               ncmoe=points, ngl=None, repeats=int(repeats), engine="server",
                               prompt_tokens=int(prompt_tokens), n_predict=int(n_predict), vram_budget=None, fitt=None,
