@@ -133,8 +133,13 @@ def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_di
     if not r.ok:
         p.status = "failed"
         tail = _tail(r.output)
-        cls = classify_failure(tail, returncode=1, phase="load")
-        p.failure_class = "fit" if cls in ("crash", "oom") and "fit" in tail.lower() else cls
+        low = tail.lower()
+        # llama-fit-params logs through an async logger and exit(1)s right after "failed to fit":
+        # that last line is sometimes lost, so an exit without any output counts as a failed fit too
+        if "failed to fit" in low or "unable to fit" in low or not tail.strip():
+            p.failure_class = "fit"
+        else:
+            p.failure_class = classify_failure(tail, returncode=1, phase="load")
         p.failure_detail = "llama-fit-params found no configuration that fits" if p.failure_class == "fit" \
             else "llama-fit-params failed"
         p.log_tail = tail
