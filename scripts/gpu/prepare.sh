@@ -16,5 +16,6 @@ o=(-o "Dir::Etc::SourceList=$state/sources.list" -o Dir::Etc::SourceParts=/dev/n
 apt-get "${o[@]}" -q update >/dev/null
 (cd .carry/debs/toolchain && apt-get "${o[@]}" -q download glslc libshaderc1 libvulkan-dev libvulkan1 spirv-headers >/dev/null 2>&1)
 (cd .carry/debs/gl && apt-get "${o[@]}" -q download libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1)
+mkdir -p .carry/debs/git && (cd .carry/debs/git && apt-get -q download git >/dev/null 2>&1)   # Debian 12's git, for a box without it
 python3 -m llamaforge source-tarball --out .carry/
 du -sh .carry

@@ -16,6 +16,9 @@ export LLAMAFORGE_CACHE=$ROOT/.gpu/cache LLAMAFORGE_WORKSPACE=$ROOT/.gpu/ws
 export LLAMAFORGE_RESULTS=$ROOT/.gpu/ws/results
 export PYTHONPATH=$ROOT/.gpu/pylib:$ROOT/src
 export LD_LIBRARY_PATH=/opt/vk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -x /opt/git/usr/bin/git ] && ! command -v git >/dev/null; then
+  export PATH=/opt/git/usr/bin:$PATH GIT_EXEC_PATH=/opt/git/usr/lib/git-core
+fi
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 mkdir -p "$LLAMAFORGE_CACHE" "$LLAMAFORGE_WORKSPACE" "$LLAMAFORGE_RESULTS"
 lf() { python3 -m llamaforge "$@"; }
@@ -47,8 +50,11 @@ phase=${1:?phase}; shift
 t0=$(date +%s)
 case "$phase" in
   setup)
-    python3 -m pip install -q --no-index --find-links "$ROOT/.carry/wheels" --target "$ROOT/.gpu/pylib" \
-      invoke GitPython gitdb smmap gguf pyyaml tqdm scikit-build-core pathspec packaging 2>&1 | grep -v WARNING || true
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$ROOT/.gpu/pylib" "$ROOT"/.carry/wheels/*.whl 2>&1 \
+      | grep -v WARNING || true
+    if ! command -v git >/dev/null; then   # the sources layer needs git: Debian 12's runs on newer glibc
+      mkdir -p /opt/git && for d in "$ROOT"/.carry/debs/git/*.deb; do dpkg -x "$d" /opt/git; done
+    fi
     mkdir -p /opt/vk
     for d in "$ROOT"/.carry/debs/toolchain/*.deb; do dpkg -x "$d" /opt/vk; done
     for d in "$ROOT"/.carry/debs/gl/*.deb "$ROOT"/.carry/debs/toolchain/libvulkan1_*.deb; do dpkg -x "$d" /; done
