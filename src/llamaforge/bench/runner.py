@@ -60,8 +60,24 @@ class SweepState:
 # ----------------------------------------------------------------------------------------- fit
 
 
+#: llama.cpp's own default ``-fitt`` margin (MiB per device)
+LLAMA_DEFAULT_FIT_MARGIN_MIB = 1024
+
+
+def budget_margins(free_mib: Sequence[float], budget_gib: float) -> list[int]:
+    """``-fitt`` margins that make each device behave like a card of ``budget_gib``.
+
+    A real card of that size would still get llama.cpp's default 1 GiB margin and lose some
+    memory to the driver context, so the margin is free − budget + 1 GiB: the model, context and
+    compute buffers then get budget − 1 GiB, and the process (CUDA context included) ends near
+    the budget. (Until 2026-11-29 the margin was free − budget, which let a "24 GiB card" use
+    about 25.3 GiB in all — the committed H200 report says which it used.)"""
+    budget = budget_gib * 1024
+    return [max(0, int(f - budget + LLAMA_DEFAULT_FIT_MARGIN_MIB)) for f in free_mib]
+
+
 def resolve_fit(fit: FitOptions, backends: Sequence[str]) -> FitOptions:
-    """Turn ``vram_budget_gib`` into per-device ``-fitt`` margins (free − budget, NVML)."""
+    """Turn ``vram_budget_gib`` into per-device ``-fitt`` margins (see :func:`budget_margins`)."""
     if fit.vram_budget_gib is None or fit.margins_mib is not None:
         return fit
     if fit.fitt_mib is not None:
@@ -76,7 +92,7 @@ def resolve_fit(fit: FitOptions, backends: Sequence[str]) -> FitOptions:
         notice(fit.notice)
         return fit
     budget = fit.vram_budget_gib * 1024
-    fit.margins_mib = [max(0, int(f - budget)) for f in free]
+    fit.margins_mib = budget_margins(free, fit.vram_budget_gib)
     small = [i for i, f in enumerate(free) if f < budget]
     if small:
         fit.notice = (f"device(s) {small} have less free memory than the {fit.vram_budget_gib:g} GiB budget; "
