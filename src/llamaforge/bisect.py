@@ -29,11 +29,9 @@ current checkout of a source dir in place and exits 0 (good) / 1 (bad) / 125 (do
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +39,7 @@ from typing import Any
 from . import proc
 from .console import console, notice
 from .errors import BuildError, LlamaforgeError
+from .files import file_lock
 from .stats import compare, summarize
 from .store import Probe, Run, Store
 
@@ -260,19 +259,8 @@ class BisectRequest:
                               f"use at least {MIN_REPEATS} (Mann–Whitney with 3 vs 3 samples can never reach p < 0.05)")
 
 
-@contextlib.contextmanager
-def _session_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            notice(f"another bisection uses {path.parent.name}; waiting for it")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+def _session_lock(path: Path):  # noqa: ANN202
+    return file_lock(path, f"another bisection uses {path.parent.name}; waiting for it")
 
 
 class IncrementalBuilder:

@@ -37,3 +37,23 @@ def notice(msg: str) -> None:
 def fail(exc: LlamaforgeError) -> None:
     print_error(exc)
     sys.exit(exc.exit_code)
+
+
+def byte_progress(label: str, enabled: bool = True):  # noqa: ANN201
+    """A rich progress bar for byte streams (downloads, model writes); a no-op context when disabled.
+    Tasks are added by the caller: ``bar.add_task(label, total=nbytes)``."""
+    import contextlib
+
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
+                    TimeRemainingColumn(), console=console)

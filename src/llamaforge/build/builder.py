@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +33,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import proc
 from ..config import Pin
-from ..console import console, notice
+from ..console import console
 from ..errors import BuildError
+from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .toolchain import Toolchain, discover
@@ -92,14 +91,6 @@ class Build:
         return cls(m["key"], m["backend"], m["commit"], m.get("pin", ""), d, m)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str]) -> tuple[str, dict]:
     """The key string and the key's content (what the hash covers)."""
     content = {"commit": commit[:9], "backend": backend, "flags": dict(sorted(flags.items())),
@@ -126,28 +117,8 @@ def read_manifest(d: Path) -> dict | None:
     return m
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            notice(f"another llamaforge is building {path.parent.name}; waiting for it")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+def _locked(path: Path):  # noqa: ANN202
+    return file_lock(path, f"another llamaforge is building {path.name.removesuffix('.lock')}; waiting for it")
 
 
 _ERR = re.compile(r"(?:\berror\b[:\s]|CMake Error|fatal error|No space left on device|undefined reference)", re.I)
@@ -317,7 +288,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     for t in targets:
         p = out / "bin" / t
         if p.exists():
-            binaries[t] = {"path": str(p.relative_to(d)), "size": p.stat().st_size, "sha256": _sha256(p)}
+            binaries[t] = {"path": str(p.relative_to(d)), "size": p.stat().st_size, "sha256": sha256_file(p)}
     cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
     caps: dict = {"backend": backend.name}
     if backend.name == "vulkan":

@@ -9,7 +9,6 @@ hash, else against the hub's: for LFS files Hugging Face sends it as ``X-Linked-
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -17,7 +16,9 @@ from pathlib import Path
 
 import requests
 
+from ..console import byte_progress
 from ..errors import ModelError
+from ..files import sha256_hash
 
 CHUNK = 1 << 20
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -54,28 +55,11 @@ def _headers(url: str) -> dict[str, str]:
 
 
 def _progress(total: int | None, label: str, enabled: bool):  # noqa: ANN202
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    from ..console import console
-    return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=console)
+    return byte_progress(label, enabled)
 
 
 def _hash_file(path: Path) -> hashlib._Hash:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK), b""):
-            h.update(chunk)
-    return h
+    return sha256_hash(path)
 
 
 def download(url: str, dest: Path, *, sha256: str | None = None, progress: bool = True,

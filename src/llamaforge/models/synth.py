@@ -28,6 +28,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
 
+from ..console import byte_progress
 from ..errors import ModelError
 from . import quants
 from .gguf_info import header_nbytes, read_plan
@@ -124,21 +125,8 @@ def _pad(fh, align: int) -> None:  # noqa: ANN001
         _write_chunk(fh, bytes(align - over))
 
 
-def _progress(total: int, label: str, enabled: bool):  # noqa: ANN202
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    from ..console import console
-    return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=console, transient=False)
+def _progress(total: int | None, label: str, enabled: bool):  # noqa: ANN202
+    return byte_progress(label, enabled)
 
 
 def write_plan(plan: ModelPlan, out: Path, *, seed: int = 0, progress: bool = True, overwrite: bool = False,

@@ -4,7 +4,6 @@ its ``.git/modules/vendor/llama.cpp/HEAD``)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -16,17 +15,14 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from ..console import err_console
 from ..errors import SourceError
+from ..files import sha256_file
 
 CONNECT_TIMEOUT = float(os.environ.get("LLAMAFORGE_NET_TIMEOUT", "5"))
 READ_TIMEOUT = 60.0
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)
 
 
 def download(url: str, dest: Path) -> Path:
