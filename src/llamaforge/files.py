@@ -29,11 +29,15 @@ def sha256_file(path: Path) -> str:
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write JSON to a temporary sibling, fsync, rename: readers see the old or the new file, never half."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)   # disk full or interrupted: no half-written file stays behind
+        raise
 
 
 @contextlib.contextmanager

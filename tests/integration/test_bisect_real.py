@@ -62,3 +62,26 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
     record = lf_paths.cache / "bisect-speed-last.json"
     record.write_text(json.dumps({"store": str(lf_paths.store_db), "run_id": run_id, "lines": lines}, indent=2))
     assert BROKEN_INDEX > SLOW_INDEX
+
+
+@pytest.mark.slow
+def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_build, tiny_model, tmp_path):
+    """`compare` on real builds of two commits of the fixture history: base = the commit before the
+    slowdown, head = the slowdown commit. Generation must come out significantly worse."""
+    from llamaforge.bench.plan import make_points
+    from llamaforge.compare import CompareRequest, Side, comparisons, render_compare_md, run_compare
+
+    fx = make_fixture(cpu_build.source_dir)
+    base = fx.commits[SLOW_INDEX - 1]
+    req = CompareRequest(base=Side("A", base, "cpu", fx.spec), head=Side("B", fx.slow, "cpu", fx.spec),
+                         model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=4, rounds=2,
+                         prompt_tokens=64, n_predict=32, threads=2)
+    with Store(lf_paths.store_db) as store:
+        run_id = run_compare(lf_paths, store, req, command="test_compare_real", progress=False)
+        rows = {r["metric"]: r for r in comparisons(store, run_id)}
+        md = render_compare_md(store, store.get_run(run_id))
+    tg = rows["tg"]
+    assert tg["A"]["n"] == 4 and tg["B"]["n"] == 4          # every measured request kept, warm-ups not
+    assert tg["comparison"]["verdict"] == "worse", tg
+    assert tg["comparison"]["ratio"] < 0.8
+    assert "worse" in md

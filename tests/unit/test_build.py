@@ -140,3 +140,26 @@ def test_cuda_build_that_sees_only_vulkan_is_the_seed_trap():
     assert probs == ["the Vulkan build sees no device"]
     probs, _ = diagnose("cpu", "0c1e57098", {"commit": "deadbeef"}, [])
     assert "reports commit deadbeef" in probs[0]
+
+
+def test_disk_full_during_a_build_says_so_and_never_leaves_a_manifest(tmp_path: Path, monkeypatch):
+    from llamaforge.build.builder import _raise_failed
+    from llamaforge.errors import BuildError
+
+    log = tmp_path / "build.log"
+    out = "[12/214] Building CXX object x.o\nFAILED: x.o\n/usr/bin/ld: final link failed: No space left on device\n"
+    with pytest.raises(BuildError) as e:
+        _raise_failed("build", get_backend("cpu"), out, log)
+    assert "disk full" in e.value.message and "free disk space" in e.value.fix
+    assert e.value.log_path == str(log)
+    # a manifest write that hits ENOSPC leaves no (partial) manifest behind
+    import errno
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("json.dump", full)
+    with pytest.raises(OSError):
+        write_json_atomic(tmp_path / MANIFEST, {"a": 1})
+    assert read_manifest(tmp_path) is None and not (tmp_path / MANIFEST).exists()
+    assert not list(tmp_path.glob("*.tmp*"))
