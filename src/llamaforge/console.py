@@ -9,7 +9,9 @@ from rich.console import Console
 
 from .errors import LlamaforgeError
 
-console = Console(stderr=False, highlight=False)
+# Piped output (CI logs, `| tee`) gets a wide console instead of rich's 80 columns, so tables stay readable.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+console = Console(stderr=False, highlight=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
 

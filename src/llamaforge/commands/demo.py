@@ -23,8 +23,13 @@ def available_backends() -> list[str]:
     """cpu always; vulkan when it can be built and a Vulkan device exists; cuda with nvcc and a GPU."""
     out = ["cpu"]
     for st in check():
-        if st.backend in ("cuda", "vulkan") and st.can_build and st.can_run:
+        if st.backend not in ("cuda", "vulkan"):
+            continue
+        if st.can_build and st.can_run:
             out.append(st.backend)
+        elif st.reasons:
+            problem, fix = st.reasons[0]
+            notice(f"demo without {st.backend}: {problem} (fix: {fix})")
     return out
 
 
