@@ -14,29 +14,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from llamaforge.proc import run
+from chromium_render import CHROMIUM, render_in_chromium
 from llamaforge.report import build_report, write_report
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "report-real"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def render_in_chromium(page: Path, profile: Path, shot: Path) -> str:
-    """Screenshot ``page`` into ``shot`` and return its DOM as Chromium built it."""
-    url = page.resolve().as_uri()
-    common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,3000"]
-    res = run([*common, f"--screenshot={shot}", url], timeout=180)
-    assert res.returncode == 0 and shot.is_file(), res.output[-2000:]
-    res = run([*common, "--dump-dom", url], timeout=180)
-    assert res.returncode == 0, res.output[-2000:]
-    m = re.search(r"<html.*</html>", res.output, re.S)
-    assert m, res.output[-2000:]
-    return m.group(0)
 
 
 @pytest.fixture

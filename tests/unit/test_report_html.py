@@ -4,7 +4,6 @@ non-blank screenshot (kept under test-artifacts/). Skipped where Chromium is not
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,28 +11,12 @@ import pytest
 import report_fake
 from PIL import Image
 
-from llamaforge.proc import run
+from chromium_render import CHROMIUM, render_in_chromium
 from llamaforge.report import write_report
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
-
-
-def render_in_chromium(page: Path, profile: Path, shot: Path) -> str:
-    """Screenshot ``page`` into ``shot`` and return its DOM as Chromium built it."""
-    url = page.resolve().as_uri()
-    common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,3000"]
-    res = run([*common, f"--screenshot={shot}", url], timeout=120)
-    assert res.returncode == 0 and shot.is_file(), res.output[-2000:]
-    res = run([*common, "--dump-dom", url], timeout=120)
-    assert res.returncode == 0, res.output[-2000:]
-    m = re.search(r"<html.*</html>", res.output, re.S)
-    assert m, res.output[-2000:]
-    return m.group(0)
 
 
 def test_fake_report_renders_in_chromium_with_tables_and_images(tmp_path):

@@ -14,17 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
+from ..build.builder import Build
 from ..errors import BenchError
 
 
 @dataclass
-class ExternalBuild:
-    key: str
-    backend: str
-    commit: str
-    pin: str
-    dir: Path
-    manifest: dict = field(default_factory=dict)
+class ExternalBuild(Build):
+    """A :class:`~llamaforge.build.Build` whose binaries sit directly in ``dir`` (no manifest of ours)."""
+
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def binary(self, name: str) -> Path:
