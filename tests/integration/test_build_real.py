@@ -79,3 +79,13 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(lf_paths, args, needle):
     errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errs) == 1 and needle in errs[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_binaries_built_elsewhere_are_usable_with_their_reported_commit(cpu_build):
+    """`--bin-dir`: a folder of llama.cpp binaries not built by llamaforge (a distro package, a hand build)."""
+    from llamaforge.bench.external import external_build
+
+    ext = external_build(cpu_build.dir / "out" / "bin", "cpu")
+    assert ext.commit == "0c1e57098" and ext.key.startswith("ext-cpu-0c1e57098-")
+    assert ext.binary("llama-server").is_file()
+    assert verify_build(ext).ok
