@@ -7,7 +7,7 @@ itself for ``cpu`` and ``vulkan`` (Vulkan runs on Mesa lavapipe with GGML_VK_VIS
 Where things go: a persistent test workspace (``LLAMAFORGE_TEST_WORKSPACE``, default
 ``~/.cache/llamaforge/test-workspace``, holding a copy of this repo's pins.toml) and the build
 root (``LLAMAFORGE_BUILD_ROOT``, default ``~/.cache/llamaforge/test-builds``), so re-runs reuse
-builds; a cold run builds everything (CPU ≈ 5–8 min, Vulkan ≈ 10–15 min on 2 cores).
+builds; a cold run builds everything (CPU ≈ 4 min, Vulkan ≈ 2–3 min on 2 cores).
 """
 
 from __future__ import annotations
