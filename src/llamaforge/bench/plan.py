@@ -244,32 +244,17 @@ def split_extra(extra: str | list[str] | None) -> list[str]:
 
 
 def resolve_model(ref: str, paths: Any) -> Path:
-    """A model reference → a local GGUF path (through ``llamaforge.models`` when it offers
-    ``resolve_model``, else a plain path)."""
-    try:
-        from .. import models as _models
+    """A model reference (path, ``synth:PRESET[:MIX]``, ``hf:…``, URL) → a local GGUF path."""
+    from ..models import resolve_model as resolve
 
-        resolver = getattr(_models, "resolve_model", None)
-    except ImportError:  # pragma: no cover - models package missing
-        resolver = None
-    if resolver is not None:
-        return Path(resolver(ref, paths))
-    p = Path(ref).expanduser()
-    if not p.is_file():
-        from ..errors import ModelError
-
-        raise ModelError(f"model {ref!r} not found", "give the path of a .gguf file (or synth:PRESET)")
-    return p.resolve()
+    return Path(resolve(ref, paths))
 
 
 def read_facts(path: Path) -> dict:
-    """``ModelFacts.to_dict()`` of a model file ({} if the models package cannot read it)."""
-    from .. import models as _models
+    """``ModelFacts.to_dict()`` of a model file (what the plan and the report read)."""
+    from ..models import model_facts
 
-    reader = getattr(_models, "read_facts", None) or getattr(_models, "model_facts", None)
-    if reader is None:  # pragma: no cover
-        return {}
-    return reader(path).to_dict()
+    return model_facts(path).to_dict()
 
 
 def dataclass_dict(obj: Any) -> dict:
