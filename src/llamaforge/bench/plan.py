@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -255,7 +255,3 @@ def read_facts(path: Path) -> dict:
     from ..models import model_facts
 
     return model_facts(path).to_dict()
-
-
-def dataclass_dict(obj: Any) -> dict:
-    return asdict(obj)

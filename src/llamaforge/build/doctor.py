@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from .. import proc
-from .backends import BACKENDS, FlagOptions, gpu_visible, problems
+from .backends import BACKENDS, FlagOptions, problems
 from .toolchain import Toolchain, discover
 
 
@@ -85,7 +85,3 @@ def check(tc: Toolchain | None = None) -> list[BackendStatus]:
             st.reasons.append(("declared but untested by llamaforge", b.note or "see llama.cpp's build docs"))
         out.append(st)
     return out
-
-
-def cuda_gpu_visible() -> bool:
-    return gpu_visible()
