@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # child processes (`python -m llamaforge ...`) import this checkout too, whatever is installed
 os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+# the host-wide measurement lock of this test session (children inherit it): parallel test sessions on one
+# machine (CI, several checkouts) must not refuse each other's sweeps; tests of the lock share this folder
+os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
 
 
 def _cache() -> Path:

@@ -99,7 +99,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
 def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
                        log_path: Path, on_phase) -> None:  # noqa: ANN001 - a PhaseFn
     """Fill ``point`` from one llama-bench call (raises PointFailure)."""
-    from .runner import fitt_for
+    from .runner import fitt_for, store_monitor
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     on_phase("fitting")
@@ -128,8 +128,7 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
         res = mon.stop()
         rc = proc.kill_group(p, grace=5.0)
     point.t_measure_s = time.monotonic() - t0
-    point.rss_peak_mib, point.vram_used_mib = res.rss_peak_mib, res.vram_used_mib
-    point.vram_total_mib, point.vram_self_mib = res.vram_total_mib, res.vram_self_mib
+    store_monitor(point, res)
     text = out_path.read_text(encoding="utf-8", errors="replace")
     tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
     results = parse_results(text)

@@ -1,9 +1,14 @@
-"""Memory sampling during a point: a background thread that polls every ``interval`` seconds.
+"""Memory and telemetry sampling during a point: a background thread that polls every ``interval`` seconds.
 
-* Peak RSS of a process tree (the server and its children) via psutil.
-* VRAM via NVML (``pynvml``): per-device used/total (peak over the point) and this process
-  tree's own use (``nvmlDeviceGetComputeRunningProcesses``). Without a GPU or driver everything
-  VRAM-related stays ``None`` — never invented.
+* Peak RSS of a process tree (the server and its children) via psutil, and — what answers "how much
+  RAM do I need" — its anonymous and file-backed parts separately (Linux ``/proc/PID/status``
+  ``RssAnon`` / ``RssFile``, peak over the point). RSS counts the model's mmapped file pages, which
+  the kernel can drop and re-read; anonymous memory (buffers, KV cache, copied weights) it cannot.
+* VRAM via NVML (:mod:`llamaforge.gpu`): per-device used/total (peak over the point) and this
+  process tree's own use. Without a GPU or driver everything VRAM-related stays ``None``.
+* Telemetry (:mod:`llamaforge.bench.telemetry`): GPU clocks, power, temperature, utilisation,
+  throttle reasons, other processes on the GPU; host load average, CPU frequency and the CPU time
+  other processes took while the point ran.
 """
 
 from __future__ import annotations
@@ -11,75 +16,53 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 import psutil
 
+from ..gpu import Nvml, free_vram_mib
+from .telemetry import TelemetrySampler
+
 MiB = 1024 * 1024
 
-
-class Nvml:
-    """A tiny NVML wrapper that is simply unavailable when there is no NVIDIA driver."""
-
-    def __init__(self) -> None:
-        self.ok = False
-        self.handles: list[Any] = []
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nv = pynvml
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-            self.ok = bool(self.handles)
-        except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "no NVML"
-            self.ok = False
-
-    def memory(self) -> list[tuple[float, float, float]]:
-        """Per device (used, total, free) in MiB."""
-        out = []
-        for h in self.handles:
-            m = self.nv.nvmlDeviceGetMemoryInfo(h)
-            out.append((m.used / MiB, m.total / MiB, m.free / MiB))
-        return out
-
-    def process_used(self, pids: set[int]) -> float | None:
-        """MiB used on all devices by the given pids (``None`` if the driver does not say)."""
-        total = 0.0
-        seen = False
-        for h in self.handles:
-            try:
-                procs = self.nv.nvmlDeviceGetComputeRunningProcesses(h)
-            except Exception:  # noqa: BLE001
-                continue
-            for p in procs:
-                if p.pid in pids and p.usedGpuMemory is not None:
-                    total += p.usedGpuMemory / MiB
-                    seen = True
-        return total if seen else None
-
-    def close(self) -> None:
-        if self.ok:
-            with contextlib.suppress(Exception):
-                self.nv.nvmlShutdown()
+__all__ = ["Monitor", "MonitorResult", "Nvml", "free_vram_mib", "proc_rss_split"]
 
 
-def free_vram_mib() -> list[float] | None:
-    """Free memory per NVIDIA device (MiB), or ``None`` without NVML."""
-    n = Nvml()
+def proc_rss_split(pid: int) -> tuple[int, int] | None:
+    """(RssAnon, RssFile) of a process in bytes from ``/proc/PID/status`` (Linux), or ``None``."""
     try:
-        return [free for _u, _t, free in n.memory()] if n.ok else None
-    finally:
-        n.close()
+        text = open(f"/proc/{pid}/status", encoding="ascii", errors="replace").read()  # noqa: SIM115
+    except OSError:
+        return None
+    vals: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                vals[key] = int(parts[0]) * 1024  # the kernel writes kB
+    if "RssAnon" not in vals or "RssFile" not in vals:
+        return None
+    return vals["RssAnon"], vals["RssFile"]
 
 
 @dataclass
 class MonitorResult:
     rss_peak_mib: float | None = None
+    rss_anon_peak_mib: float | None = None   # anonymous resident memory (peak of the tree's sum)
+    rss_file_peak_mib: float | None = None   # file-backed resident memory: mmapped model pages, libraries
     vram_used_mib: float | None = None     # peak device-used over the point (sum over devices)
     vram_total_mib: float | None = None
     vram_self_mib: float | None = None     # peak of the process tree's own use
     samples: int = 0
     per_device_peak_mib: list[float] = field(default_factory=list)
+    telemetry: dict | None = None            # TelemetrySampler.summary()
+
+    def host_mem(self) -> dict | None:
+        """What goes into a point's ``extra["host_mem"]``."""
+        if self.rss_anon_peak_mib is None and self.rss_file_peak_mib is None:
+            return None
+        return {"rss_anon_peak_mib": self.rss_anon_peak_mib, "rss_file_peak_mib": self.rss_file_peak_mib,
+                "source": "/proc/PID/status RssAnon/RssFile, summed over the process tree, peak over the point"}
 
 
 class Monitor(threading.Thread):
@@ -92,6 +75,7 @@ class Monitor(threading.Thread):
         self._stop_evt = threading.Event()
         self.result = MonitorResult()
         self._nvml = Nvml() if use_nvml else None
+        self.telemetry = TelemetrySampler(self._nvml)
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -102,13 +86,24 @@ class Monitor(threading.Thread):
 
     def sample(self) -> None:
         procs = self._tree()
-        rss = 0
+        rss = anon = file = 0
+        split_ok = bool(procs)
         for p in procs:
             with contextlib.suppress(psutil.Error):
                 rss += p.memory_info().rss
+            sp = proc_rss_split(p.pid)
+            if sp is None:
+                split_ok = False
+            else:
+                anon, file = anon + sp[0], file + sp[1]
         r = self.result
         if procs and rss:
             r.rss_peak_mib = max(r.rss_peak_mib or 0.0, rss / MiB)
+        if split_ok and (anon or file):
+            r.rss_anon_peak_mib = max(r.rss_anon_peak_mib or 0.0, anon / MiB)
+            r.rss_file_peak_mib = max(r.rss_file_peak_mib or 0.0, file / MiB)
+        with contextlib.suppress(Exception):
+            self.telemetry.sample(procs)
         nv = self._nvml
         if nv is not None and nv.ok:
             with contextlib.suppress(Exception):
@@ -133,6 +128,7 @@ class Monitor(threading.Thread):
         self._stop_evt.set()
         if self.is_alive():
             self.join(timeout=5)
+        self.result.telemetry = self.telemetry.summary()
         if self._nvml is not None:
             self._nvml.close()
         return self.result

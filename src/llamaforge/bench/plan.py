@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import BenchError
 
-ENGINES = ("server", "llama-bench")
+ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
 DEFAULT_REPEATS = 3
 DEFAULT_PROMPT_TOKENS = 2500
 DEFAULT_N_PREDICT = 128

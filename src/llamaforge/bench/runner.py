@@ -20,6 +20,8 @@ Public API (used by ``bench``/``demo``/``compare``/``bisect``):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,12 +41,16 @@ from rich.table import Table
 
 from ..console import console, notice
 from ..errors import BenchError
+from ..gpu import free_vram_mib, other_gpu_processes
+from ..hostlock import HostLock, describe, holder
 from ..stats import summarize
 from ..store import Point, Sample, Store
-from .monitor import Monitor, free_vram_mib
+from .monitor import Monitor, MonitorResult
 from .plan import BuildLike, FitOptions, Plan, PointSpec
 from .prompts import Prompt, build_prompt
 from .server import PointFailure, ServerSession, parse_memory_breakdown, read_log_tail, supported_flags
+from .telemetry import describe as describe_telemetry
+from .telemetry import flags as telemetry_flags
 
 PhaseFn = Callable[[str], None]
 _NO_GPU_BACKENDS = ("cpu",)
@@ -153,6 +159,20 @@ def _log_path(log_dir: Path, build: BuildLike, spec: PointSpec, engine: str, lab
     return log_dir / ("".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".log")
 
 
+def store_monitor(point: Point, mres: MonitorResult) -> None:
+    """Memory, host-memory split and telemetry of a Monitor into a point (``extra``: host_mem, telemetry)."""
+    point.rss_peak_mib = mres.rss_peak_mib
+    point.vram_used_mib = mres.vram_used_mib
+    point.vram_total_mib = mres.vram_total_mib
+    point.vram_self_mib = mres.vram_self_mib
+    extra = dict(point.extra or {})
+    if mres.host_mem() is not None:
+        extra["host_mem"] = mres.host_mem()
+    if mres.telemetry is not None:
+        extra["telemetry"] = mres.telemetry
+    point.extra = extra
+
+
 def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
                     log_path: Path, state: SweepState, on_phase: PhaseFn) -> None:
     """Fill ``point`` (raises PointFailure after filling what it could)."""
@@ -209,10 +229,7 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         if session is not None:
             session.stop()
         mres = monitor.stop() if monitor.is_alive() else monitor.result
-        point.rss_peak_mib = mres.rss_peak_mib
-        point.vram_used_mib = mres.vram_used_mib
-        point.vram_total_mib = mres.vram_total_mib
-        point.vram_self_mib = mres.vram_self_mib
+        store_monitor(point, mres)
         point.mem_breakdown = parse_memory_breakdown(log_path)
         devs = (point.mem_breakdown or {}).get("devices") or []
         if point.vram_self_mib is None and devs:
@@ -223,12 +240,17 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
 
 def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, store: Store, run_id: str,
                   label: str = "", *, log_dir: Path | None = None, on_phase: PhaseFn | None = None,
-                  state: SweepState | None = None) -> Point:
-    """Measure one point on one build and store it (also when it fails). Returns the stored Point."""
+                  state: SweepState | None = None, engine: str | None = None, busy: dict | None = None) -> Point:
+    """Measure one point on one build and store it (also when it fails). Returns the stored Point.
+
+    ``engine`` overrides the plan's (``--engine both`` measures each point with both);
+    ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``extra``."""
     on_phase = on_phase or (lambda _s: None)
     state = state or SweepState()
     log_dir = log_dir or (store.path.parent / "logs" / run_id)
-    engine = plan.engine
+    engine = engine or plan.engine
+    if engine == "both":
+        engine = "server"
     log_path = _log_path(log_dir, build, point_spec, engine, label)
     point = Point(run_id=run_id, build_key=build.key, engine=engine, ncmoe=point_spec.ncmoe, ngl=point_spec.ngl,
                   label=label, n_predict=plan.n_predict, started=time.time())
@@ -238,13 +260,18 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
         else:
             from .llamabench import measure_llamabench
 
-            measure_llamabench(point, build, model_path, point_spec, plan, log_path, on_phase)
+            bplan = plan
+            if plan.engine == "both":  # the cross-check: tg at a depth equal to the prompt, like the server's
+                bplan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, plan.prompt_tokens}))
+            measure_llamabench(point, build, model_path, point_spec, bplan, log_path, on_phase)
         point.status = "ok"
     except PointFailure as e:
         point.status = "failed"
         point.failure_class = e.cls
         point.failure_detail = e.detail
         point.log_tail = e.log_tail if e.log_tail is not None else read_log_tail(log_path)
+    if busy:
+        point.extra = {**(point.extra or {}), "busy": busy}
     point.finished = time.time()
     store.record_point(point)
     return point
@@ -344,7 +371,11 @@ class _Display:
                     f"pp {_fmt_metric(p, 'pp_tps')}  tg {_fmt_metric(p, 'tg_tps')}"
                     + (f"  RSS {p.rss_peak_mib:,.0f} MiB" if p.rss_peak_mib else "")
                     + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
-                       if (p.vram_self_mib or p.vram_used_mib) else ""))
+                       if (p.vram_self_mib or p.vram_used_mib) else "")
+                    + (f" [dim]({p.engine})[/]" if p.engine != "server" else ""))
+            tel = (p.extra or {}).get("telemetry")
+            if telemetry_flags(tel):
+                line += f"  [yellow]⚑ {describe_telemetry(tel)}[/]"
         else:
             line = f"[red]✗[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3} [red]{p.failure_class}[/]: {p.failure_detail}"
         if self.enabled:
@@ -355,16 +386,58 @@ def _build_manifest(b: BuildLike) -> dict:
     return {**(b.manifest or {}), "key": b.key, "backend": b.backend, "pin": b.pin, "commit": b.commit}
 
 
+def engines_of(plan: Plan) -> list[str]:
+    """The engines each point is measured with (``both``: the server, then llama-bench)."""
+    return ["server", "llama-bench"] if plan.engine == "both" else [plan.engine]
+
+
+def busy_gpu_check(allow_busy: bool) -> dict | None:
+    """Before a point: refuse (BenchError) while another process computes on an NVIDIA GPU; with
+    ``allow_busy`` return what was found, for the point's record (``None`` when the GPU is free)."""
+    others = other_gpu_processes(exclude={os.getpid()})
+    if not others:
+        return None
+    what = ", ".join(f"PID {o['pid']} ({o.get('command') or '?'}) on GPU {o['device']}" for o in others[:3])
+    if not allow_busy:
+        raise BenchError(f"another process computes on the GPU: {what}; measuring now would measure both",
+                         "wait for it to finish (the sweep resumes with `llamaforge bench --resume RUN`), "
+                         "or pass --allow-busy to measure anyway (recorded)")
+    return {"gpu_processes": others}
+
+
 def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, resume_run: str | None = None,
               kind: str = "sweep", label: str = "", retry_failed: bool = False, command: str | None = None,
-              name: str | None = None, progress: bool = True) -> str:
+              name: str | None = None, progress: bool = True, allow_busy: bool = False,
+              run_extra: dict | None = None) -> str:
     """Measure every (point, build) of ``plan`` that the run does not have yet. Returns the run id.
 
     Points are ordered point-major (all builds at ncmoe=0, then at the next N, ...) so builds
     compared side by side are measured close together in time. Failed points are kept on
-    resume unless ``retry_failed``."""
+    resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
+    (:mod:`llamaforge.hostlock`) and checks before each point that no other process computes on
+    the GPU; ``allow_busy`` measures anyway and records it (run summary and each point's
+    ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``)."""
     if not builds:
         raise BenchError("no builds to benchmark", "give --backends (and build them with `llamaforge build`)")
+    lock = HostLock(resume_run or "sweep")
+    host_busy: dict | None = None
+    if allow_busy:
+        if not lock.try_acquire():
+            host_busy = {"host_lock": describe(holder(lock.path))}
+            notice(f"--allow-busy: measuring although {host_busy['host_lock']} holds the host lock")
+    else:
+        lock.acquire()
+    try:
+        return _run_sweep_locked(plan, builds, store, resume_run=resume_run, kind=kind, label=label,
+                                 retry_failed=retry_failed, command=command, name=name, progress=progress,
+                                 allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra)
+    finally:
+        lock.release()
+
+
+def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None, kind: str,
+                      label: str, retry_failed: bool, command: str | None, name: str | None, progress: bool,
+                      allow_busy: bool, host_busy: dict | None, run_extra: dict | None) -> str:
     plan.build_keys = [b.key for b in builds]
     if resume_run:
         run = store.get_run(resume_run)
@@ -375,29 +448,37 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
         from ..envinfo import collect_env
 
         plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
-        run_id = store.new_run(kind, plan.to_json(), command=command, env=collect_env(), name=name)
+        run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
+                               name=name)
         done = set()
     for b in builds:
         store.add_build(_build_manifest(b), run_id)
     log_dir = Path(store.path.parent) / "logs" / run_id
-    todo = [(spec, b) for spec in plan.points for b in builds
-            if (b.key, plan.engine, spec.ncmoe, spec.ngl, label) not in done]
-    total = len(plan.points) * len(builds)
+    engines = engines_of(plan)
+    todo = [(spec, b, e) for spec in plan.points for b in builds for e in engines
+            if (b.key, e, spec.ncmoe, spec.ngl, label) not in done]
+    total = len(plan.points) * len(builds) * len(engines)
     state = SweepState()
     t0 = time.monotonic()
     status = "interrupted"
     try:
         with _Display(len(todo), progress) as disp:
-            for i, (spec, b) in enumerate(todo, start=total - len(todo) + 1):
+            for i, (spec, b, e) in enumerate(todo, start=total - len(todo) + 1):
                 disp.point(i, total, b, spec)
+                busy = busy_gpu_check(allow_busy)
+                if host_busy:
+                    busy = {**(busy or {}), **host_busy}
                 p = measure_point(b, plan.model_path, spec, plan, store, run_id, label, log_dir=log_dir,
-                                  on_phase=disp.phase, state=state)
+                                  on_phase=disp.phase, state=state, engine=e, busy=busy)
                 disp.done(p)
         status = "done"
     finally:
         with contextlib.suppress(Exception):
             store.set_run_status(run_id, status)
-            store.set_run_summary(run_id, run_summary(store, run_id, time.monotonic() - t0))
+            summary = run_summary(store, run_id, time.monotonic() - t0)
+            if allow_busy:
+                summary["allow_busy"] = True
+            store.set_run_summary(run_id, summary)
     return run_id
 
 
