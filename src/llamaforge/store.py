@@ -6,7 +6,8 @@ point finishes, so a ``kill -9`` loses at most the point in flight and ``--resum
 exactly what is missing. Runs of every kind (``sweep``, ``compare``, ``bisect``) live here.
 
 Tables
-  runs     id, kind, name, status, created, updated, command, plan_json, env_json, summary_json
+  runs     id, kind, name, status, created, updated, command, plan_json, env_json, summary_json,
+           parent_run (the run this one re-measures: ``llamaforge reproduce``; added in place, NULL before)
   builds   key, backend, pin, commit_sha, manifest_json           (a build's manifest incl. capabilities)
   run_builds  run_id, build_key
   points   one offload setting on one build in one run: context that fitted, memory, timings,
@@ -98,6 +99,7 @@ class Run:
     plan: dict
     env: dict
     summary: dict | None
+    parent_run: str | None = None     # the run this one reproduces
 
 
 @dataclass
@@ -224,21 +226,29 @@ class Store:
         elif int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema v{row[0]}, newer than this llamaforge (v{SCHEMA_VERSION})",
                              "upgrade llamaforge or use another LLAMAFORGE_RESULTS folder")
+        cols = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        if "parent_run" not in cols:  # additive: older llamaforge versions read such stores unchanged
+            self.db.execute("ALTER TABLE runs ADD COLUMN parent_run TEXT")
 
     # ---- runs -------------------------------------------------------------------------------
     def new_run(self, kind: str, plan: dict, *, command: str | None = None, env: dict | None = None,
-                name: str | None = None) -> str:
+                name: str | None = None, parent_run: str | None = None) -> str:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
         now = time.time()
-        self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json)"
-                        " VALUES (?,?,?,?,?,?,?,?,?)",
-                        (run_id, kind, name, "running", now, now, command, _j(plan), _j(env or {})))
+        self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
+                        " parent_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (run_id, kind, name, "running", now, now, command, _j(plan), _j(env or {}), parent_run))
         return run_id
+
+    def child_runs(self, run_id: str) -> list[Run]:
+        """Runs that reproduce ``run_id`` (oldest first)."""
+        rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY created", (run_id,))
+        return [self._run(r) for r in rows]
 
     def _run(self, row: sqlite3.Row) -> Run:
         return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
                    row["command"], _uj(row["plan_json"]) or {}, _uj(row["env_json"]) or {},
-                   _uj(row["summary_json"]))
+                   _uj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:
         """A run by id, unique id prefix, or ``latest`` (optionally of one kind)."""

@@ -449,7 +449,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
 
         plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
         run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
-                               name=name)
+                               name=name, parent_run=(run_extra or {}).get("reproduces"))
         done = set()
     for b in builds:
         store.add_build(_build_manifest(b), run_id)

@@ -17,7 +17,10 @@ _BENCH_HELP = {
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0)",
     "ngl": "optional -ngl sweep, same syntax (default: all layers)",
     "repeats": "measured requests per point after one discarded warm-up (default 3)",
-    "engine": "server (default: llama-server, fitted context, warm-up) or llama-bench",
+    "engine": "server (default: llama-server, fitted context, warm-up), llama-bench, or both (the server, then "
+              "llama-bench at the same point with -d = the prompt: a cross-check; the summary uses the server)",
+    "allow_busy": "measure even while another llamaforge sweep holds the host lock or another process computes "
+                  "on the GPU (recorded in the run and its points)",
     "prompt_tokens": "prompt size in tokens, a multi-turn chat in the model's template (default 2500)",
     "n_predict": "tokens generated per request (default 128; the seed used 6144 — see the docs)",
     "vram_budget": "emulate a smaller card: GiB of VRAM to leave usable per device (needs NVML)",
@@ -78,7 +81,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None):
+          name=None, allow_busy=False):
     """Sweep MoE offload (-ncmoe) on one or more builds: context, memory, prompt and generation speed per point.
 
     Each point gets a fresh llama-server (no -c: llama.cpp fits the context), one discarded warm-up and
@@ -99,7 +102,8 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
         if not plan.model_path.is_file():
             raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
         builds = _resume_builds(p, plan, bin_dir)
-        run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed))
+        run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed),
+                           allow_busy=bool(allow_busy))
     else:
         if not model:
             raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
@@ -111,7 +115,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                                   vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
                                   load_timeout=load_timeout, request_timeout=request_timeout)
         builds = _builds(p, backend_list, pin_list, bin_dir)
-        run_id = run_sweep(plan, builds, store, p, command=command, name=name)
+        run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)
     info(f"run id: [bold]{run_id}[/]  (report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)")
     pts = store.points(run_id, with_samples=False)
@@ -230,4 +234,34 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
         sys.stdout.write(text)
 
 
-TASKS = [bench, fitmap, runs, export]
+@lf_task(positional=["run"], help={
+    "run": "the sweep to re-measure (id, unique prefix or 'latest')",
+    "points": "only these ncmoe points (same syntax as --ncmoe; default: all of the run's points)",
+    "min_effect": "differences smaller than this share never count as 'differs' (default 0.05 = 5 %)",
+    "allow_busy": _BENCH_HELP["allow_busy"]})
+def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False):
+    """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
+    and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
+
+    Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
+    from rich.table import Table
+
+    from ..reproduce import reproduce as reproduce_run
+
+    p = paths()
+    store = Store(p.store_db)
+    v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
+                      min_effect=float(min_effect))
+    t = Table(title=f"run {v.child} reproduces run {v.parent}?")
+    for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
+        t.add_column(col)
+    for pc in v.points:
+        for m in pc.metrics or [None]:
+            t.add_row(pc.name, m.metric if m else "–", m.a.fmt() if m and m.a else "–", m.b.fmt() if m and m.b else "–",
+                      f"{m.change:+.1%}" if m and m.change is not None else "–",
+                      pc.status if m is None or m.agrees(float(min_effect)) is not False else "differs")
+    console.print(t)
+    info(f"[bold]{v.line()}[/]  (report: `llamaforge report {v.child}`)")
+
+
+TASKS = [bench, fitmap, runs, export, reproduce]

@@ -12,12 +12,13 @@ write: a missing key becomes ``None`` and the section that needs it says why it 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LlamaforgeError
+from ..errors import LlamaforgeError, StoreError
 from ..stats import Summary, summarize
 from ..store import Point, Probe, Run, Store
 
@@ -79,6 +80,10 @@ class Row:
     point: Point | None = None
     pp_test: str | None = None         # llama-bench test the speeds come from (pp512, tg128, ...)
     tg_test: str | None = None
+    rss_anon_mib: float | None = None  # peak anonymous resident host memory (RssAnon)
+    rss_file_mib: float | None = None  # peak file-backed resident host memory (RssFile: mmapped model, libs)
+    telemetry: dict | None = None      # bench.telemetry summary
+    busy: dict | None = None           # what --allow-busy let through
 
     def __post_init__(self) -> None:  # summaries are computed once: build a new Row to change samples
         self.pp_s: Summary | None = summarize(self.pp)
@@ -128,6 +133,7 @@ class ReportData:
     native_ctx: int | None
     full_attn_layers: list[int]
     probes: list[Probe]
+    reproductions: list[dict] = field(default_factory=list)   # reproduce.Verdict.to_dict(), this run as either side
 
     @property
     def env(self) -> dict:
@@ -231,7 +237,11 @@ def _row(p: Point, series: str) -> Row:
     gpu, host = split_breakdown(p.mem_breakdown)
     pp_test, tg_test = pick_test(p, "pp"), pick_test(p, "tg")
     vram = p.vram_used_mib if p.vram_used_mib is not None else p.vram_self_mib
-    return Row(ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
+    extra = p.extra or {}
+    hm = extra.get("host_mem") or {}
+    return Row(rss_anon_mib=_num(hm.get("rss_anon_peak_mib")), rss_file_mib=_num(hm.get("rss_file_peak_mib")),
+               telemetry=extra.get("telemetry"), busy=extra.get("busy"),
+               ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
                failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
                vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
@@ -293,4 +303,17 @@ def load(store: Store, run_id: str) -> ReportData:
     if not isinstance(native, int):
         native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
     return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
-                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id))
+                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id),
+                      reproductions=_reproductions(store, run))
+
+
+def _reproductions(store: Store, run: Run) -> list[dict]:
+    """Verdicts of ``llamaforge reproduce`` where this run is the first run or the re-run."""
+    from ..reproduce import verdict_for
+
+    pairs: list[tuple[Run, Run]] = []
+    if run.parent_run:
+        with contextlib.suppress(StoreError):
+            pairs.append((store.get_run(run.parent_run), run))
+    pairs += [(run, child) for child in store.child_runs(run.id)]
+    return [verdict_for(store, a, b).to_dict() for a, b in pairs]

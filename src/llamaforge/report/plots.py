@@ -2,8 +2,10 @@
 
 * ``context.png``  fitted context (native context as a horizontal line)
 * ``pp.png`` / ``tg.png``  prompt / generation t/s, error bars = IQR of the measured requests
-* ``memory.png``  VRAM (left) and host RSS (right); where llama.cpp's memory breakdown exists its
-  model / context / compute parts are drawn as thinner dashed / dotted / dash-dot lines
+* ``memory.png``  VRAM (left) and host memory (right): peak RSS, split into anonymous (thick
+  translucent, ▽) and file-backed (mmapped model pages, ×) resident memory where recorded; where
+  llama.cpp's memory breakdown exists its model / context / compute parts are drawn as thinner
+  dashed / dotted / dash-dot lines
 * ``probes.png``  (bisect runs) speed per probed commit
 
 Every ncmoe plot marks the model's full-attention layers: a light vertical line at ncmoe = L + 1,
@@ -32,6 +34,8 @@ BACKEND_COLORS = {"cuda": "#4c9a2a", "vulkan": "#c0392b", "cpu": "#2c6fbb"}
 EXTRA_COLORS = ["#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000", "#1f618d"]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 PART_STYLES = {"model": "--", "context": ":", "compute": "-."}
+#: host memory split (RssAnon / RssFile): thick translucent lines with their own markers
+HOST_SPLIT_STYLES = {"anonymous": ("v", 3.0, 0.45), "file-backed": ("x", 1.2, 0.9)}
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ def _memory_plot(data: ReportData, path: Path) -> None:
     fig, (ax_v, ax_r) = plt.subplots(1, 2, figsize=(13, 5))
     styles = _styles(data.series)
     parts_seen = False
+    split_seen = False
     failed = False
 
     def draw(ax: Axes, s: Series, total: Callable[[Row], float | None],
@@ -167,11 +172,15 @@ def _memory_plot(data: ReportData, path: Path) -> None:
         parts_seen |= draw(ax_v, s, lambda r: r.vram_mib if r.vram_mib is not None else (
             r.gpu_mem.total if r.gpu_mem else None), lambda r: r.gpu_mem)
         parts_seen |= draw(ax_r, s, lambda r: r.rss_mib, lambda r: r.host_mem)
+        split_seen |= _host_split(ax_r, s, styles[s.name][0])
         failed |= _failed(ax_v, s, styles[s.name][0]) | _failed(ax_r, s, styles[s.name][0])
     extra = _common_legend(data, False, failed)
     if parts_seen:
         extra += [Line2D([], [], color="#555555", ls=ls, lw=1, label=part) for part, ls in PART_STYLES.items()]
-    for ax, title, ylabel in ((ax_v, "GPU memory (VRAM)", "MiB"), (ax_r, "Host memory (peak RSS)", "MiB")):
+    host_extra = [Line2D([], [], color="#555555", marker=m, lw=lw, alpha=a, label=f"host {name}")
+                  for name, (m, lw, a) in HOST_SPLIT_STYLES.items()] if split_seen else []
+    host_title = "Host memory: peak RSS = anonymous + file-backed" if split_seen else "Host memory (peak RSS)"
+    for ax, title, ylabel in ((ax_v, "GPU memory (VRAM)", "MiB"), (ax_r, host_title, "MiB")):
         ax.set_ylim(bottom=0)
         fa = _mark_full_attn(ax, data)
         if not ax.lines:
@@ -181,12 +190,26 @@ def _memory_plot(data: ReportData, path: Path) -> None:
         ax.set_title(title, pad=14)
         ax.grid(True, alpha=0.3)
         h, labels = ax.get_legend_handles_labels()
-        more = extra + ([Line2D([], [], color="#999999", alpha=0.5, label="FA: full-attn layer")] if fa else [])
+        more = extra + (host_extra if ax is ax_r else []) + (
+            [Line2D([], [], color="#999999", alpha=0.5, label="FA: full-attn layer")] if fa else [])
         if h or more:
             ax.legend(h + more, labels + [x.get_label() for x in more], fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _host_split(ax: Axes, s: Series, color: str) -> bool:
+    """Anonymous and file-backed peaks of one series on the host-memory axis."""
+    seen = False
+    for name, attr in (("anonymous", "rss_anon_mib"), ("file-backed", "rss_file_mib")):
+        rows = [r for r in s.ok_rows if getattr(r, attr) is not None]
+        if rows:
+            m, lw, a = HOST_SPLIT_STYLES[name]
+            ax.plot([r.ncmoe for r in rows], [getattr(r, attr) for r in rows], color=color, marker=m, ms=5, lw=lw,
+                    alpha=a)
+            seen = True
+    return seen
 
 
 def _probes_plot(data: ReportData, path: Path) -> bool:
@@ -237,7 +260,9 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
     p = out_dir / "memory.png"
     _memory_plot(data, p)
     plots.append(Plot("memory", "Memory vs ncmoe", p,
-                      "Solid: measured VRAM / peak RSS; thin lines: llama.cpp's model / context / compute split "
+                      "Solid: measured VRAM / peak RSS; host ▽ (thick): anonymous resident memory, × : file-backed "
+                      "(the mmapped model file; the kernel can drop these pages) — RAM needed ≈ anonymous + CPU-side "
+                      "weights (see Host memory); thin lines: llama.cpp's model / context / compute split "
                       "where recorded (GPU devices summed; host = Host + CPU buffers)." + fa))
     if data.run.kind == "bisect" and data.probes:
         p = out_dir / "probes.png"

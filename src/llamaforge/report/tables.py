@@ -11,6 +11,7 @@ that cannot be filled says why in ``absent`` instead of disappearing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         g = r.gpu_mem
         split = "–" if g is None else f"{g.model:,.0f} / {g.context:,.0f} / {g.compute:,.0f}"
         notes = list((flags or {}).get(id(r), []))
+        notes += row_flags(r)
         notes += [t for t in (r.pp_test, r.tg_test) if t]
         if r.ok and native and r.n_ctx is not None and r.n_ctx >= native:
             notes.insert(0, "native ctx")
@@ -336,6 +338,9 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
             flags.setdefault(id(r), []).append("Pareto (ctx, tg)")
 
     out: list[Section] = []
+    full = data
+    if len({s.key[1] for s in data.series}) > 1 and any(s.key[1] == "server" for s in data.series):
+        data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
     summ = Section("summary", "Summary", intro=(
         f"Native context: {fmt_int(data.native_ctx)} tokens." if data.native_ctx
         else "Native context unknown (no n_ctx_train in the model facts or points)."))
@@ -351,7 +356,22 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
             summ.notes.append("Comparison between backends absent: no scenario has an ok point in two series.")
         else:
             summ.tables.append(rt)
+    if full is not data:
+        summ.notes.append("This run measured every point with llama-server and llama-bench (`--engine both`): the "
+                          "summary, sweet spots and ratios use llama-server; see Engine cross-check.")
+    for v in full.reproductions:
+        summ.notes.append(f"Reproduction (run {v['parent']} → run {v['child']}): {v['line']}.")
+    marked = [(s.name, r.ncmoe, row_flags(r)) for s in full.series for r in s.rows if row_flags(r)]
+    if marked:
+        summ.notes.append(f"{len(marked)} point(s) ran throttled, loaded or shared (see Measurement conditions): "
+                          + ", ".join(f"{n} ncmoe {m} ({', '.join(f)})" for n, m, f in marked[:6]) + ".")
     out.append(summ)
+    rep = reproduction_section(full)
+    if rep is not None:
+        out.append(rep)
+    cc = crosscheck_section(full)
+    if cc is not None:
+        out.append(cc)
 
     sweet = Section("sweet-spots", "Sweet spots", intro=(
         "The smallest offload (ncmoe) that still fits the native context, the fastest generation at "
@@ -384,6 +404,9 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         pl.absent = "no point succeeded, so there is nothing to plot"
     out.append(pl)
 
+    out.append(host_memory_section(full))
+    out.append(conditions_section(full))
+    data = full
     for s in data.series:
         out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
                            intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
@@ -419,3 +442,194 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     if data.probes:
         out.append(Section("probes", "Probes (compare / bisect)", tables=[probes_table(data)]))
     return out
+
+
+# ---- measurement conditions, host memory, engine cross-check, reproduction ---------------------------
+
+CROSSCHECK_BAND = (0.9, 1.1)
+
+
+def row_flags(r: Row) -> list[str]:
+    """``throttled`` / ``loaded`` / ``shared`` from the point's telemetry, ``allow-busy`` when it was let through."""
+    from ..bench.telemetry import flags
+
+    out = flags(r.telemetry)
+    if r.busy:
+        out.append("allow-busy")
+    return out
+
+
+def _st(tel: dict | None, *path: str) -> float | None:
+    d: Any = tel
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d if isinstance(d, int | float) else None
+
+
+def conditions_table(data: ReportData) -> Table | None:
+    """Per point: GPU clocks / power / temperature / utilisation (device 0), host load, and the flags."""
+    from ..bench.telemetry import describe
+
+    rows = [(s, r) for s in data.series for r in s.rows if r.telemetry or r.busy]
+    if not rows:
+        return None
+    t = Table(["series", "ncmoe", "SM MHz", "mem MHz", "power W", "temp °C", "GPU util %", "load 1 min",
+               "other CPU cores", "CPU MHz", "conditions"], title="Measurement conditions (medians over the point)")
+
+    def f(v: float | None, d: int = 0) -> str:
+        return "–" if v is None else f"{v:,.{d}f}"
+
+    for s, r in rows:
+        tel = r.telemetry or {}
+        g = (tel.get("gpu") or [{}])[0]
+        cond = describe(tel) if tel else "–"
+        if r.busy:
+            cond += "; measured with --allow-busy"
+        t.rows.append([s.name, str(r.ncmoe), f(_st(g, "sm_clock_mhz", "median")), f(_st(g, "mem_clock_mhz", "median")),
+                       f(_st(g, "power_w", "median")), f(_st(g, "temperature_c", "median")),
+                       f(_st(g, "gpu_util_pct", "median")), f(_st(tel, "host", "load1", "median"), 2),
+                       f(_st(tel, "host", "other_cpu_cores", "median"), 2), f(_st(tel, "host", "cpu_mhz", "median")),
+                       cond])
+        t.data.append({"series": s.name, "ncmoe": r.ncmoe, "flags": row_flags(r), "telemetry": tel, "busy": r.busy})
+    return t
+
+
+def conditions_section(data: ReportData) -> Section:
+    sec = Section("conditions", "Measurement conditions", intro=(
+        "Sampled while each point was measured: NVML clocks, power, temperature, utilisation and throttle "
+        "reasons of GPU 0 (all devices in the store), other processes computing on the GPU, the host's load "
+        "average and CPU frequency, and the CPU cores used by processes outside the measured server. "
+        "throttled = an NVML slowdown reason (power cap, thermal, HW slowdown) in any sample; "
+        "loaded = other processes used ≥ 0.5 cores on median; shared = another process computed on the GPU."))
+    t = conditions_table(data)
+    if t is None:
+        sec.absent = "no telemetry was recorded with this run (measured before llamaforge recorded it)"
+        return sec
+    marked = [d for d in t.data if d["flags"]]
+    sec.notes.append(f"{len(marked)} of {len(t.data)} point(s) ran throttled, loaded or shared"
+                     + (": " + ", ".join(f"{d['series']} ncmoe {d['ncmoe']} ({', '.join(d['flags'])})"
+                                         for d in marked[:8]) if marked else "") + ".")
+    if not any(_st((d["telemetry"] or {}).get("gpu", [{}])[0] if (d["telemetry"] or {}).get("gpu") else None,
+                   "sm_clock_mhz", "median") for d in t.data):
+        sec.notes.append("No NVIDIA GPU was visible through NVML: GPU columns are empty (not zero).")
+    sec.tables.append(t)
+    return sec
+
+
+def host_memory_section(data: ReportData) -> Section:
+    sec = Section("host-memory", "Host memory: how much RAM is needed", intro=(
+        "Peak RSS counts the model file's pages that llama.cpp mmaps, including those of layers that run on the "
+        "GPU and were only read once at load: the kernel can drop such file-backed pages and re-read them. "
+        "Anonymous memory (buffers, KV cache, anything copied) it cannot drop. So: RAM needed ≈ peak anonymous "
+        "memory + the CPU-side weights (llama.cpp's host model buffer; file-backed with mmap) — below that the "
+        "CPU-side experts are re-read from disk on every token. `--mlock` keeps the mapped weights resident and "
+        "`--no-mmap` copies them into anonymous memory; both are options (`--extra`), not the default."))
+    t = Table(["series", "ncmoe", "peak RSS MiB", "anonymous MiB", "file-backed MiB", "CPU-side weights MiB",
+               "≈ RAM needed MiB"], title="Host memory per point (peaks over the point, process tree)")
+    for s in data.series:
+        for r in s.ok_rows:
+            if r.rss_anon_mib is None and r.rss_file_mib is None:
+                continue
+            cpu_w = r.host_mem.model if r.host_mem else None
+            need = None
+            if r.rss_anon_mib is not None:
+                need = r.rss_anon_mib + (cpu_w if cpu_w is not None else (r.rss_file_mib or 0.0))
+            t.rows.append([s.name, str(r.ncmoe), fmt_mib(r.rss_mib), fmt_mib(r.rss_anon_mib), fmt_mib(r.rss_file_mib),
+                           fmt_mib(cpu_w), fmt_mib(need)])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "rss_mib": r.rss_mib, "anon_mib": r.rss_anon_mib,
+                           "file_mib": r.rss_file_mib, "cpu_weights_mib": cpu_w, "need_mib": need})
+    if t.rows:
+        t.note = ("≈ RAM needed = anonymous + CPU-side weights (or + file-backed where llama.cpp printed no "
+                  "memory breakdown).")
+        sec.tables.append(t)
+    else:
+        sec.absent = "anonymous / file-backed memory was not recorded (older run, or not Linux)"
+    return sec
+
+
+def _bench_values(p: Any, metric: str, depth: int | None) -> list[float]:
+    """llama-bench samples of ``metric`` (pp/tg) at ``depth`` (``None``: the deepest)."""
+    tests = {s.test for s in p.samples if not s.warmup and s.test.startswith(metric) and "+" not in s.test}
+
+    def d(t: str) -> int:
+        return int(t.split("@ d")[1]) if "@ d" in t else 0
+
+    if not tests:
+        return []
+    want = max(d(t) for t in tests) if depth is None else depth
+    chosen = [t for t in tests if d(t) == want]
+    return p.measured(f"{metric}_tps", chosen[0]) if chosen else []
+
+
+def crosscheck_table(data: ReportData) -> Table | None:
+    """Server / llama-bench ratios for pp (depth 0) and tg (at the deepest depth = the prompt) per point."""
+    from ..stats import summarize
+
+    by = {(s.key[0], s.key[2]): {} for s in data.series}
+    for s in data.series:
+        by[(s.key[0], s.key[2])][s.key[1]] = s
+    t = Table(["series", "ncmoe", "server pp", "llama-bench pp", "pp ratio", "server tg", "llama-bench tg @ depth",
+               "tg ratio", "flag"], title="Engine cross-check: llama-server / llama-bench")
+    lo, hi = CROSSCHECK_BAND
+    for engines in by.values():
+        srv, lb = engines.get("server"), engines.get("llama-bench")
+        if srv is None or lb is None:
+            continue
+        lb_rows = {(r.ncmoe, r.ngl): r for r in lb.ok_rows}
+        for r in srv.ok_rows:
+            b = lb_rows.get((r.ncmoe, r.ngl))
+            if b is None or b.point is None:
+                continue
+            bpp, btg = summarize(_bench_values(b.point, "pp", 0)), summarize(_bench_values(b.point, "tg", None))
+            spp, stg = r.pp_s, r.tg_s
+            rp = spp.median / bpp.median if spp and bpp and bpp.median else None
+            rt = stg.median / btg.median if stg and btg and btg.median else None
+            out = [f"{m} {x:.2f}" for m, x in (("pp", rp), ("tg", rt)) if x is not None and not lo <= x <= hi]
+            t.rows.append([srv.name, str(r.ncmoe), spp.fmt() if spp else "–", bpp.fmt() if bpp else "–",
+                           f"{rp:.2f}" if rp else "–", stg.fmt() if stg else "–", btg.fmt() if btg else "–",
+                           f"{rt:.2f}" if rt else "–", ("⚠ outside 0.9–1.1: " + ", ".join(out)) if out else ""])
+            t.data.append({"series": srv.name, "ncmoe": r.ncmoe, "pp_ratio": rp, "tg_ratio": rt, "flagged": bool(out)})
+    return t if t.rows else None
+
+
+def crosscheck_section(data: ReportData) -> Section | None:
+    if len({s.key[1] for s in data.series}) < 2:
+        return None
+    sec = Section("crosscheck", "Engine cross-check", intro=(
+        "Each point was also measured with llama-bench at the same offload (`--n-cpu-moe`), the prompt size as "
+        "`-p` and a depth equal to the prompt (`-d`), so its tg runs with as much context as the server's. "
+        "Ratios outside 0.9–1.1 are flagged. The summary, sweet spots and ratios above use the llama-server engine."))
+    t = crosscheck_table(data)
+    if t is None:
+        sec.absent = "no point has an ok measurement from both engines"
+    else:
+        n = sum(1 for d in t.data if d["flagged"])
+        sec.notes.append(f"{n} of {len(t.data)} point(s) have a server / llama-bench ratio outside 0.9–1.1.")
+        sec.tables.append(t)
+    return sec
+
+
+def reproduction_section(data: ReportData) -> Section | None:
+    if not data.reproductions:
+        return None
+    sec = Section("reproduction", "Reproduction", intro=(
+        "`llamaforge reproduce` re-measured points of a sweep with the same builds, model and options. A metric "
+        "agrees when the two 95 % CIs of the median overlap or the medians differ by less than 5 %; a point "
+        "reproduces when pp and tg both agree."))
+    for v in data.reproductions:
+        role = "this run re-measures" if v["child"] == data.run.id else "re-measured by"
+        other = v["parent"] if v["child"] == data.run.id else v["child"]
+        sec.notes.append(f"Run {data.run.id} {role} run {other}: **{v['line']}**")
+        t = Table(["point", "status", "pp first → re-run", "pp change", "tg first → re-run", "tg change"],
+                  title=f"run {v['parent']} → run {v['child']}")
+        for pc in v["points"]:
+            cells = []
+            for m in ("pp", "tg"):
+                mc = (pc.get("metrics") or {}).get(m) or {}
+                a, b = mc.get("a"), mc.get("b")
+                cells += [f"{a['median']:,.1f} → {b['median']:,.1f}" if a and b else "–",
+                          f"{mc['change']:+.1%}" if mc.get("change") is not None else "–"]
+            t.rows.append([pc["name"], pc["status"] + (f" ({pc['note']})" if pc.get("note") else ""), *cells])
+            t.data.append(pc)
+        sec.tables.append(t)
+    return sec

@@ -1,0 +1,207 @@
+"""``llamaforge reproduce RUN``: re-measure a stored sweep's points and say whether they agree.
+
+The new run uses the stored plan (model, options, engine) and the very builds of the first run
+(by build key; external ``--bin-dir`` builds by their folder), is stored as a sweep with
+``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point:
+
+* a metric (pp, tg) **agrees** when the two 95 % CIs of the median overlap, or when the medians
+  differ by less than ``min_effect`` (5 %: a real but tiny difference is not a failure to reproduce);
+* a point **reproduces** when every metric both runs measured agrees (and both runs measured it OK).
+
+The one-line verdict reads ``14/16 points reproduce; Vulkan ncmoe 0 differs by +50 % (tg)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BenchError
+from .stats import Summary, summarize
+from .store import Point, Run, Store
+
+MIN_EFFECT = 0.05
+SWEEP_KINDS = ("sweep", "demo")
+
+
+@dataclass
+class MetricCheck:
+    metric: str
+    a: Summary | None
+    b: Summary | None
+
+    @property
+    def change(self) -> float | None:
+        if self.a is None or self.b is None or not self.a.median:
+            return None
+        return self.b.median / self.a.median - 1
+
+    def agrees(self, min_effect: float = MIN_EFFECT) -> bool | None:
+        if self.a is None or self.b is None:
+            return None
+        overlap = self.a.ci_low <= self.b.ci_high and self.b.ci_low <= self.a.ci_high
+        return overlap or abs(self.change or 0.0) < min_effect
+
+
+@dataclass
+class PointCheck:
+    name: str                          # "Vulkan ncmoe 0" (+ engine when not the server)
+    key: tuple
+    status: str                        # reproduces | differs | failed | missing
+    metrics: list[MetricCheck] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def worst(self) -> MetricCheck | None:
+        diffs = [m for m in self.metrics if m.agrees() is False]
+        return max(diffs, key=lambda m: abs(m.change or 0.0)) if diffs else None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "note": self.note,
+                "metrics": {m.metric: {"a": m.a.to_dict() if m.a else None, "b": m.b.to_dict() if m.b else None,
+                                       "change": m.change, "agrees": m.agrees()} for m in self.metrics}}
+
+
+@dataclass
+class Verdict:
+    parent: str
+    child: str
+    points: list[PointCheck]
+
+    @property
+    def n_ok(self) -> int:
+        return sum(1 for p in self.points if p.status == "reproduces")
+
+    def line(self) -> str:
+        if not self.points:
+            return f"run {self.child} measured none of run {self.parent}'s points"
+        s = f"{self.n_ok}/{len(self.points)} points reproduce"
+        bad = [p for p in self.points if p.status != "reproduces"]
+        parts = []
+        for p in bad[:4]:
+            w = p.worst
+            if w is not None and w.change is not None:
+                parts.append(f"{p.name} differs by {w.change:+.0%} ({w.metric})")
+            else:
+                parts.append(f"{p.name} {p.status}" + (f" ({p.note})" if p.note else ""))
+        if len(bad) > 4:
+            parts.append(f"{len(bad) - 4} more")
+        return s + ("; " + "; ".join(parts) if parts else "")
+
+    def to_dict(self) -> dict:
+        return {"parent": self.parent, "child": self.child, "line": self.line(), "reproduced": self.n_ok,
+                "points": [p.to_dict() for p in self.points]}
+
+
+def _metric_values(p: Point, metric: str) -> list[float]:
+    from .report.data import pick_test
+
+    return p.measured(f"{metric}_tps", pick_test(p, metric))
+
+
+def _name(p: Point, backend: str) -> str:
+    from .report.data import backend_name
+
+    name = f"{backend_name(backend)} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
+    return name + (f" ({p.engine})" if p.engine != "server" else "")
+
+
+def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, str], *, parent_id: str = "",
+                 child_id: str = "", min_effect: float = MIN_EFFECT) -> Verdict:
+    """Compare the child run's points with the same points of the parent (points only one side has are
+    left out: a subset reproduce measures only some)."""
+    by_key = {p.key: p for p in parent}
+    out = []
+    for c in sorted(child, key=lambda p: (p.ncmoe, p.ngl, backend_of.get(p.build_key, ""), p.engine)):
+        a = by_key.get(c.key)
+        name = _name(c, backend_of.get(c.build_key, "?"))
+        if a is None:
+            continue
+        if a.status != "ok" or c.status != "ok":
+            same = a.status == c.status and a.failure_class == c.failure_class
+            out.append(PointCheck(name, c.key, "reproduces" if same else "failed",
+                                  note=f"{a.failure_class or 'ok'} then {c.failure_class or 'ok'}"))
+            continue
+        checks = [MetricCheck(m, summarize(_metric_values(a, m)), summarize(_metric_values(c, m))) for m in ("pp", "tg")]
+        checks = [m for m in checks if m.a is not None and m.b is not None]
+        status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
+        out.append(PointCheck(name, c.key, status, checks))
+    return Verdict(parent_id, child_id, out)
+
+
+def verdict_for(store: Store, parent: Run, child: Run, min_effect: float = MIN_EFFECT) -> Verdict:
+    backend_of = {b.get("key"): str(b.get("backend")) for b in store.builds_for_run(parent.id) + store.builds_for_run(child.id)}
+    return check_points(store.points(parent.id), store.points(child.id), backend_of, parent_id=parent.id,
+                        child_id=child.id, min_effect=min_effect)
+
+
+# ----------------------------------------------------------------------------------- the re-run
+
+
+def sweep_run(store: Store, run_id: str) -> Run:
+    run = store.get_run(run_id)
+    if run.kind not in SWEEP_KINDS:
+        raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep",
+                         "reproduce a run made by `llamaforge bench` (list them with `llamaforge runs --kind sweep`)")
+    return run
+
+
+def select_points(plan_points: list, points: str | None, n_layers: int | None) -> list:
+    """The plan's points whose ncmoe is in ``points`` (same syntax as ``--ncmoe``); all when ``None``."""
+    if not points:
+        return list(plan_points)
+    from .bench.plan import make_points
+
+    wanted = {s.ncmoe for s in make_points(points, None, n_layers=n_layers)}
+    chosen = [s for s in plan_points if s.ncmoe in wanted]
+    if not chosen:
+        have = ",".join(str(s.ncmoe) for s in plan_points)
+        raise BenchError(f"--points {points} selects none of the run's points", f"the run measured ncmoe {have}")
+    return chosen
+
+
+def run_builds(store: Store, paths: Any, run: Run) -> list:
+    """The builds of ``run``, still on disk (else one line naming them and how to rebuild)."""
+    from .build import list_builds
+
+    have = {b.key: b for b in list_builds(paths)}
+    keys = list(run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])
+    out, missing = [], []
+    for k in keys:
+        m = store.get_build(k) or {}
+        if k in have:
+            out.append(have[k])
+        elif m.get("external") and Path(str(m.get("dir"))).is_dir():
+            from .bench.external import external_build
+
+            out.append(external_build(Path(str(m["dir"])), str(m.get("backend"))))
+        else:
+            missing.append((k, m))
+    if missing:
+        hints = "; ".join(f"`llamaforge build --backends {m.get('backend', '?')} --pins {m.get('commit') or m.get('pin')}`"
+                          if not m.get("external") else f"restore the binaries in {m.get('dir')}" for _k, m in missing)
+        raise BenchError(f"build(s) {', '.join(k for k, _m in missing)} of run {run.id} are gone", f"rebuild: {hints}")
+    return out
+
+
+def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = None, allow_busy: bool = False,
+              command: str | None = None, progress: bool = True, min_effect: float = MIN_EFFECT) -> Verdict:
+    """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
+    the new run's summary (``reproduce``)."""
+    from .bench.plan import Plan
+    from .bench.runner import run_sweep
+
+    parent = sweep_run(store, run_id)
+    plan = Plan.from_json(parent.plan)
+    if not plan.model_path.is_file():
+        raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file (same path) to reproduce the run")
+    plan.points = select_points(plan.points, points, plan.model_facts.get("n_layers"))
+    builds = run_builds(store, paths, parent)
+    plan.build_keys = [b.key for b in builds]
+    child_id = run_sweep(plan, builds, store, paths, command=command, name=f"reproduce {parent.id}",
+                         progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
+    child = store.get_run(child_id)
+    v = verdict_for(store, parent, child, min_effect)
+    store.set_run_summary(child_id, {**(child.summary or {}), "reproduce": v.to_dict()})
+    return v
