@@ -1,0 +1,83 @@
+"""Real llama.cpp (CPU build, tiny MoE): the host lock between two concurrent sweeps, the engine
+cross-check (``--engine both``), telemetry / host-memory records, and ``reproduce``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from llamaforge.bench.plan import Plan, make_points, read_facts
+from llamaforge.bench.runner import run_sweep
+from llamaforge.hostlock import LOCK_NAME, holder, lock_dir
+from llamaforge.report import data as rdata
+from llamaforge.report.tables import build_sections
+from llamaforge.reproduce import reproduce
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+def _bench_cmd(model, ncmoe: str) -> list[str]:
+    return [sys.executable, "-m", "llamaforge", "bench", "--model", str(model), "--backends", "cpu",
+            "--ncmoe", ncmoe, "--repeats", "1", "--prompt-tokens", "64", "--n-predict", "8", "--threads", "1"]
+
+
+def test_second_concurrent_sweep_refuses_naming_the_first(cpu_build, tiny_model, tmp_path):
+    lock = lock_dir() / LOCK_NAME
+    env1 = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "r1")}
+    env2 = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "r2")}
+    first = subprocess.Popen(_bench_cmd(tiny_model, "0:8"), env=env1, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        while holder(lock).get("pid") != first.pid:   # the first sweep holds the host lock
+            assert first.poll() is None, first.stdout.read() if first.stdout else ""
+            time.sleep(0.2)
+        second = subprocess.run(_bench_cmd(tiny_model, "0"), env=env2, capture_output=True, text=True, timeout=300)
+        out1, _ = first.communicate(timeout=900)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, out1[-2000:]
+    assert second.returncode != 0
+    err = second.stderr.strip()
+    assert "another llamaforge sweep is measuring on this host" in err and f"PID {first.pid}" in err
+    assert "--allow-busy" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r2" / "llamaforge.sqlite").exists() or not Store(
+        tmp_path / "r2" / "llamaforge.sqlite").list_runs()   # nothing was measured or half-started
+
+
+def test_engine_both_then_reproduce_a_subset(cpu_build, tiny_model, tmp_path, lf_paths):
+    facts = read_facts(tiny_model)
+    plan = Plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
+                points=make_points("0,8", None, n_layers=facts["n_layers"]), engine="both", repeats=2,
+                prompt_tokens=64, n_predict=16, threads=2, load_timeout_s=300, request_timeout_s=300)
+    with Store(tmp_path / "llamaforge.sqlite") as store:
+        run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+        pts = store.points(run)
+        assert sorted((p.engine, p.ncmoe) for p in pts) == [("llama-bench", 0), ("llama-bench", 8),
+                                                            ("server", 0), ("server", 8)]
+        for p in pts:
+            assert p.status == "ok", (p.engine, p.failure_detail, p.log_tail)
+            hm = p.extra["host_mem"]
+            assert hm["rss_anon_peak_mib"] > 0 and hm["rss_file_peak_mib"] > 0
+            assert p.extra["telemetry"]["samples"] >= 1 and "gpu" not in p.extra["telemetry"]  # no NVML here
+        lb = [p for p in pts if p.engine == "llama-bench"]
+        assert all({s.test for s in p.samples} == {"pp64", "tg16", "tg16 @ d64", "pp64 @ d64"} for p in lb)
+        secs = {s.id: s for s in build_sections(rdata.load(store, run), [])}
+        cc = secs["crosscheck"].tables[0].data
+        assert sorted(d["ncmoe"] for d in cc) == [0, 8] and all(d["pp_ratio"] > 0 and d["tg_ratio"] > 0 for d in cc)
+        assert any("use llama-server" in n for n in secs["summary"].notes)
+        assert secs["host-memory"].tables[0].data
+
+        v = reproduce(store, lf_paths, run, points="8", progress=False)
+        child = store.get_run(v.child)
+        assert child.parent_run == run and child.plan["reproduces"] == run
+        assert sorted((p.engine, p.ncmoe) for p in store.points(child.id)) == [("llama-bench", 8), ("server", 8)]
+        assert len(v.points) == 2 and v.line().startswith(f"{v.n_ok}/2 points reproduce")
+        assert child.summary["reproduce"]["line"] == v.line()
+        parent_secs = {s.id: s for s in build_sections(rdata.load(store, run), [])}
+        assert v.line() in parent_secs["reproduction"].notes[0]
