@@ -109,3 +109,11 @@ def test_host_lock_waits_then_gives_up(tmp_path):
     finally:
         first.release()
     assert hostlock.HostLock("c", path=path, wait_s=0.3).acquire().release() is None
+
+
+def test_device_names_decode_and_shutdown_once():
+    fake = FakePynvml(n=2)
+    with gpu.Nvml(module=fake) as n:
+        assert n.names() == ["NVIDIA H200", "NVIDIA H200"]
+        assert [round(u) for u, _t, _f in n.memory()] == [10240, 10240]
+    assert fake.shutdowns == 1

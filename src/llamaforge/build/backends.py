@@ -85,16 +85,9 @@ class FlagOptions:
 
 def gpu_visible() -> bool:
     """True when an NVIDIA GPU is visible to this process (NVML), for CUDA ``native`` archs."""
-    try:
-        import pynvml
+    from ..gpu import device_count
 
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount() > 0
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return False
+    return device_count() > 0
 
 
 def _vulkan_library() -> str | None:

@@ -40,20 +40,9 @@ def vulkan_devices() -> list[dict[str, str]]:
 
 
 def nvidia_gpus() -> list[str]:
-    try:
-        import pynvml
+    from ..gpu import device_names
 
-        pynvml.nvmlInit()
-        try:
-            names = []
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                n = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                names.append(n.decode() if isinstance(n, bytes) else n)
-            return names
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return []
+    return device_names()
 
 
 def check(tc: Toolchain | None = None) -> list[BackendStatus]:
