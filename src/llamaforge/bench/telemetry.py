@@ -2,8 +2,8 @@
 
 GPU (NVML, per device): SM and memory clocks, power draw, temperature, utilisation, throttle
 reasons, and other processes computing on the GPU. Host: 1-minute load average, CPU frequency,
-and the CPU cores that processes *outside* the measured process tree used (system busy time minus
-the tree's own CPU time, per second of wall time) — the load average alone cannot tell the
+and the CPU cores that processes *outside* the measured process tree and llamaforge itself used
+(system busy time minus their own CPU time, per second of wall time) — the load average alone cannot tell the
 server's own threads from someone else's compile.
 
 :meth:`TelemetrySampler.summary` is what a point stores (``extra["telemetry"]``);
@@ -48,6 +48,7 @@ class TelemetrySampler:
         self.other_cores: list[float] = []
         self._last: tuple[float, float, dict[int, float]] | None = None   # (wall, system busy s, tree cpu s)
         self.n = 0
+        self._me = psutil.Process()
 
     def _busy(self) -> float:
         t = psutil.cpu_times()
@@ -62,7 +63,7 @@ class TelemetrySampler:
                 self.cpu_mhz.append(float(f.current))
         now, busy = time.monotonic(), self._busy()
         tree: dict[int, float] = {}
-        for p in procs:
+        for p in [*procs, self._me]:   # llamaforge itself (client, sampler) is not "someone else"
             with contextlib.suppress(psutil.Error):
                 c = p.cpu_times()
                 tree[p.pid] = c.user + c.system
