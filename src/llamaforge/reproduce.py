@@ -1,7 +1,7 @@
 """``llamaforge reproduce RUN``: re-measure a stored sweep's points and say whether they agree.
 
-The new run uses the stored plan (model, options, engine) and the very builds of the first run
-(by build key; external ``--bin-dir`` builds by their folder), is stored as a sweep with
+The new run uses the stored plan (model, options, engine, the same ``-fitt`` margins) and the very
+builds of the first run (by build key; external ``--bin-dir`` builds by their folder), is stored as a sweep with
 ``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point:
 
 * a metric (pp, tg) **agrees** when the two 95 % CIs of the median overlap, or when the medians
@@ -126,7 +126,8 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
         checks = [MetricCheck(m, summarize(_metric_values(a, m)), summarize(_metric_values(c, m))) for m in ("pp", "tg")]
         checks = [m for m in checks if m.a is not None and m.b is not None]
         status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
-        out.append(PointCheck(name, c.key, status, checks))
+        note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
+        out.append(PointCheck(name, c.key, status, checks, note))
     return Verdict(parent_id, child_id, out)
 
 
