@@ -38,23 +38,40 @@ def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
     t.add_column()
     lin = f.linear_attention_layers
     t.add_row("architecture", f.arch + ("  [dim](synthetic)[/]" if f.synthetic else ""))
+    swa = f.swa_layers
     t.add_row("layers", f"{f.n_layers}: {len(f.full_attention_layers)} full attention "
-              f"{_ranges(f.full_attention_layers)}" + (f", {len(lin)} linear attention" if lin else ""))
+              f"{_ranges(f.full_attention_layers)}" + (f", {len(lin)} linear attention" if lin else "")
+              + (f", {len(swa)} sliding-window ({f.sliding_window:,} tokens) {_ranges(swa)}" if swa else ""))
     t.add_row("attention", f"{f.n_head} heads, {f.n_head_kv} KV heads, head dim {f.head_dim}")
-    t.add_row("experts", f"{f.n_experts} ({f.n_experts_used} used per token)"
-              + (", + shared expert" if f.has_shared_expert else ""))
+    if f.is_moe:
+        t.add_row("experts", f"{f.n_experts} ({f.n_experts_used} used per token)"
+                  + (", + shared expert" if f.has_shared_expert else ""))
+    else:
+        t.add_row("experts", "none (dense)")
     t.add_row("vocab / native context", f"{f.vocab_size:,} / {f.n_ctx_train:,}")
+    if f.tied_embeddings:
+        t.add_row("embeddings", "tied: no output.weight, the token embedding is the output projection "
+                  "(read whole for every token)")
     t.add_row("params", f"{f.params_total / 1e9:.2f} B total, {f.params_active / 1e9:.2f} B active per token")
     t.add_row("file", f"{_gib(f.file_bytes)}{' (planned)' if f.file_bytes_estimated else ''}, "
               f"{f.tensor_count} tensors, {f.bpw:.2f} bpw")
     t.add_row("types", ", ".join(f"{k} ×{v} ({_gib(f.bytes_by_type[k])})" for k, v in
                                  sorted(f.types.items(), key=lambda kv: -f.bytes_by_type[kv[0]])))
     t.add_row("bytes by group", ", ".join(f"{k} {_gib(v)}" for k, v in f.bytes_by_group.items()))
-    t.add_row("KV cache", f"{f.kv_bytes_per_token_ctx:,} B per context token (f16)"
-              + (f"; recurrent state {f.recurrent_state_bytes / 2**20:.1f} MiB per sequence" if lin else ""))
+    kv = f"{f.kv_bytes_per_token_ctx:,} B per context token (f16)"
+    if swa:
+        kv = (f"{f.kv_bytes_per_token_ctx:,} B per context token in full-attention layers + "
+              f"{f.kv_bytes_per_token_swa:,} B per token in sliding-window layers (at most "
+              f"{f.sliding_window:,} + ubatch tokens); {f.kv_cache_bytes(ctx) / 2**20:,.1f} MiB at ctx {ctx:,} (f16)")
+    if lin:
+        kv += f"; recurrent state {f.recurrent_state_bytes / 2**20:.1f} MiB per sequence"
+    t.add_row("KV cache", kv)
     t.add_row("bytes read / token", f"{f.bytes_per_token(0) / 1e9:.3f} GB without KV; "
               f"{f.bytes_per_token(ctx) / 1e9:.3f} GB at ctx {ctx:,}")
-    t.add_row("-ncmoe range", f"{f.ncmoe_range[0]}..{f.ncmoe_range[1]}")
+    if f.is_moe:
+        t.add_row("-ncmoe range", f"{f.ncmoe_range[0]}..{f.ncmoe_range[1]}")
+    else:
+        t.add_row("-ncmoe range", f"not a MoE model (no experts to offload): sweep --ngl 0:{f.n_layers} instead")
     console.print(t)
 
 
@@ -74,8 +91,8 @@ def _ranges(xs: list[int]) -> str:
     "vocab_dir": "llama.cpp models/ folder with the vocab GGUFs (default: found under vendor/ or the cache)",
 })
 def info(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
-    """Show a model's facts: layers (full vs linear attention), experts, params, bytes by group and
-    type, bytes read per generated token (the roofline input) and the valid -ncmoe range."""
+    """Show a model's facts: layers (full, linear or sliding-window attention), experts, params, bytes by
+    group and type, bytes read per generated token (the roofline input) and the valid -ncmoe range."""
     if dry_run:
         if not model.startswith("synth:"):
             model = "synth:" + model

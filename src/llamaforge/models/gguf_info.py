@@ -8,9 +8,16 @@ per generated token* — from a plan, so ``model.info --dry-run`` works for a sy
 was never written.
 
 Bytes per generated token (the roofline for token generation, see MODELS.md): all non-expert
-weights except the token embedding (one row of it is read), plus ``experts_used / experts`` of
-the expert weights, plus the KV cache read at context ``ctx`` (f16 K and V of the full-attention
-layers), plus the recurrent state of linear-attention layers (f32 conv + SSM state, per sequence).
+weights except the token embedding (one row of it is read) — unless the embeddings are tied (no
+``output.weight``, e.g. Gemma): then the embedding matrix *is* the output projection and is read
+whole —, plus ``experts_used / experts`` of the expert weights, plus the KV cache read at context
+``ctx`` (f16 K and V of the full-attention layers; a sliding-window layer reads at most its window),
+plus the recurrent state of linear-attention layers (f32 conv + SSM state, per sequence).
+
+Sliding-window layers (Gemma 2/3, Cohere2, gpt-oss...) come from ``ARCH.attention.sliding_window``
+and ``ARCH.attention.sliding_window_pattern`` (a per-layer bool array, or N: every N-th layer is
+full attention), with llama.cpp's per-arch default pattern when the file has none (real Gemma 3
+GGUFs don't: 5 sliding-window layers, then 1 full).
 """
 
 from __future__ import annotations
@@ -30,6 +37,18 @@ from .gguf_read import parse_header
 from .plan import KV, ModelPlan, TensorPlan
 
 _BLK = re.compile(r"^blk\.(\d+)\.")
+
+#: llama.cpp's default sliding-window pattern per arch when the GGUF has no
+#: ``sliding_window_pattern``: (N, dense_first) — with dense_first, layers il % N == 0 are full;
+#: else il % N == N - 1 are (``llama_hparams::set_swa_pattern``; src/models/*.cpp at 0c1e570)
+SWA_DEFAULT_PATTERN: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gemma3": (6, False), "gemma-embedding": (6, False), "gemma3n": (5, False),
+    "cohere2": (4, False), "gpt-oss": (2, False), "exaone4": (4, False), "olmo2": (4, False),
+    "smallthinker": (4, True),
+}
+
+#: a KV cache of a sliding-window layer holds the window plus one ubatch (llama.cpp's default 512)
+DEFAULT_UBATCH = 512
 
 
 @dataclass
@@ -61,14 +80,33 @@ class ModelFacts:
     weight_bytes_per_token: int            # roofline input without KV cache / recurrent state
     kv_bytes_per_token_ctx: int            # f16 K+V bytes per context token (one sequence)
     recurrent_state_bytes: int             # per sequence, f32
-    ncmoe_range: tuple[int, int]
+    ncmoe_range: tuple[int, int]           # (0, 0) for a model without experts
     synthetic: bool = False
+    tied_embeddings: bool = False          # no output.weight: token_embd is also the output projection
+    sliding_window: int = 0                # tokens a sliding-window layer attends to (0: none)
+    swa_layers: list[int] = field(default_factory=list)
+    kv_bytes_per_token_swa: int = 0        # f16 K+V bytes per cached token of the sliding-window layers
     file_bytes_estimated: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)   # scalar metadata (arrays summarised)
 
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    def kv_tokens_read(self, ctx: int) -> int:
+        """Tokens of KV a sliding-window layer reads at context ``ctx``."""
+        return min(max(0, ctx), self.sliding_window) if self.sliding_window else max(0, ctx)
+
     def bytes_per_token(self, ctx: int = 0) -> int:
         """Bytes read per generated token at context ``ctx`` (0: weights + recurrent state only)."""
-        return self.weight_bytes_per_token + self.recurrent_state_bytes + self.kv_bytes_per_token_ctx * max(0, ctx)
+        return (self.weight_bytes_per_token + self.recurrent_state_bytes + self.kv_bytes_per_token_ctx * max(0, ctx)
+                + self.kv_bytes_per_token_swa * self.kv_tokens_read(ctx))
+
+    def kv_cache_bytes(self, ctx: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
+        """f16 KV cache of one sequence at context ``ctx``: full-attention layers hold ``ctx`` tokens,
+        sliding-window layers at most window + one ubatch (llama.cpp's ``llama_kv_cache_iswa``)."""
+        swa_tokens = min(max(0, ctx), self.sliding_window + n_ubatch) if self.sliding_window else max(0, ctx)
+        return self.kv_bytes_per_token_ctx * max(0, ctx) + self.kv_bytes_per_token_swa * swa_tokens
 
     @property
     def bpw(self) -> float:
@@ -143,6 +181,8 @@ def tensor_group(name: str, linear_layer: bool = False) -> str:
         return "norms"
     if "attn_" in name:
         return "attention"
+    if name.startswith("blk.") and "ffn_" in name:
+        return "ffn"
     return "other"
 
 
@@ -210,6 +250,10 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     full = sorted(i for i, ns in layer_tensors.items() if i < trunk and i not in linear
                   and any(re.search(r"\.attn_(q|k|v|qkv)\.", x) for x in ns))
 
+    swa, n_swa = _swa_layers(arch, md, get, n_layers)
+    swa = [i for i in swa if i in full]
+    full = [i for i in full if i not in set(swa)]
+
     n_experts = _as_int(get("expert_count"))
     n_used = _as_int(get("expert_used_count"))
     n_embd = _as_int(get("embedding_length"))
@@ -237,15 +281,20 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
             params_expert += t.n_elements
             bytes_expert += t.nbytes
     frac = (n_used / n_experts) if n_experts else 1.0
-    embd_params = embd.n_elements if embd else 0
-    embd_bytes = embd.nbytes if embd else 0
-    row = (embd_bytes // vocab) if (embd and vocab) else 0
+    tied = embd is not None and "output.weight" not in names
+    # tied: the embedding is the output projection, read whole for every token (+ the input row)
+    embd_params = embd.n_elements if embd and not tied else 0
+    embd_bytes = embd.nbytes if embd and not tied else 0
+    row = (embd.nbytes // vocab) if (embd and vocab) else 0
     nonexp_params = params_total - params_expert
     nonexp_bytes = sum(by_type.values()) - bytes_expert
     params_active = nonexp_params - embd_params + round(params_expert * frac)
     weight_bytes = nonexp_bytes - embd_bytes + row + round(bytes_expert * frac)
 
     kv_per_ctx = len(full) * (head_k + head_v) * n_head_kv * 2
+    head_k_swa = _as_int(get("attention.key_length_swa"), head_k)
+    head_v_swa = _as_int(get("attention.value_length_swa"), head_v)
+    kv_swa = len(swa) * (head_k_swa + head_v_swa) * n_head_kv * 2
     recurrent = 0
     if linear:
         d_conv = _as_int(get("ssm.conv_kernel"))
@@ -272,9 +321,32 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
         head_dim=head_k, file_bytes=file_bytes, tensor_count=len(plan.tensors), params_total=params_total,
         params_active=params_active, bytes_by_group=dict(sorted(by_group.items(), key=lambda kv: -kv[1])),
         types=types, bytes_by_type=by_type, weight_bytes_per_token=weight_bytes,
-        kv_bytes_per_token_ctx=kv_per_ctx, recurrent_state_bytes=recurrent, ncmoe_range=(0, trunk),
+        kv_bytes_per_token_ctx=kv_per_ctx, recurrent_state_bytes=recurrent,
+        ncmoe_range=(0, trunk if n_experts else 0),
         synthetic=bool(md.get("llamaforge.synthetic", False)), file_bytes_estimated=estimated,
-        metadata=_scalar_meta(plan.kv))
+        metadata=_scalar_meta(plan.kv), tied_embeddings=tied, sliding_window=n_swa if swa else 0, swa_layers=swa,
+        kv_bytes_per_token_swa=kv_swa)
+
+
+def _swa_layers(arch: str, md: dict[str, Any], get: Any, n_layers: int) -> tuple[list[int], int]:
+    """(sliding-window layers, window) from the metadata, as llama.cpp decides them."""
+    n_swa = _as_int(get("attention.sliding_window"), 0)
+    if n_swa <= 0:
+        return [], 0
+    pattern = get("attention.sliding_window_pattern")
+    if isinstance(pattern, list) and pattern:
+        return [i for i, v in enumerate(pattern[:n_layers]) if v], n_swa
+    if pattern is not None and not isinstance(pattern, list):
+        n, dense_first = int(pattern), SWA_DEFAULT_PATTERN.get(arch, (0, False))[1]
+    elif arch in SWA_DEFAULT_PATTERN:
+        n, dense_first = SWA_DEFAULT_PATTERN[arch]
+    else:
+        return [], n_swa  # a window without a known pattern: every layer counted as full attention
+    if n == 0:
+        return list(range(n_layers)), n_swa
+    if dense_first:
+        return [i for i in range(n_layers) if i % n != 0], n_swa
+    return [i for i in range(n_layers) if i % n < n - 1], n_swa
 
 
 def model_facts(path: Path) -> ModelFacts:

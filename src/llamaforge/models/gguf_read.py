@@ -24,6 +24,7 @@ _SCALAR = {VT.UINT8: ("<B", 1), VT.INT8: ("<b", 1), VT.UINT16: ("<H", 2), VT.INT
            VT.UINT64: ("<Q", 8), VT.INT64: ("<q", 8), VT.FLOAT64: ("<d", 8)}
 _NP = {VT.UINT8: "<u1", VT.INT8: "<i1", VT.UINT16: "<u2", VT.INT16: "<i2", VT.UINT32: "<u4", VT.INT32: "<i4",
        VT.FLOAT32: "<f4", VT.BOOL: "?", VT.UINT64: "<u8", VT.INT64: "<i8", VT.FLOAT64: "<f8"}
+SMALL_ARRAY = 4096   # numeric metadata arrays up to this length are read even without keep_arrays
 
 
 @dataclass
@@ -92,7 +93,10 @@ class _Buf:
                 raise ModelError("nested metadata arrays are not supported", "use a file without nested arrays")
             _, size = _SCALAR[sub]
             raw = self.take(n * size)
-            return (np.frombuffer(raw, dtype=_NP[sub]).tolist() if keep_arrays else [None] * n), sub
+            # small numeric arrays (per-layer patterns, rope sections) are always kept; large ones
+            # (token scores and types) only with keep_arrays
+            keep = keep_arrays or n <= SMALL_ARRAY
+            return (np.frombuffer(raw, dtype=_NP[sub]).tolist() if keep else [None] * n), sub
         return self.scalar(vt), None
 
 

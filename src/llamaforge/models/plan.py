@@ -76,8 +76,28 @@ def _pad(n: int, align: int) -> int:
 # ------------------------------------------------------------------------------------ synthetic
 
 
+def _gemma3_tensor_names(s: Shape) -> list[tuple[str, tuple[int, ...]]]:
+    """gemma3 (llama.cpp ``src/models/gemma3.cpp``): dense FFN, pre- and post-norms, Q/K norms."""
+    e, v, hd = s.n_embd, s.vocab_size, s.head_dim
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (e, v))]
+    for i in range(s.n_layers):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s.n_head * hd)),
+                (b + "attn_k.weight", (e, s.n_head_kv * hd)), (b + "attn_v.weight", (e, s.n_head_kv * hd)),
+                (b + "attn_output.weight", (s.n_head * hd, e)), (b + "attn_q_norm.weight", (hd,)),
+                (b + "attn_k_norm.weight", (hd,)), (b + "post_attention_norm.weight", (e,)),
+                (b + "ffn_norm.weight", (e,)), (b + "ffn_gate.weight", (e, s.n_ff)), (b + "ffn_up.weight", (e, s.n_ff)),
+                (b + "ffn_down.weight", (s.n_ff, e)), (b + "post_ffw_norm.weight", (e,))]
+    out.append(("output_norm.weight", (e,)))
+    if not s.tied_embeddings:
+        out.append(("output.weight", (e, v)))
+    return out
+
+
 def _tensor_names(s: Shape) -> list[tuple[str, tuple[int, ...]]]:
     """(name, ggml shape) of every tensor, in the order llama.cpp's converter writes them."""
+    if s.arch == "gemma3":
+        return _gemma3_tensor_names(s)
     e, v = s.n_embd, s.vocab_size
     out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (e, v))]
     qwen35 = s.arch == "qwen35moe"
@@ -109,7 +129,9 @@ def _tensor_names(s: Shape) -> list[tuple[str, tuple[int, ...]]]:
             layer += [(b + "ffn_gate_inp_shexp.weight", (e,)), (b + "ffn_gate_shexp.weight", (e, f)),
                       (b + "ffn_up_shexp.weight", (e, f)), (b + "ffn_down_shexp.weight", (f, e))]
         out += layer
-    out += [("output_norm.weight", (e,)), ("output.weight", (e, v))]
+    out += [("output_norm.weight", (e,))]
+    if not s.tied_embeddings:
+        out.append(("output.weight", (e, v)))
     return out
 
 
@@ -152,10 +174,17 @@ def synth_kv(s: Shape, mix: Mix, *, seed: int, preset: str) -> list[KV]:
            KV(f"{a}.attention.key_length", s.head_dim, VT.UINT32),
            KV(f"{a}.attention.value_length", s.head_dim, VT.UINT32),
            KV(f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps, VT.FLOAT32),
-           KV(f"{a}.rope.freq_base", s.rope_theta, VT.FLOAT32),
-           KV(f"{a}.expert_count", s.n_experts, VT.UINT32),
-           KV(f"{a}.expert_used_count", s.n_experts_used, VT.UINT32),
-           KV(f"{a}.expert_feed_forward_length", s.n_ff_exp, VT.UINT32)]
+           KV(f"{a}.rope.freq_base", s.rope_theta, VT.FLOAT32)]
+    if s.is_moe:
+        kv += [KV(f"{a}.expert_count", s.n_experts, VT.UINT32),
+               KV(f"{a}.expert_used_count", s.n_experts_used, VT.UINT32),
+               KV(f"{a}.expert_feed_forward_length", s.n_ff_exp, VT.UINT32)]
+    if s.sliding_window:
+        kv.append(KV(f"{a}.attention.sliding_window", s.sliding_window, VT.UINT32))
+        if s.sliding_window_pattern:
+            kv.append(KV(f"{a}.attention.sliding_window_pattern", s.sliding_window_pattern, VT.UINT32))
+        if s.rope_theta_swa:
+            kv.append(KV(f"{a}.rope.freq_base_swa", s.rope_theta_swa, VT.FLOAT32))
     if s.rope_dims:
         kv.append(KV(f"{a}.rope.dimension_count", s.rope_dims, VT.UINT32))
     if s.rope_sections:
@@ -182,7 +211,14 @@ def plan_synthetic(s: Shape, mix: Mix, *, type_overrides: tuple[tuple[str, Q], .
     """The full plan of a synthetic model of shape ``s`` quantised with ``mix``."""
     tensors = []
     for name, shape in _tensor_names(s):
-        t, note = choose_type(name, shape, mix, type_overrides)
+        if name == "token_embd.weight" and s.tied_embeddings:
+            # like llama-quantize: a tied embedding is the output projection and gets the output's type
+            t, note = choose_type("output.weight", shape, mix, type_overrides)
+            note = f"tied embedding, typed as output ({note})"
+            if any(re.search(p, name) for p, _ in type_overrides):
+                t, note = choose_type(name, shape, mix, type_overrides)
+        else:
+            t, note = choose_type(name, shape, mix, type_overrides)
         tensors.append(TensorPlan(name, shape, t, note))
     for pattern, _ in type_overrides:
         if not any(re.search(pattern, t.name) for t in tensors):

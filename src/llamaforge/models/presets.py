@@ -18,12 +18,14 @@ from gguf import GGMLQuantizationType as Q
 from ..errors import ModelError
 from .quants import parse_type
 
-ARCHS = ("qwen35moe", "qwen3moe")
+ARCHS = ("qwen35moe", "qwen3moe", "gemma3")
+DENSE_ARCHS = ("gemma3",)
 
 
 @dataclass(frozen=True)
 class Shape:
-    """Hyper-parameters of a Qwen3-style MoE (``qwen35moe`` hybrid or plain ``qwen3moe``)."""
+    """Hyper-parameters of a Qwen3-style MoE (``qwen35moe`` hybrid or plain ``qwen3moe``) or of a
+    dense ``gemma3`` (``n_experts = 0``, FFN length ``n_ff``, sliding-window layers, tied embeddings)."""
 
     arch: str
     name: str
@@ -38,7 +40,7 @@ class Shape:
     n_experts_used: int
     n_ff_exp: int
     n_ff_shexp: int = 0                 # 0: no shared expert
-    n_ff: int = 0                       # dense FFN length (metadata only, qwen3moe)
+    n_ff: int = 0                       # dense FFN length (gemma3; metadata only for qwen3moe)
     rope_theta: float = 1e6
     rope_dims: int = 0                  # 0: head_dim
     rope_sections: tuple[int, ...] = ()
@@ -50,6 +52,15 @@ class Shape:
     ssm_group_count: int = 0            # key heads
     ssm_time_step_rank: int = 0         # value heads
     vocab_file: str = "ggml-vocab-qwen2.gguf"
+    # gemma3: sliding-window attention (llama.cpp's default pattern: 5 SWA layers, then 1 full)
+    sliding_window: int = 0             # 0: no sliding-window layers
+    sliding_window_pattern: int = 0     # written only when non-zero (else llama.cpp's arch default)
+    rope_theta_swa: float = 0.0
+    tied_embeddings: bool = False       # no output.weight: the token embedding is the output projection
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
 
     @property
     def ssm_inner_size(self) -> int:
@@ -68,9 +79,15 @@ class Shape:
         bad = [f.name for f in dataclasses.fields(self)
                if isinstance(getattr(self, f.name), int) and not isinstance(getattr(self, f.name), bool)
                and getattr(self, f.name) < 0]
-        if bad or self.n_layers < 1 or self.n_embd < 1 or self.n_experts < 1 or self.n_ff_exp < 1:
+        dense = self.arch in DENSE_ARCHS
+        if bad or self.n_layers < 1 or self.n_embd < 1 or (not dense and (self.n_experts < 1 or self.n_ff_exp < 1)):
             raise ModelError(f"preset {self.name!r}: sizes must be positive ({', '.join(bad) or 'layers/embd/experts/ffn'})",
                              "give positive values for --layers, --experts, --n-embd, --n-ff-exp")
+        if dense:
+            if self.n_experts or self.n_ff < 1:
+                raise ModelError(f"preset {self.name!r} is a dense {self.arch} model: it takes no experts",
+                                 "drop --experts/--experts-used/--n-ff-exp for this preset")
+            return
         if not 1 <= self.n_experts_used <= self.n_experts:
             raise ModelError(f"preset {self.name!r}: experts used ({self.n_experts_used}) must be 1..{self.n_experts}",
                              "lower --experts-used or raise --experts")
@@ -103,12 +120,28 @@ TINY_QWEN3MOE = dataclasses.replace(
     QWEN3_30B_A3B, name="tiny-qwen3moe", n_layers=8, n_embd=256, n_ctx_train=4096, n_head=4, n_head_kv=2,
     head_dim=64, n_experts=8, n_experts_used=2, n_ff_exp=256, n_ff=512)
 
-PRESETS: dict[str, Shape] = {s.name: s for s in (QWEN36_35B_A3B, QWEN3_30B_A3B, TINY_QWEN35MOE, TINY_QWEN3MOE)}
+#: Gemma 3 270M (google/gemma-3-270m): dense, 18 layers of which every 6th is full attention and the
+#: rest see a 512-token sliding window, tied embeddings (262,144-token vocab: Gemma 4's tokenizer
+#: file has the same size).
+GEMMA3_270M = Shape(
+    arch="gemma3", name="gemma3-270m", n_layers=18, n_embd=640, vocab_size=262_144, n_ctx_train=32_768,
+    n_head=4, n_head_kv=1, head_dim=256, n_experts=0, n_experts_used=0, n_ff_exp=0, n_ff=2048,
+    rope_theta=1e6, rms_eps=1e-6, sliding_window=512, rope_theta_swa=1e4, tied_embeddings=True,
+    vocab_file="ggml-vocab-gemma-4.gguf")
+
+#: a tiny gemma3 for tests: 8 layers (full attention at layer 5), a 128-token window, the qwen2 tokenizer
+TINY_GEMMA3 = dataclasses.replace(
+    GEMMA3_270M, name="tiny-gemma3", n_layers=8, n_embd=256, vocab_size=151_936, n_ctx_train=4096,
+    head_dim=64, n_ff=512, sliding_window=128, vocab_file="ggml-vocab-qwen2.gguf")
+
+PRESETS: dict[str, Shape] = {s.name: s for s in (QWEN36_35B_A3B, QWEN3_30B_A3B, TINY_QWEN35MOE, TINY_QWEN3MOE,
+                                                 GEMMA3_270M, TINY_GEMMA3)}
 
 #: override name (CLI) -> Shape field
 OVERRIDES = {"layers": "n_layers", "experts": "n_experts", "experts_used": "n_experts_used",
              "n_embd": "n_embd", "n_ff_exp": "n_ff_exp", "n_ff_shexp": "n_ff_shexp", "vocab": "vocab_size",
-             "ctx": "n_ctx_train", "heads": "n_head", "kv_heads": "n_head_kv", "head_dim": "head_dim"}
+             "ctx": "n_ctx_train", "heads": "n_head", "kv_heads": "n_head_kv", "head_dim": "head_dim",
+             "n_ff": "n_ff", "sliding_window": "sliding_window"}
 
 
 def get_preset(name: str, overrides: dict[str, int] | None = None) -> Shape:
