@@ -219,9 +219,17 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
     return out
 
 
-def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int | None = None) -> list[PointSpec]:
-    """The cross product of the ``-ncmoe`` values and (optionally) ``-ngl`` values."""
+def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int | None = None,
+                n_experts: int | None = None, model: str = "the model") -> list[PointSpec]:
+    """The cross product of the ``-ncmoe`` values and (optionally) ``-ngl`` values.
+
+    ``n_experts == 0`` (a dense model) allows only ``-ncmoe 0``: there are no experts to offload,
+    so the layer split is swept with ``--ngl`` instead. ``None``: not known, not checked."""
     ncm = parse_int_list(ncmoe, what="--ncmoe", upper=n_layers)
+    if n_experts == 0 and ncm != [0]:
+        top = f"0:{n_layers}" if n_layers else "0:N"
+        raise BenchError(f"{model} is not a MoE model (no experts), so --ncmoe {ncmoe} has nothing to offload",
+                         f"sweep the layers on the GPU with --ngl instead, e.g. --ngl {top} (leave --ncmoe at 0)")
     if ngl is None or str(ngl).strip() == "":
         ngls = [-1]
     else:

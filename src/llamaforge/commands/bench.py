@@ -14,8 +14,8 @@ _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., URL)",
     "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
     "pins": "comma-separated pins or commits (default: the default pin)",
-    "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0)",
-    "ngl": "optional -ngl sweep, same syntax (default: all layers)",
+    "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0)",
+    "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model",
     "repeats": "measured requests per point after one discarded warm-up (default 3)",
     "engine": "server (default: llama-server, fitted context, warm-up), llama-bench, or both (the server, then "
               "llama-bench at the same point with -d = the prompt: a cross-check; the summary uses the server)",
@@ -66,7 +66,9 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     model_path = resolve_model(model, p).resolve()
     facts = read_facts(model_path)
     n_layers = facts.get("n_layers")
-    points = make_points(ncmoe, ngl, n_layers=n_layers)
+    n_experts = facts.get("n_experts")
+    points = make_points(ncmoe, ngl, n_layers=n_layers, n_experts=int(n_experts) if n_experts is not None else None,
+                         model=model)
     return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
                 pins=pin_names, engine=engine, repeats=int(repeats), prompt_tokens=int(prompt_tokens),
                 n_predict=int(n_predict),
@@ -163,9 +165,11 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     pin_list = csv_list(pins, what="pin") if pins else [None]
     from ..bench.plan import read_facts, resolve_model
 
-    n_layers = read_facts(resolve_model(model, p)).get("n_layers")
+    facts = read_facts(resolve_model(model, p))
+    n_layers = facts.get("n_layers")
+    default_ncmoe = f"0:{n_layers or 0}" if facts.get("n_experts") else "0"   # a dense model: only ncmoe 0
     plan = _plan_from_options(p, model=model, backends=backend_list, pin_names=[x or "default" for x in pin_list],
-                              ncmoe=ncmoe or f"0:{n_layers or 0}", ngl=ngl, repeats=1, engine="server",
+                              ncmoe=ncmoe or default_ncmoe, ngl=ngl, repeats=1, engine="server",
                               prompt_tokens=2500, n_predict=128, vram_budget=vram_budget, fitt=fitt, extra=None,
                               threads=threads, depths=None, load_timeout=600, request_timeout=900)
     builds = _builds(p, backend_list, pin_list, bin_dir)

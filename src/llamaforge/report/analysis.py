@@ -1,7 +1,7 @@
 """Sweet spots, anomalies and the roofline: pure functions of :class:`~.data.Row` lists.
 
-* :func:`first_native` — the smallest offload (lowest ``ncmoe``) whose fitted context reaches the
-  model's native context.
+* :func:`first_native` — the smallest offload (lowest ``ncmoe``; on an ngl axis the most layers on
+  the device) whose fitted context reaches the model's native context.
 * :func:`pareto_front` — points not beaten on both context and speed by another point.
 * :func:`anomalies` — points that are significantly faster than their nearest neighbour with MORE
   layers on the GPU (lower ``ncmoe``), like the seed's Vulkan N=12 beating N=11. Each anomaly names
@@ -27,7 +27,7 @@ def first_native(rows: Sequence[Row], native: int | None) -> Row | None:
     if not native:
         return None
     hits = [r for r in rows if r.ok and r.n_ctx is not None and r.n_ctx >= native]
-    return min(hits, key=lambda r: (r.ncmoe, r.ngl)) if hits else None
+    return min(hits, key=lambda r: (r.offload, r.other)) if hits else None
 
 
 def best_at_native(rows: Sequence[Row], native: int | None, metric: str = "tg") -> Row | None:
@@ -35,7 +35,7 @@ def best_at_native(rows: Sequence[Row], native: int | None, metric: str = "tg") 
     if not native:
         return None
     hits = [r for r in rows if r.ok and r.n_ctx is not None and r.n_ctx >= native and r.median(metric) is not None]
-    return max(hits, key=lambda r: (r.median(metric), -r.ncmoe)) if hits else None
+    return max(hits, key=lambda r: (r.median(metric), -r.offload)) if hits else None
 
 
 def pareto_front(rows: Sequence[Row], metric: str = "tg") -> list[Row]:
@@ -56,12 +56,12 @@ def pareto_front(rows: Sequence[Row], metric: str = "tg") -> list[Row]:
             if oc >= rc and om >= rm and (oc > rc or om > rm):  # type: ignore[operator]
                 dominated = True
                 break
-            if oc == rc and om == rm and o.ncmoe < r.ncmoe:
+            if oc == rc and om == rm and o.offload < r.offload:
                 dominated = True
                 break
         if not dominated:
             front.append(r)
-    return sorted(front, key=lambda r: (r.n_ctx, r.ncmoe))
+    return sorted(front, key=lambda r: (r.n_ctx, r.offload))
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def moved_layers(lo: int, hi: int) -> range:
 
 def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers: Sequence[int] = (),
               metrics: Sequence[str] = ("tg", "pp")) -> list[Anomaly]:
-    """Rows significantly faster than the nearest ok row with a lower ncmoe (same series, same ngl).
+    """Rows significantly faster than the nearest ok row with more on the device: a lower ncmoe (same
+    series, same ngl), or on an ngl axis a higher ngl (same ncmoe).
 
     Significance: Mann–Whitney U (p < 0.05) plus a gain of at least ``min_effect``; a point
     measured once can never be flagged.
@@ -96,19 +97,20 @@ def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers
     by_series: dict[tuple[str, int], list[Row]] = {}
     for r in rows:
         if r.ok:
-            by_series.setdefault((r.series, r.ngl), []).append(r)
+            by_series.setdefault((r.series, r.other), []).append(r)
     for group in by_series.values():
-        group = sorted(group, key=lambda r: r.ncmoe)
+        group = sorted(group, key=lambda r: r.offload)
         for metric in metrics:
             have = [r for r in group if r.values(metric)]
             for prev, cur in zip(have, have[1:], strict=False):
-                if cur.ncmoe <= prev.ncmoe:
+                if cur.offload <= prev.offload:
                     continue
                 c = compare(prev.values(metric), cur.values(metric), min_effect=min_effect)
                 if c is not None and c.significant and c.ratio > 1:
-                    moved = tuple(layer for layer in moved_layers(prev.ncmoe, cur.ncmoe) if layer in fal)
+                    moved = (tuple(layer for layer in moved_layers(prev.ncmoe, cur.ncmoe) if layer in fal)
+                             if cur.axis == "ncmoe" else ())
                     out.append(Anomaly(cur, prev, metric, c, moved))
-    return sorted(out, key=lambda a: (a.row.series, a.metric, a.row.ncmoe))
+    return sorted(out, key=lambda a: (a.row.series, a.metric, a.row.offload))
 
 
 @dataclass(frozen=True)
@@ -139,13 +141,20 @@ def base_bytes_per_token(facts: dict) -> float | None:
 
 
 def bytes_per_token(facts: dict, context_used: float) -> float | None:
-    """Bytes read per generated token: weights read per token + the KV cache read at this context."""
+    """Bytes read per generated token: weights read per token + the KV cache read at this context
+    (sliding-window layers: at most their window)."""
     base = base_bytes_per_token(facts)
     if base is None:
         return None
     kv = facts.get("kv_bytes_per_token_ctx")
     kv = kv if isinstance(kv, int | float) else 0.0
-    return float(base) + float(kv) * context_used
+    # sliding-window layers read at most their window of KV (ModelFacts.bytes_per_token)
+    swa, window = facts.get("kv_bytes_per_token_swa"), facts.get("sliding_window")
+    swa_read = 0.0
+    if isinstance(swa, int | float) and swa > 0:
+        swa_read = float(swa) * (min(context_used, float(window)) if isinstance(window, int | float) and window > 0
+                                 else context_used)
+    return float(base) + float(kv) * context_used + swa_read
 
 
 def bench_context(test: str) -> float | None:

@@ -84,10 +84,33 @@ class Row:
     rss_file_mib: float | None = None  # peak file-backed resident host memory (RssFile: mmapped model, libs)
     telemetry: dict | None = None      # bench.telemetry summary
     busy: dict | None = None           # what --allow-busy let through
+    axis: str = "ncmoe"                # the run's sweep axis: ncmoe, or ngl (a layer sweep, e.g. a dense model)
+    ngl_all: int | None = None         # where ngl = -1 (all layers) sits on an ngl axis: n_layers + 1
 
     def __post_init__(self) -> None:  # summaries are computed once: build a new Row to change samples
         self.pp_s: Summary | None = summarize(self.pp)
         self.tg_s: Summary | None = summarize(self.tg)
+
+    @property
+    def x(self) -> int:
+        """The point's position on the run's axis (ngl = -1, all layers, sits at ``ngl_all``)."""
+        if self.axis != "ngl":
+            return self.ncmoe
+        return self.ngl if self.ngl >= 0 else (self.ngl_all if self.ngl_all is not None else 999)
+
+    @property
+    def x_label(self) -> str:
+        return "all" if self.axis == "ngl" and self.ngl < 0 else str(self.x)
+
+    @property
+    def offload(self) -> int:
+        """Grows as more of the model leaves the device: ncmoe, or minus the layers on the GPU."""
+        return -self.x if self.axis == "ngl" else self.ncmoe
+
+    @property
+    def other(self) -> int:
+        """The coordinate that is not the axis (points are only compared along the axis at equal ``other``)."""
+        return self.ncmoe if self.axis == "ngl" else self.ngl
 
     def summary(self, metric: str) -> Summary | None:
         """``metric`` is ``pp`` or ``tg``."""
@@ -124,6 +147,17 @@ class Series:
         return backend_rank(self.backend)
 
 
+AXIS_LABELS = {"ncmoe": "ncmoe (layers whose MoE experts run on the CPU)",
+               "ngl": "ngl (layers on the device; 'all' = every layer and the output)"}
+
+
+def sweep_axis(points: list[Point]) -> str:
+    """``ngl`` when the points vary only in -ngl (a layer sweep, the one a dense model has), else ``ncmoe``."""
+    if len({p.ncmoe for p in points}) == 1 and len({p.ngl for p in points}) > 1:
+        return "ngl"
+    return "ncmoe"
+
+
 @dataclass
 class ReportData:
     run: Run
@@ -134,6 +168,11 @@ class ReportData:
     full_attn_layers: list[int]
     probes: list[Probe]
     reproductions: list[dict] = field(default_factory=list)   # reproduce.Verdict.to_dict(), this run as either side
+    axis: str = "ncmoe"
+
+    @property
+    def axis_label(self) -> str:
+        return AXIS_LABELS.get(self.axis, self.axis)
 
     @property
     def env(self) -> dict:
@@ -233,7 +272,7 @@ def pick_test(p: Point, metric: str) -> str | None:
     return max(prefixed, key=lambda t: (_test_size(t), t))
 
 
-def _row(p: Point, series: str) -> Row:
+def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None) -> Row:
     gpu, host = split_breakdown(p.mem_breakdown)
     pp_test, tg_test = pick_test(p, "pp"), pick_test(p, "tg")
     vram = p.vram_used_mib if p.vram_used_mib is not None else p.vram_self_mib
@@ -246,7 +285,8 @@ def _row(p: Point, series: str) -> Row:
                failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
                vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
                prompt_tokens=p.prompt_tokens, n_predict=p.n_predict,
-               command=shlex.join(p.command) if p.command else None, point=p, pp_test=pp_test, tg_test=tg_test)
+               command=shlex.join(p.command) if p.command else None, point=p, pp_test=pp_test, tg_test=tg_test,
+               axis=axis, ngl_all=ngl_all)
 
 
 def _label_order(label: str) -> tuple:
@@ -291,19 +331,20 @@ def load(store: Store, run_id: str) -> ReportData:
             name += "'"
         names.append(name)
 
-    series = []
-    for k, name in zip(keys, names, strict=True):
-        pts = sorted(groups[k], key=lambda p: (p.ncmoe, p.ngl))
-        series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]),
-                             rows=[_row(p, name) for p in pts]))
-
     model = run.plan.get("model") if isinstance(run.plan, dict) else None
     facts = (model or {}).get("facts") or {}
+    axis = sweep_axis(points)
+    n_layers = facts.get("n_layers")
+    ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
+    series = []
+    for k, name in zip(keys, names, strict=True):
+        rows = sorted((_row(p, name, axis, ngl_all) for p in groups[k]), key=lambda r: (r.ncmoe, r.x, r.ngl))
+        series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]), rows=rows))
     native = facts.get("n_ctx_train")
     if not isinstance(native, int):
         native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
     return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
-                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id),
+                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id), axis=axis,
                       reproductions=_reproductions(store, run))
 
 

@@ -1,4 +1,5 @@
-"""PNG plots of a run against ncmoe (matplotlib, Agg; one file each, every series overlaid).
+"""PNG plots of a run against its sweep axis — ncmoe, or ngl for a layer sweep such as a dense
+model's (matplotlib, Agg; one file each, every series overlaid).
 
 * ``context.png``  fitted context (native context as a horizontal line)
 * ``pp.png`` / ``tg.png``  prompt / generation t/s, error bars = IQR of the measured requests
@@ -60,13 +61,19 @@ def _styles(series: list[Series]) -> dict[str, tuple[str, str]]:
 
 
 def _mark_full_attn(ax: Axes, data: ReportData) -> bool:
-    """Fix the ncmoe axis to every point's range (failed ones too) and mark full-attention layers."""
-    xs = [r.ncmoe for r in data.all_rows]
+    """Fix the x axis to every point's range (failed ones too) and, on an ncmoe axis, mark full-attention
+    layers (on an ngl axis the tick of ngl = -1 reads 'all')."""
+    xs = [r.x for r in data.all_rows]
     if not xs:
         return False
     lo, hi = min(xs), max(xs)
     ax.set_xlim(lo - 0.5, hi + 0.5)
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.set_xlabel(data.axis_label)
+    if data.axis != "ncmoe":
+        labels = {r.x: r.x_label for r in data.all_rows}
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: labels.get(int(v), f"{v:.0f}")))
+        return False
     drawn = False
     for layer in data.full_attn_layers:
         x = layer + 1
@@ -82,13 +89,12 @@ def _failed(ax: Axes, s: Series, color: str) -> bool:
     bad = s.failed_rows
     if bad:
         tr = blended_transform_factory(ax.transData, ax.transAxes)
-        ax.scatter([r.ncmoe for r in bad], [0.03] * len(bad), marker="x", s=60, color=color, transform=tr,
+        ax.scatter([r.x for r in bad], [0.03] * len(bad), marker="x", s=60, color=color, transform=tr,
                    clip_on=False, zorder=5, linewidths=2)
     return bool(bad)
 
 
 def _finish(ax: Axes, fig: plt.Figure, path: Path, extra: list[Line2D], title: str, ylabel: str) -> None:
-    ax.set_xlabel("ncmoe (layers whose MoE experts run on the CPU)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, pad=14)
     ax.grid(True, alpha=0.3)
@@ -119,7 +125,7 @@ def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: s
             med = [r.summary(metric).median for r in rows]  # type: ignore[union-attr]
             lo = [m - r.summary(metric).q1 for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
             hi = [r.summary(metric).q3 - m for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
-            ax.errorbar([r.ncmoe for r in rows], med, yerr=[lo, hi], color=color, marker=marker, ms=4,
+            ax.errorbar([r.x for r in rows], med, yerr=[lo, hi], color=color, marker=marker, ms=4,
                         capsize=3, lw=1.5, label=s.name)
         failed |= _failed(ax, s, color)
     ax.set_ylim(bottom=0)
@@ -135,7 +141,7 @@ def _context_plot(data: ReportData, path: Path) -> None:
         color, marker = styles[s.name]
         rows = [r for r in s.ok_rows if r.n_ctx is not None]
         if rows:
-            ax.plot([r.ncmoe for r in rows], [r.n_ctx for r in rows], color=color, marker=marker, ms=4, lw=1.5,
+            ax.plot([r.x for r in rows], [r.n_ctx for r in rows], color=color, marker=marker, ms=4, lw=1.5,
                     label=s.name)
         failed |= _failed(ax, s, color)
     if data.native_ctx:
@@ -159,12 +165,12 @@ def _memory_plot(data: ReportData, path: Path) -> None:
         rows = [r for r in s.ok_rows if total(r) is not None]
         if not rows:
             return False
-        ax.plot([r.ncmoe for r in rows], [total(r) for r in rows], color=color, marker=marker, ms=4, lw=1.8,
+        ax.plot([r.x for r in rows], [total(r) for r in rows], color=color, marker=marker, ms=4, lw=1.8,
                 label=s.name)
         with_split = [r for r in s.ok_rows if split(r) is not None]
         for part, ls in PART_STYLES.items():
             if with_split:
-                ax.plot([r.ncmoe for r in with_split], [getattr(split(r), part) for r in with_split],
+                ax.plot([r.x for r in with_split], [getattr(split(r), part) for r in with_split],
                         color=color, ls=ls, lw=1, alpha=0.8)
         return bool(with_split)
 
@@ -185,7 +191,6 @@ def _memory_plot(data: ReportData, path: Path) -> None:
         fa = _mark_full_attn(ax, data)
         if not ax.lines:
             ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", color="#777777")
-        ax.set_xlabel("ncmoe (layers whose MoE experts run on the CPU)")
         ax.set_ylabel(ylabel)
         ax.set_title(title, pad=14)
         ax.grid(True, alpha=0.3)
@@ -206,7 +211,7 @@ def _host_split(ax: Axes, s: Series, color: str) -> bool:
         rows = [r for r in s.ok_rows if getattr(r, attr) is not None]
         if rows:
             m, lw, a = HOST_SPLIT_STYLES[name]
-            ax.plot([r.ncmoe for r in rows], [getattr(r, attr) for r in rows], color=color, marker=m, ms=5, lw=lw,
+            ax.plot([r.x for r in rows], [getattr(r, attr) for r in rows], color=color, marker=m, ms=5, lw=lw,
                     alpha=a)
             seen = True
     return seen
@@ -246,20 +251,21 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     fa = (" Light vertical lines (FA): ncmoe = L+1 for each full-attention layer L."
-          if data.full_attn_layers else "")
+          if data.full_attn_layers and data.axis == "ncmoe" else "")
     plots = []
+    axis = data.axis
     p = out_dir / "context.png"
     _context_plot(data, p)
-    plots.append(Plot("context", "Context vs ncmoe", p,
+    plots.append(Plot("context", f"Context vs {axis}", p,
                       "Largest context llama.cpp fitted into free memory at each offload; dashed: native context." + fa))
-    for metric, title, ylabel in (("pp", "Prompt processing vs ncmoe", "prompt t/s"),
-                                  ("tg", "Token generation vs ncmoe", "generation t/s")):
+    for metric, title, ylabel in (("pp", f"Prompt processing vs {axis}", "prompt t/s"),
+                                  ("tg", f"Token generation vs {axis}", "generation t/s")):
         p = out_dir / f"{metric}.png"
         _speed_plot(data, metric, p, title, ylabel)
         plots.append(Plot(metric, title, p, "Median of the measured requests; error bars: IQR; ×: failed point." + fa))
     p = out_dir / "memory.png"
     _memory_plot(data, p)
-    plots.append(Plot("memory", "Memory vs ncmoe", p,
+    plots.append(Plot("memory", f"Memory vs {axis}", p,
                       "Solid: measured VRAM / peak RSS; host ▽ (thick): anonymous resident memory, × : file-backed "
                       "(the mmapped model file; the kernel can drop these pages) — RAM needed ≈ anonymous + CPU-side "
                       "weights (see Host memory); thin lines: llama.cpp's model / context / compute split "

@@ -25,6 +25,15 @@ SCENARIOS = (
     ("first_native", "first ncmoe with native context"),
     ("best_native", "best tg at native context"),
 )
+NGL_SCENARIOS = (
+    ("all_gpu", "all layers on the device (ngl all)"),
+    ("first_native", "fewest layers off the device with native context"),
+    ("best_native", "best tg at native context"),
+)
+
+
+def scenarios(data: ReportData) -> tuple[tuple[str, str], ...]:
+    return NGL_SCENARIOS if data.axis == "ngl" else SCENARIOS
 
 
 @dataclass
@@ -79,6 +88,8 @@ def _first_line(text: str | None, width: int = 120) -> str:
 
 def _pick(s: Series, scenario: str, native: int | None) -> Row | None:
     if scenario == "all_gpu":
+        if s.rows and s.rows[0].axis == "ngl":
+            return min(s.rows, key=lambda r: r.offload)
         return next((r for r in s.rows if r.ncmoe == 0), None)
     if scenario == "first_native":
         return an.first_native(s.rows, native)
@@ -105,7 +116,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         row = [str(r.ncmoe), status, fmt_int(r.n_ctx), fmt_mib(r.vram_mib), split, fmt_mib(r.rss_mib),
                fmt_int(r.prompt_tokens), fmt_speed(r, "pp"), fmt_speed(r, "tg"), ", ".join(notes)]
         if ngl_varies:
-            row.insert(1, str(r.ngl))
+            row.insert(1, "all" if r.ngl < 0 else str(r.ngl))
         t.rows.append(row)
         t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": r.ok, "n_ctx": r.n_ctx,
                        "vram_mib": r.vram_mib, "rss_mib": r.rss_mib,
@@ -115,19 +126,19 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
 
 
 def failed_table(data: ReportData) -> Table:
-    t = Table(["series", "ncmoe", "class", "detail"], title="Failed points")
+    t = Table(["series", data.axis, "class", "detail"], title="Failed points")
     for s in data.series:
         for r in s.failed_rows:
-            t.rows.append([s.name, str(r.ncmoe), r.failure_class or "?", _first_line(r.failure_detail)])
-            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "failure_class": r.failure_class})
+            t.rows.append([s.name, r.x_label, r.failure_class or "?", _first_line(r.failure_detail)])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "failure_class": r.failure_class})
     return t
 
 
 def summary_table(data: ReportData) -> Table:
     """Like the seed's: per series, ncmoe 0 / first native context / best tg at native context."""
-    t = Table(["series", "point", "ncmoe", "context", "VRAM MiB", "RSS MiB", "pp t/s", "tg t/s"], title="Summary")
+    t = Table(["series", "point", data.axis, "context", "VRAM MiB", "RSS MiB", "pp t/s", "tg t/s"], title="Summary")
     for s in data.series:
-        for sc, label in SCENARIOS:
+        for sc, label in scenarios(data):
             r = _pick(s, sc, data.native_ctx)
             if r is None:
                 why = "not measured" if sc == "all_gpu" else (
@@ -136,12 +147,12 @@ def summary_table(data: ReportData) -> Table:
                 t.data.append({"series": s.name, "scenario": sc, "ncmoe": None})
                 continue
             if not r.ok:
-                t.rows.append([s.name, label, str(r.ncmoe), f"failed: {r.failure_class or '?'}", "–", "–", "–", "–"])
+                t.rows.append([s.name, label, r.x_label, f"failed: {r.failure_class or '?'}", "–", "–", "–", "–"])
                 t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ok": False})
                 continue
-            t.rows.append([s.name, label, str(r.ncmoe), fmt_int(r.n_ctx), fmt_mib(r.vram_mib), fmt_mib(r.rss_mib),
+            t.rows.append([s.name, label, r.x_label, fmt_int(r.n_ctx), fmt_mib(r.vram_mib), fmt_mib(r.rss_mib),
                            fmt_speed(r, "pp"), fmt_speed(r, "tg")])
-            t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ok": True, "n_ctx": r.n_ctx,
+            t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": True, "n_ctx": r.n_ctx,
                            "pp_median": r.median("pp"), "tg_median": r.median("tg"),
                            "pp_n": r.pp_s.n if r.pp_s else 0, "tg_n": r.tg_s.n if r.tg_s else 0})
     return t
@@ -151,18 +162,18 @@ def ratio_table(data: ReportData, min_effect: float) -> Table | None:
     """Pairwise ratios (earlier series over later in the fixed backend order) per summary scenario."""
     if len(data.series) < 2:
         return None
-    t = Table(["scenario", "ratio", "ncmoe", "context", "pp", "tg"], title="Ratios",
+    t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg"], title="Ratios",
               note=(f"ratio = first/second; + significantly higher, - significantly lower, ~ no significant "
                     f"difference (Mann–Whitney U p < 0.05 and |effect| ≥ {min_effect:.0%})"))
     for i, a in enumerate(data.series):
         for b in data.series[i + 1:]:
-            for sc, label in SCENARIOS:
+            for sc, label in scenarios(data):
                 ra, rb = _pick(a, sc, data.native_ctx), _pick(b, sc, data.native_ctx)
                 if ra is None or rb is None or not ra.ok or not rb.ok:
                     continue
                 ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
                 cmp = {m: compare(rb.values(m), ra.values(m), min_effect=min_effect) for m in ("pp", "tg")}
-                t.rows.append([label, f"{a.name}/{b.name}", f"{ra.ncmoe} vs {rb.ncmoe}", ctx,
+                t.rows.append([label, f"{a.name}/{b.name}", f"{ra.x_label} vs {rb.x_label}", ctx,
                                fmt_ratio(cmp["pp"]), fmt_ratio(cmp["tg"])])
                 t.data.append({"scenario": sc, "num": a.name, "den": b.name,
                                **{m: (c.to_dict() if c else None) for m, c in cmp.items()}})
@@ -173,8 +184,10 @@ def sweet_spot_table(data: ReportData) -> Table:
     t = Table(["series", "smallest offload with native ctx", "best tg at native ctx",
                "Pareto front (context, tg)", "Pareto front (context, pp)"], title="Sweet spots")
 
+    ax = "N" if data.axis == "ncmoe" else data.axis
+
     def pf(rows: list[Row], m: str) -> str:
-        return "; ".join(f"N={r.ncmoe} ({fmt_int(r.n_ctx)}, {r.median(m):.1f})" for r in rows) or "–"
+        return "; ".join(f"{ax}={r.x_label} ({fmt_int(r.n_ctx)}, {r.median(m):.1f})" for r in rows) or "–"
 
     for s in data.series:
         fn = an.first_native(s.rows, data.native_ctx)
@@ -182,25 +195,26 @@ def sweet_spot_table(data: ReportData) -> Table:
         ftg, fpp = an.pareto_front(s.rows, "tg"), an.pareto_front(s.rows, "pp")
         none = "native context unknown" if not data.native_ctx else "never reached"
         t.rows.append([s.name,
-                       f"N={fn.ncmoe}: {fmt_int(fn.n_ctx)} ctx, tg {fmt_speed(fn, 'tg')}" if fn else none,
-                       f"N={bn.ncmoe}: tg {fmt_speed(bn, 'tg')}" if bn else none,
+                       f"{ax}={fn.x_label}: {fmt_int(fn.n_ctx)} ctx, tg {fmt_speed(fn, 'tg')}" if fn else none,
+                       f"{ax}={bn.x_label}: tg {fmt_speed(bn, 'tg')}" if bn else none,
                        pf(ftg, "tg"), pf(fpp, "pp")])
-        t.data.append({"series": s.name, "first_native": fn.ncmoe if fn else None,
-                       "best_native": bn.ncmoe if bn else None,
-                       "pareto_tg": [r.ncmoe for r in ftg], "pareto_pp": [r.ncmoe for r in fpp]})
+        t.data.append({"series": s.name, "first_native": fn.x if fn else None,
+                       "best_native": bn.x if bn else None,
+                       "pareto_tg": [r.x for r in ftg], "pareto_pp": [r.x for r in fpp]})
     return t
 
 
 def anomaly_table(found: list[an.Anomaly]) -> Table:
-    t = Table(["series", "metric", "ncmoe", "beats ncmoe", "medians", "gain", "p", "full-attn layers moved"],
+    axis = found[0].row.axis if found else "ncmoe"
+    t = Table(["series", "metric", axis, f"beats {axis}", "medians", "gain", "p", "full-attn layers moved"],
               title="Anomalies")
     for a in found:
         c = a.comparison
-        t.rows.append([a.row.series, an.METRICS[a.metric], str(a.row.ncmoe), str(a.neighbour.ncmoe),
+        t.rows.append([a.row.series, an.METRICS[a.metric], a.row.x_label, a.neighbour.x_label,
                        f"{c.median_b:.1f} vs {c.median_a:.1f}", f"+{a.gain:.1%}", f"{c.p_value:.3g}",
                        ", ".join(str(x) for x in a.full_attn_moved) or "none"])
-        t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe,
-                       "neighbour": a.neighbour.ncmoe, **c.to_dict(), "full_attn_moved": list(a.full_attn_moved)})
+        t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe, "ngl": a.row.ngl,
+                       "neighbour": a.neighbour.x, **c.to_dict(), "full_attn_moved": list(a.full_attn_moved)})
     return t
 
 
@@ -237,7 +251,7 @@ def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
     if an.base_bytes_per_token(facts) is None:
         return None, ("the model facts lack the bytes read per token (bytes_per_token_base / "
                       "weight_bytes_per_token), so no roofline")
-    t = Table(["series", "device", "ncmoe", "context used", "GB/token", "tg t/s", "achieved GB/s",
+    t = Table(["series", "device", data.axis, "context used", "GB/token", "tg t/s", "achieved GB/s",
                "device GB/s", "% of peak"], title="Roofline")
     for s in data.series:
         dev, bw = device_bandwidth(s, data.env)
@@ -247,7 +261,7 @@ def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
             if rp is None:
                 continue
             frac = rp.fraction
-            t.rows.append([s.name, dev, str(r.ncmoe), fmt_int(rp.context_used), f"{rp.bytes_per_token / 1e9:.3f}",
+            t.rows.append([s.name, dev, r.x_label, fmt_int(rp.context_used), f"{rp.bytes_per_token / 1e9:.3f}",
                            f"{r.median('tg'):.1f}", f"{rp.achieved_gbs:.1f}",
                            "unknown" if bw is None else f"{bw:.0f}",
                            "unknown" if frac is None else f"{frac:.1%}"])
@@ -307,10 +321,10 @@ def builds_table(data: ReportData) -> Table:
 
 
 def commands_table(data: ReportData) -> Table:
-    t = Table(["series", "ncmoe", "command"], title="Commands", code_cols=(2,))
+    t = Table(["series", data.axis, "command"], title="Commands", code_cols=(2,))
     for s in data.series:
         for r in s.rows:
-            t.rows.append([s.name, str(r.ncmoe), r.command or "(not recorded)"])
+            t.rows.append([s.name, r.x_label, r.command or "(not recorded)"])
             t.data.append({"series": s.name, "ncmoe": r.ncmoe, "command": r.command})
     return t
 
@@ -332,7 +346,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     found = an.anomalies(data.all_rows, min_effect=min_effect, full_attn_layers=data.full_attn_layers)
     flags: dict[int, list[str]] = {}
     for a in found:
-        flags.setdefault(id(a.row), []).append(f"beats N={a.neighbour.ncmoe} on {a.metric}")
+        flags.setdefault(id(a.row), []).append(
+            f"beats {'N' if data.axis == 'ncmoe' else data.axis}={a.neighbour.x_label} on {a.metric}")
     for s in data.series:
         for r in an.pareto_front(s.rows, "tg"):
             flags.setdefault(id(r), []).append("Pareto (ctx, tg)")
@@ -374,7 +389,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         out.append(cc)
 
     sweet = Section("sweet-spots", "Sweet spots", intro=(
-        "The smallest offload (ncmoe) that still fits the native context, the fastest generation at "
+        f"The smallest offload ({'ncmoe' if data.axis == 'ncmoe' else 'fewest layers off the device'}) that still "
+        "fits the native context, the fastest generation at "
         "native context, and the Pareto fronts: points no other point beats on both context and speed."))
     if ok:
         sweet.tables.append(sweet_spot_table(data))
@@ -383,7 +399,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     out.append(sweet)
 
     anom = Section("anomalies", "Anomalies", intro=(
-        "Points significantly faster than their nearest neighbour with more layers on the GPU (lower ncmoe): "
+        "Points significantly faster than their nearest neighbour with more layers on the GPU "
+        f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}): "
         f"Mann–Whitney U p < 0.05 and a gain of at least {min_effect:.0%}. 'Full-attn layers moved' lists the "
         "full-attention layers whose experts went to the CPU between the two points."
         + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
@@ -419,6 +436,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     rt_, why = roofline_table(data)
     out.append(Section("roofline", "Roofline (token generation)", intro=(
         "Bytes read per generated token = weights read per token (+ recurrent state) + kv_bytes_per_token_ctx × context used "
+        "(+ kv_bytes_per_token_swa × min(context used, sliding window) for sliding-window layers) "
         "(prompt tokens + n_predict/2); × tg = achieved bandwidth, against the device's memory bandwidth. "
         "With experts offloaded (ncmoe > 0) part of the reads come from system RAM, so the GPU's peak is "
         "not the only bound."), tables=[rt_] if rt_ else [], absent=why))
