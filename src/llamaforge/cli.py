@@ -16,6 +16,9 @@ from .commands import compare as compare_cmds
 from .commands import demo as demo_cmds
 from .commands import model as model_cmds
 from .commands import report as report_cmds
+from .invoke_help import install as install_help_fix
+
+install_help_fix()   # `inv TASK --help` for tasks with positional arguments (also under plain `inv`)
 
 
 def make_collection() -> Collection:

@@ -251,22 +251,32 @@ class Store:
                    _uj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:
-        """A run by id, unique id prefix, or ``latest`` (optionally of one kind)."""
-        if run_id in ("latest", "last", ""):
+        """A run by reference — the one resolver for every command that takes a run:
+
+        ``latest`` (optionally of one kind), else its exact id, else its exact ``--name`` (a name
+        several runs share means the newest of them), else a unique id prefix. A prefix matching
+        several runs is an error that lists them."""
+        ref = str(run_id or "").strip()
+        if ref in ("latest", "last", ""):
             q, args = "SELECT * FROM runs", []
             if kind:
                 q, args = q + " WHERE kind=?", [kind]
             row = self.db.execute(q + " ORDER BY created DESC LIMIT 1", args).fetchone()
         else:
-            rows = self.db.execute("SELECT * FROM runs WHERE id=? OR id LIKE ? ORDER BY created DESC",
-                                   (run_id, run_id + "%")).fetchall()
-            exact = [r for r in rows if r["id"] == run_id]
-            if len(rows) > 1 and not exact:
-                raise StoreError(f"run id {run_id!r} is ambiguous ({len(rows)} runs match)",
-                                 "give more characters of the id (see `llamaforge runs`)")
-            row = exact[0] if exact else (rows[0] if rows else None)
+            row = self.db.execute("SELECT * FROM runs WHERE id=?", (ref,)).fetchone()
+            if row is None:
+                row = self.db.execute("SELECT * FROM runs WHERE name=? ORDER BY created DESC LIMIT 1", (ref,)).fetchone()
+            if row is None:  # a prefix compared as text (no LIKE: '%' and '_' in a reference are literal)
+                rows = self.db.execute("SELECT * FROM runs WHERE substr(id, 1, ?)=? ORDER BY created DESC",
+                                       (len(ref), ref)).fetchall()
+                if len(rows) > 1:
+                    shown = ", ".join(f"{r['id']}" + (f" ({r['name']})" if r["name"] else "") for r in rows[:6])
+                    more = f" and {len(rows) - 6} more" if len(rows) > 6 else ""
+                    raise StoreError(f"run {ref!r} is ambiguous: it starts {len(rows)} run ids: {shown}{more}",
+                                     "give more characters of the id, or the run's name (see `llamaforge runs`)")
+                row = rows[0] if rows else None
         if row is None:
-            raise StoreError(f"no run {run_id!r} in {self.path}",
+            raise StoreError(f"no run {ref or run_id!r} in {self.path} (no such id, name or id prefix)",
                              "list runs with `llamaforge runs`, or measure one with `llamaforge bench`")
         return self._run(row)
 

@@ -13,12 +13,14 @@ from invoke import task as invoke_task
 from ..config import Pins, load_pins
 from ..console import debug_enabled, print_error
 from ..errors import ConfigError, LlamaforgeError
+from ..invoke_help import LfTask
 from ..paths import Paths
 
 
 def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
     """Like ``invoke.task`` but user errors print one line and exit non-zero (no traceback
-    unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed."""
+    unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed; options get only
+    the short flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
 
     def wrap(fn: Callable) -> Any:
         @functools.wraps(fn)
@@ -37,7 +39,7 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
                 print("\ninterrupted", file=sys.stderr)
                 sys.exit(130)
 
-        return invoke_task(*dargs, **dkwargs)(body)
+        return invoke_task(*dargs, **{"klass": LfTask, **dkwargs})(body)
 
     if len(dargs) == 1 and callable(dargs[0]) and not dkwargs:
         fn = dargs[0]

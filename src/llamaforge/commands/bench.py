@@ -26,7 +26,7 @@ _BENCH_HELP = {
     "vram_budget": "emulate a smaller card: GiB of VRAM to leave usable per device (needs NVML)",
     "fitt": "llama.cpp's -fitt margin in MiB per device (default: llama.cpp's 1024)",
     "extra": "extra llama-server / llama-bench arguments, e.g. \"-fa on\"",
-    "resume": "continue run RUN: measure only its missing points",
+    "resume": "continue run RUN (id, name or unique id prefix): measure only its missing points",
     "retry_failed": "with --resume: measure failed points again",
     "threads": "CPU threads (-t)",
     "depths": "llama-bench engine: extra -d depths, e.g. 4096,16384",
@@ -178,7 +178,7 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     info(f"run id: [bold]{run_id}[/]")
 
 
-@lf_task(help={"run": "show one run's points (id, unique prefix or 'latest')", "kind": "only runs of this kind",
+@lf_task(help={"run": "show one run's points (id, name, unique id prefix or 'latest')", "kind": "only runs of this kind",
                "failed": "with RUN: print the log tail of every failed point"})
 def runs(c, run=None, kind=None, failed=False):
     """List stored runs, or show one run's points."""
@@ -217,7 +217,7 @@ def runs(c, run=None, kind=None, failed=False):
     console.print(t)
 
 
-@lf_task(positional=["run"], help={"run": "run id, unique prefix or 'latest'", "format": "json | csv | jsonl (llama-bench JSONL)",
+@lf_task(positional=["run"], help={"run": "run id, name, unique id prefix or 'latest'", "format": "json | csv | jsonl (llama-bench JSONL)",
                "output": "file to write (default: stdout)"})
 def export(c, run, format="json", output=None):  # noqa: A002 - the option is called --format
     """Export a run: json (everything), csv (one row per sample) or jsonl (llama-bench's fields, readable by

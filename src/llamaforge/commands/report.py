@@ -11,7 +11,7 @@ from ._common import lf_task, paths
 
 
 @lf_task(help={
-    "run": "run id, unique id prefix, or 'latest'",
+    "run": "run id, name, unique id prefix, or 'latest'",
     "out": "output folder (default: results/reports/<run id>/)",
     "min_effect": "smallest relative difference called significant (default 0.05 = 5 %)",
 })
