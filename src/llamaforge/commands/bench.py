@@ -84,7 +84,8 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
           name=None, allow_busy=False):
-    """Sweep MoE offload (-ncmoe) on one or more builds: context, memory, prompt and generation speed per point.
+    """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
+    memory, prompt and generation speed per point.
 
     Each point gets a fresh llama-server (no -c: llama.cpp fits the context), one discarded warm-up and
     --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
