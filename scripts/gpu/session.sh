@@ -8,13 +8,17 @@
 #   model                 synthesize the full-size qwen3.6-35b-a3b iq4_nl model (~19 GiB)
 #   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
 #   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
+#   lf SECONDS ARGS...    any llamaforge command (e.g. reproduce RUN --points …), stopped after SECONDS
+# The code is frozen at `setup` (src/ copied to .gpu/src): later calls run that copy even if the
+# checkout moved on in between, so build keys and the store schema stay those of the session.
 # What to carry (git-ignored, made on the dev machine by scripts/gpu/prepare.sh): .carry/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 export LLAMAFORGE_CACHE=$ROOT/.gpu/cache LLAMAFORGE_WORKSPACE=$ROOT/.gpu/ws
 export LLAMAFORGE_RESULTS=$ROOT/.gpu/ws/results
-export PYTHONPATH=$ROOT/.gpu/pylib:$ROOT/src
+CODE=$ROOT/src; [ -d "$ROOT/.gpu/src" ] && CODE=$ROOT/.gpu/src
+export PYTHONPATH=$ROOT/.gpu/pylib:$CODE
 export LD_LIBRARY_PATH=/opt/vk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -x /opt/git/usr/bin/git ] && ! command -v git >/dev/null; then
   export PATH=/opt/git/usr/bin:$PATH GIT_EXEC_PATH=/opt/git/usr/lib/git-core
@@ -50,6 +54,7 @@ phase=${1:?phase}; shift
 t0=$(date +%s)
 case "$phase" in
   setup)
+    rm -rf "$ROOT/.gpu/src" && cp -r "$ROOT/src" "$ROOT/.gpu/src" && export PYTHONPATH=$ROOT/.gpu/pylib:$ROOT/.gpu/src
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$ROOT/.gpu/pylib" "$ROOT"/.carry/wheels/*.whl 2>&1 \
       | grep -v WARNING || true
     if ! command -v git >/dev/null; then   # the sources layer needs git: Debian 12's runs on newer glibc
@@ -60,9 +65,16 @@ case "$phase" in
     for d in "$ROOT"/.carry/debs/gl/*.deb "$ROOT"/.carry/debs/toolchain/libvulkan1_*.deb; do dpkg -x "$d" /; done
     ldconfig
     lf doctor ;;
-  build)
-    lf build --backends "${1:-cuda,vulkan}" --cuda-archs 90 --jobs "$(nproc)" \
-       --glslc /opt/vk/usr/bin/glslc --vulkan-include /opt/vk/usr/include ;;
+  build)   # several backends build concurrently, the cores split between them
+    IFS=, read -ra bks <<< "${1:-cuda,vulkan}"; jobs=$(( $(nproc) / ${#bks[@]} )); pids=()
+    for b in "${bks[@]}"; do
+      lf build --backends "$b" --cuda-archs 90 --jobs "$jobs" \
+         --glslc /opt/vk/usr/bin/glslc --vulkan-include /opt/vk/usr/include > "$ROOT/.gpu/build-$b.log" 2>&1 &
+      pids+=($!)
+    done
+    rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    for b in "${bks[@]}"; do echo "== build $b"; tail -n 25 "$ROOT/.gpu/build-$b.log"; done
+    [ $rc = 0 ] ;;
   model)
     lf model.info "synth:qwen3.6-35b-a3b:iq4_nl" ;;
   fitmap)
@@ -70,6 +82,9 @@ case "$phase" in
   bench)
     secs=${1:?seconds}; shift
     timeout -s INT -k 60 "$secs" python3 -m llamaforge bench --model "synth:qwen3.6-35b-a3b:iq4_nl" "$@" || echo "bench stopped (rc=$?)" ;;
+  lf)
+    secs=${1:?seconds}; shift
+    timeout -s INT -k 60 "$secs" python3 -m llamaforge "$@" || echo "llamaforge $1 stopped (rc=$?)" ;;
   report)
     lf report "${1:-latest}" --out "$OUT/report" ;;
   *) echo "unknown phase $phase"; exit 2 ;;
