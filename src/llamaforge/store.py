@@ -12,7 +12,9 @@ Tables
   run_builds  run_id, build_key
   points   one offload setting on one build in one run: context that fitted, memory, timings,
            status ok|failed with failure class and log tail, the exact command
-  samples  one measured request (``warmup`` = 1 for the discarded warm-up)
+  samples  one measured request (``warmup`` = 1 for the discarded warm-up); ``launch`` = which
+           server start of the point it came from (1..K; a point measured in K launches keeps all
+           of them under one ``points`` row, ``extra_json.launches`` describes each launch)
   probes   bisect/compare bookkeeping: one row per measured commit
 """
 
@@ -66,6 +68,7 @@ CREATE TABLE IF NOT EXISTS samples (
     point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
     idx INTEGER NOT NULL, warmup INTEGER NOT NULL DEFAULT 0,
     test TEXT NOT NULL DEFAULT '',   -- llama-bench test name (pp512, tg128, ...) or '' for server requests
+    launch INTEGER NOT NULL DEFAULT 1, -- server start (1..K) of the point this request ran in
     prompt_n INTEGER, prompt_ms REAL, pp_tps REAL,
     predicted_n INTEGER, predicted_ms REAL, tg_tps REAL,
     raw_json TEXT);
@@ -114,6 +117,7 @@ class Sample:
     predicted_ms: float | None = None
     tg_tps: float | None = None
     raw: dict | None = None
+    launch: int = 1
 
 
 @dataclass
@@ -164,6 +168,24 @@ class Point:
             if v is not None:
                 out.append(float(v))
         return out
+
+    def launch_groups(self, metric: str, test: str | None = None) -> list[list[float]]:
+        """:meth:`measured` split by launch (server start), in launch order: the clusters of the
+        nested statistics (``stats.cluster_summary``)."""
+        groups: dict[int, list[float]] = {}
+        for s in self.samples:
+            if s.warmup or (test is not None and s.test != test):
+                continue
+            v = getattr(s, metric)
+            if v is not None:
+                groups.setdefault(s.launch, []).append(float(v))
+        return [groups[k] for k in sorted(groups)]
+
+    @property
+    def launches(self) -> list[dict]:
+        """Per-launch records (``launch``, ``seq``, ``status``, times, memory) of a point measured
+        in several server starts; ``[]`` for points stored before launches existed."""
+        return list((self.extra or {}).get("launches") or [])
 
 
 @dataclass
@@ -220,6 +242,7 @@ class Store:
 
     def _migrate(self) -> None:
         self.db.executescript(_SCHEMA)  # idempotent (IF NOT EXISTS); executescript manages its own commit
+        self._add_missing_columns()
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -229,6 +252,18 @@ class Store:
         cols = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
         if "parent_run" not in cols:  # additive: older llamaforge versions read such stores unchanged
             self.db.execute("ALTER TABLE runs ADD COLUMN parent_run TEXT")
+
+    #: columns added after v1 shipped, added in place to older stores (a step for a migration ladder)
+    _ADDED_COLUMNS = (("samples", "launch", "INTEGER NOT NULL DEFAULT 1"),)
+
+    def _add_missing_columns(self) -> None:
+        for table, col, decl in self._ADDED_COLUMNS:
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if col not in have:
+                with self.tx() as db:
+                    have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}  # another process may have won
+                    if col not in have:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
 
     # ---- runs -------------------------------------------------------------------------------
     def new_run(self, kind: str, plan: dict, *, command: str | None = None, env: dict | None = None,
@@ -326,9 +361,9 @@ class Store:
             pid = int(cur.lastrowid)
             db.executemany(
                 "INSERT INTO samples (point_id, idx, warmup, test, prompt_n, prompt_ms, pp_tps, predicted_n,"
-                " predicted_ms, tg_tps, raw_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_ms, tg_tps, raw_json, launch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(pid, s.idx, int(s.warmup), s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
-                  s.predicted_ms, s.tg_tps, _j(s.raw)) for s in p.samples])
+                  s.predicted_ms, s.tg_tps, _j(s.raw), s.launch) for s in p.samples])
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), p.run_id))
         p.id = pid
         return pid
@@ -353,9 +388,10 @@ class Store:
         return out
 
     def samples(self, point_id: int) -> list[Sample]:
-        rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY warmup DESC, idx", (point_id,))
+        rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY launch, warmup DESC, idx", (point_id,))
         return [Sample(r["idx"], bool(r["warmup"]), r["test"], r["prompt_n"], r["prompt_ms"], r["pp_tps"],
-                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _uj(r["raw_json"])) for r in rows]
+                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _uj(r["raw_json"]), r["launch"])
+                for r in rows]
 
     def done_keys(self, run_id: str, *, include_failed: bool = True) -> set[tuple[str, str, int, int, str]]:
         """Keys of points already stored (for ``--resume``)."""

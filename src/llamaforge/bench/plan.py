@@ -31,6 +31,9 @@ ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-b
 DEFAULT_REPEATS = 3
 DEFAULT_PROMPT_TOKENS = 2500
 DEFAULT_N_PREDICT = 128
+#: server starts per point for ``llamaforge bench`` (the Plan default stays 1 for callers that
+#: replicate themselves, such as compare's rounds and bisect's probes)
+DEFAULT_LAUNCHES = 2
 
 
 @runtime_checkable
@@ -118,8 +121,17 @@ class Plan:
     warmup: bool = True
     bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
     build_keys: list[str] = field(default_factory=list)     # filled when the run starts
+    launches: int = 1                   # server starts per point (K)
+    seed: int | None = None             # schedule seed (drawn and recorded when the run starts)
+    sentinel_every: int | None = None   # None = automatic (see bench.schedule); 0 = off
 
     def __post_init__(self) -> None:
+        if self.launches < 1:
+            raise BenchError(f"--launches must be at least 1 (got {self.launches})",
+                             "e.g. --launches 2 (each point measured in 2 separate server starts)")
+        if self.sentinel_every is not None and self.sentinel_every < 0:
+            raise BenchError(f"--sentinel-every must be ≥ 0 (got {self.sentinel_every})",
+                             "give N > 0 to re-measure the reference points every N launches, or 0 to disable")
         if self.engine not in ENGINES:
             raise BenchError(f"unknown engine {self.engine!r}", f"use one of: {', '.join(ENGINES)}")
         if self.repeats < 1:
@@ -154,6 +166,9 @@ class Plan:
             "timeouts": {"load_s": self.load_timeout_s, "request_s": self.request_timeout_s},
             "warmup": self.warmup,
             "bench_depths": list(self.bench_depths),
+            "launches": self.launches,
+            "seed": self.seed,
+            "sentinel_every": self.sentinel_every,
         }
 
     @classmethod
@@ -169,7 +184,8 @@ class Plan:
                    extra_args=list(d.get("extra_args") or []), threads=d.get("threads"),
                    load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
                    warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
-                   build_keys=list(d.get("builds") or []))
+                   build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
+                   seed=d.get("seed"), sentinel_every=d.get("sentinel_every"))
 
 
 # ------------------------------------------------------------------------------ parsing options

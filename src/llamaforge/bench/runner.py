@@ -12,8 +12,10 @@ class and log tail, and the sweep goes on.
 Public API (used by ``bench``/``demo``/``compare``/``bisect``):
 
 * :func:`run_sweep` — a whole plan → run id.
-* :func:`measure_point` — one point on one build into an existing run (compare/bisect interleave
-  A/B points with it, distinguishing sides by ``label``).
+* :func:`measure_points` — a list of (build, point, engine) in K interleaved launches each (plus
+  drift sentinels) into an existing run: what ``run_sweep`` (and so ``reproduce``) call.
+* :func:`measure_point` — one point on one build in one launch into an existing run (compare/bisect
+  interleave A/B points with it, distinguishing sides by ``label``).
 * :func:`point_summary` — medians / IQR / CI of a stored point.
 """
 
@@ -43,11 +45,12 @@ from ..console import console, notice
 from ..errors import BenchError
 from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
-from ..stats import summarize
+from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
 from .monitor import Monitor, MonitorResult
 from .plan import BuildLike, FitOptions, Plan, PointSpec
 from .prompts import Prompt, build_prompt
+from .schedule import SENTINEL_LABEL, Slot, default_sentinel_every, remaining, sweep_schedule
 from .server import PointFailure, ServerSession, parse_memory_breakdown, read_log_tail, supported_flags
 from .telemetry import describe as describe_telemetry
 from .telemetry import flags as telemetry_flags
@@ -241,17 +244,27 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
 def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, store: Store, run_id: str,
                   label: str = "", *, log_dir: Path | None = None, on_phase: PhaseFn | None = None,
                   state: SweepState | None = None, engine: str | None = None, busy: dict | None = None) -> Point:
-    """Measure one point on one build and store it (also when it fails). Returns the stored Point.
+    """Measure one point on one build (one launch) and store it (also when it fails). Returns the stored Point.
 
     ``engine`` overrides the plan's (``--engine both`` measures each point with both);
     ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``extra``."""
+    log_dir = log_dir or (store.path.parent / "logs" / run_id)
+    point = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, on_phase=on_phase,
+                          state=state, engine=engine, busy=busy)
+    store.record_point(point)
+    return point
+
+
+def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, run_id: str,
+                  label: str = "", *, log_dir: Path, on_phase: PhaseFn | None = None, state: SweepState | None = None,
+                  engine: str | None = None, busy: dict | None = None, launch: int | None = None) -> Point:
+    """One server start (or llama-bench call) of one point → an unstored Point (samples tagged ``launch``)."""
     on_phase = on_phase or (lambda _s: None)
     state = state or SweepState()
-    log_dir = log_dir or (store.path.parent / "logs" / run_id)
     engine = engine or plan.engine
     if engine == "both":
         engine = "server"
-    log_path = _log_path(log_dir, build, point_spec, engine, label)
+    log_path = _log_path(log_dir, build, point_spec, engine, label + (f"-L{launch}" if launch else ""))
     point = Point(run_id=run_id, build_key=build.key, engine=engine, ncmoe=point_spec.ncmoe, ngl=point_spec.ngl,
                   label=label, n_predict=plan.n_predict, started=time.time())
     try:
@@ -273,15 +286,78 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
     if busy:
         point.extra = {**(point.extra or {}), "busy": busy}
     point.finished = time.time()
-    store.record_point(point)
+    for smp in point.samples:
+        smp.launch = launch or 1
     return point
+
+
+def _launch_record(one: Point, launch: int, seq: int) -> dict:
+    return {"launch": launch, "seq": seq, "status": one.status, "failure_class": one.failure_class,
+            "started": one.started, "finished": one.finished, "n_ctx": one.n_ctx, "rss_peak_mib": one.rss_peak_mib,
+            "vram_self_mib": one.vram_self_mib, "vram_used_mib": one.vram_used_mib, "t_load_s": one.t_load_s,
+            "telemetry": (one.extra or {}).get("telemetry"), "host_mem": (one.extra or {}).get("host_mem"),
+            "busy": (one.extra or {}).get("busy")}
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def merge_launch(acc: Point | None, one: Point, launch: int, seq: int) -> Point:
+    """Fold one launch into the point that holds the earlier launches (``acc``; ``None`` for the first).
+
+    Samples are appended (tagged with their launch); memory is the maximum over launches; times add
+    up; the newest launch's command, log-derived breakdown and build info win; a failed launch
+    makes the point failed (its earlier samples are kept). ``extra.launches`` lists every launch
+    with its position ``seq`` in the run's schedule (the drift sentinels need it) and its own
+    telemetry / host memory; the point-level ``telemetry`` is the first flagged launch's (else the
+    newest), so a point shows as throttled/loaded when any of its launches was."""
+    rec = _launch_record(one, launch, seq)
+    if acc is None:
+        one.extra = {**(one.extra or {}), "launches": [rec]}
+        return one
+    for f in ("rss_peak_mib", "vram_used_mib", "vram_self_mib", "vram_total_mib"):
+        setattr(acc, f, _max(getattr(acc, f), getattr(one, f)))
+    for f in ("t_load_s", "t_warmup_s", "t_measure_s"):
+        a, b = getattr(acc, f), getattr(one, f)
+        setattr(acc, f, None if a is None and b is None else (a or 0.0) + (b or 0.0))
+    extra = dict(acc.extra or {})
+    if acc.n_ctx is None:
+        acc.n_ctx = one.n_ctx
+    elif one.n_ctx is not None and one.n_ctx != acc.n_ctx:
+        extra.setdefault("warnings", []).append(f"launch {launch} fitted n_ctx {one.n_ctx}, not {acc.n_ctx}")
+    acc.n_ctx_train = acc.n_ctx_train or one.n_ctx_train
+    acc.prompt_tokens = acc.prompt_tokens or one.prompt_tokens
+    acc.command = one.command or acc.command
+    acc.build_info = one.build_info or acc.build_info
+    acc.mem_breakdown = one.mem_breakdown or acc.mem_breakdown
+    acc.finished = one.finished
+    new = one.extra or {}
+    for k, v in new.items():
+        if k == "warnings":
+            extra.setdefault("warnings", []).extend(f"launch {launch}: {w}" for w in v)
+        elif k == "telemetry":
+            if not telemetry_flags(extra.get("telemetry")):
+                extra["telemetry"] = v
+        elif k in ("host_mem", "busy"):
+            extra[k] = v if k == "host_mem" or v else extra.get(k)
+        elif k != "launches":
+            extra.setdefault(k, v)
+    extra["launches"] = [*(extra.get("launches") or []), rec]
+    acc.extra = extra
+    acc.samples = [*acc.samples, *one.samples]
+    if one.status != "ok":
+        acc.status, acc.failure_class, acc.failure_detail = one.status, one.failure_class, one.failure_detail
+        acc.log_tail = one.log_tail
+    return acc
 
 
 # ----------------------------------------------------------------------------------- summaries
 
 
 def point_summary(p: Point) -> dict:
-    """Median/IQR/CI (``stats.summarize``) of pp and tg per test, warm-ups excluded."""
+    """Median/IQR/CI (``stats.summarize``) of pp and tg per test, warm-ups excluded, plus the nested
+    statistics over launches (``pp_cluster``/``tg_cluster``: ``stats.cluster_summary``)."""
     tests = sorted({s.test for s in p.samples if not s.warmup}) or [""]
     out: dict[str, Any] = {}
     for test in tests:
@@ -289,37 +365,51 @@ def point_summary(p: Point) -> dict:
         tg = summarize(p.measured("tg_tps", test))
         key = test or "server"
         out[key] = {"pp": pp.to_dict() if pp else None, "tg": tg.to_dict() if tg else None}
+        for m, f in (("pp", "pp_tps"), ("tg", "tg_tps")):
+            cs = cluster_summary(p.launch_groups(f, test))
+            out[key][f"{m}_cluster"] = cs.to_dict() if cs else None
     out["unstable"] = any((v or {}).get(m) and v[m]["unstable"] for v in out.values() if isinstance(v, dict)
                           for m in ("pp", "tg"))
     return out
 
 
 def _fmt_metric(p: Point, metric: str, *, with_n: bool = True) -> str:
-    """``median ±IQR/2`` per test (``⚠`` when unstable), with the count unless ``with_n`` is off."""
+    """``median [95 % cluster CI]`` per test (``⚠`` when CV > 10 %), with K×R unless ``with_n`` is off."""
     tests = sorted({s.test for s in p.samples if not s.warmup and getattr(s, metric) is not None})
     parts = []
     for t in tests or [""]:
         s = summarize(p.measured(metric, t))
-        if s:
-            txt = s.fmt(1) if with_n else (f"{s.median:,.1f}" + (f" ±{s.iqr / 2:,.1f}" if s.n > 1 else "")
-                                          + (" ⚠" if s.unstable else ""))
+        cs = cluster_summary(p.launch_groups(metric, t))
+        if s and cs:
+            txt = f"{cs.median:,.1f}" + (f" [{cs.ci_low:,.1f}, {cs.ci_high:,.1f}]" if cs.n_requests > 1 else "")
+            txt += (f" ({cs.shape})" if with_n else "") + (" ⚠" if s.unstable else "")
             parts.append((f"{t}: " if t else "") + txt)
     return "; ".join(parts) or "–"
 
 
+def _shape(p: Point) -> str:
+    """``K×R`` (launches × requests per launch) of a point's measured samples."""
+    metric = "tg_tps" if any(s.tg_tps is not None for s in p.samples) else "pp_tps"
+    test = next((s.test for s in reversed(p.samples) if not s.warmup), "")
+    cs = cluster_summary(p.launch_groups(metric, test), n_resamples=1)
+    return cs.shape if cs else "–"
+
+
 def points_table(points: Sequence[Point], title: str | None = None) -> Table:
-    """Finished points: context, memory, speeds as ``median ±IQR/2`` (n = measured requests)."""
-    tab = Table(title=title, show_lines=False, caption="t/s: median ±IQR/2 over n measured requests; ⚠ CV > 10 %")
+    """Finished points: context, memory, speeds as ``median [95 % CI]`` (cluster bootstrap over launches;
+    n = launches × requests per launch)."""
+    tab = Table(title=title, show_lines=False,
+                caption="t/s: median [95 % CI, cluster bootstrap over launches]; n = launches×requests; ⚠ CV > 10 %")
     for col in ("build", "ncmoe", "ngl", "status", "ctx", "RSS MiB", "VRAM MiB", "prompt", "n", "pp t/s", "tg t/s"):
         tab.add_column(col, justify="right" if col not in ("build", "status") else "left",
                        no_wrap=col not in ("pp t/s", "tg t/s", "build"))
     for p in points:
         vram = p.vram_self_mib if p.vram_self_mib is not None else p.vram_used_mib
         status = p.status if p.status == "ok" else f"[red]{p.failure_class}[/]"
-        n = len({(s.test, s.idx) for s in p.samples if not s.warmup and s.test == (p.samples[-1].test if p.samples else "")})
-        tab.add_row(p.build_key, str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
+        n = _shape(p) if any(not s.warmup for s in p.samples) else ""
+        tab.add_row(p.build_key + (f" [magenta]{p.label}[/]" if p.label else ""), str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
                     f"{p.n_ctx:,}" if p.n_ctx else "–", f"{p.rss_peak_mib:,.0f}" if p.rss_peak_mib else "–",
-                    f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"), str(n or "–"),
+                    f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"), n or "–",
                     _fmt_metric(p, "pp_tps", with_n=False), _fmt_metric(p, "tg_tps", with_n=False))
     return tab
 
@@ -358,16 +448,29 @@ class _Display:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
 
-    def point(self, i: int, n: int, build: BuildLike, spec: PointSpec) -> None:
-        self.head = f"point {i}/{n} {build.backend} ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl != -1 else "")
+    def point(self, i: int, n: int, build: BuildLike, spec: PointSpec, slot: Slot | None = None,
+              launches: int = 1) -> None:
+        self.head = f"{i}/{n} {build.backend} ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl != -1 else "")
+        if slot is not None and slot.sentinel:
+            self.head += f" [magenta]sentinel {slot.launch}[/]"
+        elif slot is not None and launches > 1:
+            self.head += f" launch {slot.launch}/{launches}"
+
+    def skip(self) -> None:
+        self.progress.advance(self.task)
 
     def phase(self, phase: str) -> None:
         self.progress.update(self.task, description=f"{self.head} [cyan]{phase}[/]")
 
-    def done(self, p: Point) -> None:
+    def done(self, p: Point, slot: Slot | None = None, launches: int = 1) -> None:
         self.progress.advance(self.task)
+        tag = ""
+        if slot is not None and slot.sentinel:
+            tag = f" sentinel {slot.launch}"
+        elif slot is not None and launches > 1:
+            tag = f" L{slot.launch}/{launches}"
         if p.status == "ok":
-            line = (f"[green]✓[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3} ctx={p.n_ctx or '–':<8} "
+            line = (f"[green]✓[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
                     f"pp {_fmt_metric(p, 'pp_tps')}  tg {_fmt_metric(p, 'tg_tps')}"
                     + (f"  RSS {p.rss_peak_mib:,.0f} MiB" if p.rss_peak_mib else "")
                     + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
@@ -377,7 +480,7 @@ class _Display:
             if telemetry_flags(tel):
                 line += f"  [yellow]⚑ {describe_telemetry(tel)}[/]"
         else:
-            line = f"[red]✗[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3} [red]{p.failure_class}[/]: {p.failure_detail}"
+            line = f"[red]✗[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} [red]{p.failure_class}[/]: {p.failure_detail}"
         if self.enabled:
             self.progress.console.print(line, soft_wrap=True)
 
@@ -411,9 +514,10 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
               run_extra: dict | None = None) -> str:
     """Measure every (point, build) of ``plan`` that the run does not have yet. Returns the run id.
 
-    Points are ordered point-major (all builds at ncmoe=0, then at the next N, ...) so builds
-    compared side by side are measured close together in time. Failed points are kept on
-    resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
+    Each (point, build, engine) item is measured in ``plan.launches`` server starts, scheduled by
+    :func:`measure_points` (randomised blocks, seed recorded in the plan; drift sentinels per
+    ``plan.sentinel_every``, resolved here: None → on for sweeps of more than 10 items). Failed
+    points are kept on resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
     (:mod:`llamaforge.hostlock`) and checks before each point that no other process computes on
     the GPU; ``allow_busy`` measures anyway and records it (run summary and each point's
     ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``)."""
@@ -439,38 +543,29 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
                       label: str, retry_failed: bool, command: str | None, name: str | None, progress: bool,
                       allow_busy: bool, host_busy: dict | None, run_extra: dict | None) -> str:
     plan.build_keys = [b.key for b in builds]
+    items: list[Item] = [(b, spec, e) for spec in plan.points for b in builds for e in engines_of(plan)]
     if resume_run:
         run = store.get_run(resume_run)
         run_id = run.id
-        done = store.done_keys(run_id, include_failed=not retry_failed)
         store.set_run_status(run_id, "running")
     else:
+        import secrets
+
         from ..envinfo import collect_env
 
         plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
+        if plan.seed is None:
+            plan.seed = secrets.randbelow(2**31)
+        plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
         run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
                                name=name, parent_run=(run_extra or {}).get("reproduces"))
-        done = set()
     for b in builds:
         store.add_build(_build_manifest(b), run_id)
-    log_dir = Path(store.path.parent) / "logs" / run_id
-    engines = engines_of(plan)
-    todo = [(spec, b, e) for spec in plan.points for b in builds for e in engines
-            if (b.key, e, spec.ncmoe, spec.ngl, label) not in done]
-    total = len(plan.points) * len(builds) * len(engines)
-    state = SweepState()
     t0 = time.monotonic()
     status = "interrupted"
     try:
-        with _Display(len(todo), progress) as disp:
-            for i, (spec, b, e) in enumerate(todo, start=total - len(todo) + 1):
-                disp.point(i, total, b, spec)
-                busy = busy_gpu_check(allow_busy)
-                if host_busy:
-                    busy = {**(busy or {}), **host_busy}
-                p = measure_point(b, plan.model_path, spec, plan, store, run_id, label, log_dir=log_dir,
-                                  on_phase=disp.phase, state=state, engine=e, busy=busy)
-                disp.done(p)
+        measure_points(items, plan, store, run_id, label=label, retry_failed=retry_failed, progress=progress,
+                       allow_busy=allow_busy, host_busy=host_busy)
         status = "done"
     finally:
         with contextlib.suppress(Exception):
@@ -479,7 +574,91 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
             if allow_busy:
                 summary["allow_busy"] = True
             store.set_run_summary(run_id, summary)
+    if progress:
+        from .sentinel import drift_flags, print_drift
+
+        print_drift(drift_flags(store.points(run_id)))
     return run_id
+
+
+Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)
+
+
+def reference_items(items: Sequence[Item]) -> list[int]:
+    """Index of each build's reference item: its first point (with the first engine) in ``items``."""
+    first: dict[str, int] = {}
+    for i, (b, _spec, _e) in enumerate(items):
+        first.setdefault(b.key, i)
+    return list(first.values())
+
+
+def _stored_progress(store: Store, run_id: str, items: Sequence[Item], label: str, retry_failed: bool,
+                     launches: int) -> tuple[dict[tuple[int, bool], Point], set[tuple[int, int, bool]], int]:
+    """What a run already holds for ``items``: the stored points (by item, sentinel), the done
+    ``(item, launch, sentinel)`` slots and the last schedule position used."""
+    by_key = {p.key: p for p in store.points(run_id)}
+    have: dict[tuple[int, bool], Point] = {}
+    done: set[tuple[int, int, bool]] = set()
+    last_seq = 0
+    for i, (b, spec, e) in enumerate(items):
+        for sentinel in (False, True):
+            p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, SENTINEL_LABEL if sentinel else label))
+            if p is None or (p.status != "ok" and retry_failed):
+                continue
+            have[(i, sentinel)] = p
+            recs = p.launches
+            last_seq = max([last_seq, *(int(r.get("seq") or 0) for r in recs)])
+            if p.status != "ok" and not sentinel:
+                done.update((i, k, False) for k in range(1, launches + 1))   # failed: no more launches of it
+            elif recs:
+                done.update((i, int(r["launch"]), sentinel) for r in recs)
+            else:
+                done.add((i, 1, sentinel))   # stored before launches existed: one launch
+    return have, done, last_seq
+
+
+def measure_points(items: Sequence[Item], plan: Plan, store: Store, run_id: str, *, label: str = "",
+                   retry_failed: bool = False, progress: bool = True, log_dir: Path | None = None,
+                   state: SweepState | None = None, allow_busy: bool = False,
+                   host_busy: dict | None = None) -> list[Point]:
+    """Measure every (build, point, engine) of ``items`` in ``plan.launches`` server starts each,
+    interleaved (:func:`~llamaforge.bench.schedule.sweep_schedule` with ``plan.seed``), with drift
+    sentinels every ``plan.sentinel_every`` launches (the resolved value; 0 = none), into ``run_id``.
+
+    Each launch is written (the point with all its launches so far, in one transaction) as soon
+    as it ends, so an interrupted run loses at most one launch and a second call measures only
+    the missing launches. A failed launch marks its point failed and cancels its later launches.
+    Before each launch the GPU is checked (:func:`busy_gpu_check`). Returns the stored points."""
+    seed = plan.seed if plan.seed is not None else 0
+    every = int(plan.sentinel_every or 0)
+    schedule = sweep_schedule(len(items), plan.launches, seed, reference_items(items), every)
+    have, done, seq = _stored_progress(store, run_id, items, label, retry_failed, plan.launches)
+    todo = remaining(schedule, done)
+    log_dir = log_dir or (Path(store.path.parent) / "logs" / run_id)
+    state = state or SweepState()
+    failed_items: set[int] = {i for (i, sent), p in have.items() if not sent and p.status != "ok"}
+    with _Display(len(todo), progress) as disp:
+        for n, slot in enumerate(todo, start=len(schedule) - len(todo) + 1):
+            b, spec, engine = items[slot.item]
+            if slot.item in failed_items:   # a failed launch ends its point (and a failed reference its sentinels)
+                disp.skip()
+                continue
+            disp.point(n, len(schedule), b, spec, slot, plan.launches)
+            busy = busy_gpu_check(allow_busy)
+            if host_busy:
+                busy = {**(busy or {}), **host_busy}
+            one = _measure_once(b, plan.model_path, spec, plan, run_id, SENTINEL_LABEL if slot.sentinel else label,
+                                log_dir=log_dir, on_phase=disp.phase, state=state, engine=engine, busy=busy,
+                                launch=slot.launch)
+            seq += 1
+            key = (slot.item, slot.sentinel)
+            p = merge_launch(have.get(key), one, slot.launch, seq)
+            store.record_point(p)
+            have[key] = p
+            if p.status != "ok" and not slot.sentinel:
+                failed_items.add(slot.item)
+            disp.done(one, slot, plan.launches)
+    return [have[k] for k in sorted(have, key=lambda k: (k[1], k[0]))]
 
 
 def print_run(store: Store, run_id: str) -> None:
@@ -487,6 +666,10 @@ def print_run(store: Store, run_id: str) -> None:
     run = store.get_run(run_id)
     pts = store.points(run_id)
     console.print(points_table(pts, title=f"run {run.id} ({run.kind}, {run.status})"))
+    launches = int(run.plan.get("launches") or 1)
+    if run.kind in ("sweep", "demo") and launches == 1:
+        notice("each point ran in ONE server start (--launches 1): between-process spread was not measured, "
+               "so the CIs cover only request-to-request spread (use --launches 2 or more)")
     s = run_summary(store, run_id)
     if s["unstable_points"]:
         notice(f"{s['unstable_points']} point(s) have a coefficient of variation above 10 % (⚠): "
