@@ -12,6 +12,11 @@ samples from several starts are more honest than ``repeats`` requests to one ser
 the order cancels drift (thermal, other load) between the sides. Per round a side takes
 ``ceil(repeats / rounds)`` samples, so ``repeats`` (≥ 4, default 6) is the minimum per side.
 
+The statistics respect that nesting: requests of one server start are not independent, so each
+side is a list of launches (clusters). The test is Mann–Whitney U on the launch medians (``n`` =
+launches per side; 4 vs 4 is the smallest design that can reach p < 0.05, hence the default of
+4 rounds) and the ratio's CI comes from a cluster bootstrap (launches, then requests within them).
+
 Stored as a run of kind ``compare``: points labelled ``A.<round>`` / ``B.<round>`` (one stored
 point per server start; the side is the part before the dot), the plan JSON holds the base/head
 descriptions, the run summary holds the per-point, per-metric comparison (medians, ratio B/A
@@ -31,11 +36,14 @@ from rich.table import Table
 
 from .console import console, notice
 from .errors import ConfigError, LlamaforgeError
-from .stats import Comparison, compare, summarize
+from .stats import ClusteredComparison, cluster_summary, compare_clustered
 from .store import Point, Probe, Run, Store
 
 METRICS = {"pp": "pp_tps", "tg": "tg_tps"}
 MIN_REPEATS = 4
+DEFAULT_ROUNDS = 4
+#: launches per side below which Mann–Whitney on launch medians cannot reach p < 0.05
+MIN_ROUNDS_FOR_SIGNIFICANCE = 4
 
 
 class CompareError(LlamaforgeError):
@@ -62,7 +70,7 @@ class CompareRequest:
     model: str
     points: list = field(default_factory=list)        # bench.plan.PointSpec
     repeats: int = 6
-    rounds: int = 3
+    rounds: int = DEFAULT_ROUNDS
     min_effect: float = 0.05
     engine: str = "server"
     prompt_tokens: int | None = None
@@ -157,6 +165,9 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     by_side = {"A": a, "B": b}
     spent = {"A": 0.0, "B": 0.0}
     order = schedule(req.n_rounds, len(plan.points))
+    if req.n_rounds < MIN_ROUNDS_FOR_SIGNIFICANCE:
+        notice(f"{req.n_rounds} server start(s) per side: the test runs on launch medians, which cannot reach "
+               f"p < 0.05 with fewer than {MIN_ROUNDS_FOR_SIGNIFICANCE} per side (give --rounds 4 and --repeats ≥ 4)")
     status = "interrupted"
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -182,12 +193,20 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     return run_id
 
 
-def _values(points: Sequence[Point], side: str, ncmoe: int, ngl: int, field_name: str) -> list[float]:
-    out: list[float] = []
-    for p in points:
+def _groups(points: Sequence[Point], side: str, ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
+    """The side's measured values per server start (one stored point per round, each possibly with launches)."""
+    out: list[list[float]] = []
+    for p in sorted(points, key=lambda q: q.label):
         if p.status == "ok" and side_of(p.label) == side and p.ncmoe == ncmoe and p.ngl == ngl:
-            out += p.measured(field_name)
+            out += [g for g in p.launch_groups(field_name) if g]
     return out
+
+
+def _side_dict(groups: list[list[float]]) -> dict | None:
+    cs = cluster_summary(groups)
+    if cs is None:
+        return None
+    return {**cs.to_dict(), "n": cs.n_requests, "shape": cs.shape}
 
 
 def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dict]:
@@ -197,11 +216,9 @@ def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dic
     rows = []
     for ncmoe, ngl in keys:
         for metric, fname in METRICS.items():
-            va, vb = _values(pts, "A", ncmoe, ngl, fname), _values(pts, "B", ncmoe, ngl, fname)
-            sa, sb = summarize(va), summarize(vb)
-            c: Comparison | None = compare(va, vb, min_effect=min_effect)
-            rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric,
-                         "A": sa.to_dict() if sa else None, "B": sb.to_dict() if sb else None,
+            ga, gb = _groups(pts, "A", ncmoe, ngl, fname), _groups(pts, "B", ncmoe, ngl, fname)
+            c: ClusteredComparison | None = compare_clustered(ga, gb, min_effect=min_effect)
+            rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
                          "comparison": c.to_dict() if c else None})
     return rows
 
@@ -219,7 +236,8 @@ _MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no si
 def _fmt_side(d: dict | None) -> str:
     if not d:
         return "–"
-    return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] (n={d['n']})" + (" ⚠" if d.get("unstable") else "")
+    n = d.get("shape") or f"n={d['n']}"
+    return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] ({n})" + (" ⚠" if d.get("unstable") else "")
 
 
 def _fmt_cmp(c: dict | None) -> tuple[str, str, str]:
@@ -233,7 +251,8 @@ def compare_table(run: Run) -> Table:
     c = run.plan.get("compare", {})
     a, b = c.get("A", {}), c.get("B", {})
     t = Table(title=f"compare {run.id}: A = {a.get('ref')} ({a.get('backend')}) vs B = {b.get('ref')} ({b.get('backend')})")
-    for col in ("ncmoe", "metric", "A t/s median [CI] (n)", "B t/s median [CI] (n)", "B/A [CI]", "p", "verdict"):
+    for col in ("ncmoe", "metric", "A t/s median [CI] (launches×req)", "B t/s median [CI] (launches×req)", "B/A [CI]",
+                "p (launches)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for r in (run.summary or {}).get("comparisons", []):
         ratio, p, verdict = _fmt_cmp(r["comparison"])
@@ -246,8 +265,9 @@ def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))
     s = run.summary or {}
-    console.print(f"minimum effect {s.get('min_effect', 0.05):.0%}, α = 0.05 (Mann–Whitney U, two-sided); "
-                  "CI: bootstrap 95 % of the median / of the ratio of medians")
+    console.print(f"minimum effect {s.get('min_effect', 0.05):.0%}, α = 0.05 (Mann–Whitney U, two-sided, on launch "
+                  "medians: n = server starts per side, not requests); CI: 95 % cluster bootstrap (launches, then "
+                  "requests) of the median / of the ratio of medians")
     if s.get("failed"):
         notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id}`)")
 
@@ -263,13 +283,16 @@ def render_compare_md(store: Store, run: Run) -> str:
            f"- **B (head)**: `{b.get('ref')}` on {b.get('backend')} — commit `{str(b.get('commit', ''))[:12]}`, build `{b.get('build')}`",
            f"- model `{model}`, engine {run.plan.get('engine')}, {c.get('repeats')} samples per side in {c.get('rounds')} "
            f"rounds ({c.get('interleave', 'interleaved')}), minimum effect {float(s.get('min_effect', 0.05)):.0%}", "",
-           "| ncmoe | metric | A t/s median [95 % CI] (n) | B t/s median [95 % CI] (n) | B/A [95 % CI] | p | verdict |",
+           "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
+           "| B/A [95 % CI] | p (on launches) | verdict |",
            "|---:|---|---:|---:|---:|---:|---|"]
     for r in s.get("comparisons", []):
         ratio, p, verdict = _fmt_cmp(r["comparison"])
         out.append(f"| {r['ncmoe']} | {r['metric']} | {_fmt_side(r['A'])} | {_fmt_side(r['B'])} | {ratio} | {p} | {_MARK_MD[verdict]} |")
-    out += ["", "Mann–Whitney U (two-sided, α = 0.05) plus the minimum effect: a significant change smaller "
-            "than the minimum effect is reported as no significant change."]
+    out += ["", "Mann–Whitney U (two-sided, α = 0.05) on the launch medians — n is the number of server starts "
+            "per side, because requests to one server are not independent — plus the minimum effect: a "
+            "significant change smaller than the minimum effect is reported as no significant change. CIs: "
+            "95 % cluster bootstrap (launches, then requests within them)."]
     if s.get("failed"):
         out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
     return "\n".join(out) + "\n"

@@ -74,7 +74,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     fx = make_fixture(cpu_build.source_dir)
     base = fx.commits[SLOW_INDEX - 1]
     req = CompareRequest(base=Side("A", base, "cpu", fx.spec), head=Side("B", fx.slow, "cpu", fx.spec),
-                         model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=4, rounds=2,
+                         model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=4, rounds=4,
                          prompt_tokens=64, n_predict=32, threads=2)
     with Store(lf_paths.store_db) as store:
         run_id = run_compare(lf_paths, store, req, command="test_compare_real", progress=False)

@@ -83,19 +83,20 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
     monkeypatch.setattr("llamaforge.bench.measure_point",
                         _fake_measure({a.key: (1000.0, 100.0), b.key: (1003.0, 80.0)}, calls))
     req = CompareRequest(Side("A", "aaaa", "cpu"), Side("B", "bbbb", "cpu"), "synth:x", [PointSpec(0), PointSpec(2)],
-                         repeats=6, rounds=3)
+                         repeats=6, rounds=4)
     with Store(paths.store_db) as store:
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
         run = store.get_run(run_id)
         assert run.kind == "compare" and run.status == "done"
         assert run.plan["compare"]["A"]["ref"] == "aaaa" and run.plan["compare"]["B"]["build"] == b.key
         assert [c[0] for c in calls[:4]] == ["A.1", "B.1", "B.1", "A.1"]
-        assert {p.label for p in store.points(run_id)} == {"A.1", "A.2", "A.3", "B.1", "B.2", "B.3"}
+        assert {p.label for p in store.points(run_id)} == {f"{s}.{r}" for s in "AB" for r in range(1, 5)}
         rows = {(r["ncmoe"], r["metric"]): r for r in run.summary["comparisons"]}
         assert set(rows) == {(0, "pp"), (0, "tg"), (2, "pp"), (2, "tg")}
         tg = rows[(0, "tg")]
         assert tg["comparison"]["verdict"] == "worse" and tg["comparison"]["ratio"] == pytest.approx(0.8, rel=0.03)
-        assert tg["A"]["n"] == 6 and tg["B"]["n"] == 6      # warm-ups excluded
+        assert tg["A"]["n"] == 8 and tg["B"]["n"] == 8      # warm-ups excluded (6 repeats → 2 per round × 4)
+        assert tg["A"]["n_launches"] == 4 and tg["comparison"]["n_a"] == 4   # the test's n: server starts
         assert rows[(0, "pp")]["comparison"]["verdict"] == "same"   # +0.3 %: below the minimum effect
         assert [p.verdict for p in store.probes(run_id)] == ["A", "B"]
         md = cmp.render_compare_md(store, run)
@@ -114,3 +115,19 @@ def test_two_backends_of_one_commit_are_two_sides(paths, monkeypatch) -> None:
         rows = store.get_run(run_id).summary["comparisons"]
     assert {r["metric"]: r["comparison"]["verdict"] for r in rows} == {"pp": "better", "tg": "better"}
     assert {k for _, k in calls} == {a.key, b.key}
+
+
+def test_requests_of_one_server_are_not_independent_samples(paths, monkeypatch) -> None:
+    """The reported bug: 6 requests in 3 server starts per side gave p = 0.002. The launch is the
+    unit now, so 3 vs 3 starts cannot be significant (exact Mann–Whitney minimum p = 0.1) and the
+    summary says n = 3 launches."""
+    a, b = _build("aaaa"), _build("bbbb")
+    monkeypatch.setattr("llamaforge.bench.measure_point", _fake_measure({a.key: (1000.0, 100.0), b.key: (1000.0, 80.0)}, []))
+    req = CompareRequest(Side("A", "aaaa", "cpu"), Side("B", "bbbb", "cpu"), "synth:x", [PointSpec(0)], repeats=6, rounds=3)
+    with Store(paths.store_db) as store:
+        run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
+        tg = {r["metric"]: r for r in store.get_run(run_id).summary["comparisons"]}["tg"]
+    c = tg["comparison"]
+    assert (c["n_a"], c["n_b"], c["requests_a"]) == (3, 3, 6)
+    assert c["p_value"] >= 0.1 and c["verdict"] == "same"
+    assert tg["A"]["shape"] == "3×2"

@@ -16,7 +16,12 @@ _BENCH_HELP = {
     "pins": "comma-separated pins or commits (default: the default pin)",
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0)",
     "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model",
-    "repeats": "measured requests per point after one discarded warm-up (default 3)",
+    "repeats": "measured requests per launch after one discarded warm-up (default 3)",
+    "launches": "separate llama-server starts per point, interleaved across points and builds (default 2; "
+                "1 = between-process spread not measured)",
+    "seed": "seed of the randomised launch order (default: drawn and recorded in the run)",
+    "sentinel_every": "re-measure each build's first point every N launches and at the end to detect drift "
+                      "(default: 10 for sweeps of more than 10 points × builds, else off; 0 = off)",
     "engine": "server (default: llama-server, fitted context, warm-up), llama-bench, or both (the server, then "
               "llama-bench at the same point with -d = the prompt: a cross-check; the summary uses the server)",
     "allow_busy": "measure even while another llamaforge sweep holds the host lock or another process computes "
@@ -26,7 +31,7 @@ _BENCH_HELP = {
     "vram_budget": "emulate a smaller card: GiB of VRAM to leave usable per device (needs NVML)",
     "fitt": "llama.cpp's -fitt margin in MiB per device (default: llama.cpp's 1024)",
     "extra": "extra llama-server / llama-bench arguments, e.g. \"-fa on\"",
-    "resume": "continue run RUN (id, name or unique id prefix): measure only its missing points",
+    "resume": "continue run RUN (id, name or unique id prefix): measure only its missing launches (same order)",
     "retry_failed": "with --resume: measure failed points again",
     "threads": "CPU threads (-t)",
     "depths": "llama-bench engine: extra -d depths, e.g. 4096,16384",
@@ -52,7 +57,8 @@ def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | N
 def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[str], ncmoe: str, ngl: str | None,
                        repeats: int, engine: str, prompt_tokens: int, n_predict: int, vram_budget: float | None,
                        fitt: int | None, extra: str | None, threads: int | None, depths: str | None,
-                       load_timeout: float, request_timeout: float):  # noqa: ANN001, ANN202
+                       load_timeout: float, request_timeout: float, launches: int = 1, seed: int | None = None,
+                       sentinel_every: int | None = None):  # noqa: ANN001, ANN202
     from ..bench.plan import (
         FitOptions,
         Plan,
@@ -76,24 +82,31 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                                vram_budget_gib=float(vram_budget) if vram_budget is not None else None),
                 extra_args=split_extra(extra), threads=int(threads) if threads else None,
                 load_timeout_s=float(load_timeout), request_timeout_s=float(request_timeout),
-                bench_depths=parse_int_list(depths, what="--depths") if depths else [])
+                bench_depths=parse_int_list(depths, what="--depths") if depths else [],
+                launches=int(launches), seed=int(seed) if seed is not None else None,
+                sentinel_every=int(sentinel_every) if sentinel_every is not None else None)
 
 
 @lf_task(help=_BENCH_HELP)
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None, allow_busy=False):
+          name=None, allow_busy=False, launches=None, seed=None, sentinel_every=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
-    Each point gets a fresh llama-server (no -c: llama.cpp fits the context), one discarded warm-up and
-    --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
-    continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
+    Each point is measured in --launches separate llama-server starts (no -c: llama.cpp fits the context),
+    interleaved with the other points and builds, each with one discarded warm-up and --repeats measured
+    requests; results go to the store (results/llamaforge.sqlite). Interrupted runs continue with
+    --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
     """
-    from ..bench.plan import Plan
+    from ..bench.plan import DEFAULT_LAUNCHES, Plan
     from ..bench.runner import print_run, run_sweep
 
+    launches = _int_option(launches, "--launches", DEFAULT_LAUNCHES, minimum=1,
+                           fix="e.g. --launches 2 (each point in 2 separate server starts)")
+    sentinel_every = _int_option(sentinel_every, "--sentinel-every", None, minimum=0,
+                                 fix="give N > 0 (re-measure the reference points every N launches) or 0 (off)")
     p = paths()
     store = Store(p.store_db)
     command = " ".join(sys.argv)
@@ -116,7 +129,9 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                                   pin_names=[x or "default" for x in pin_list], ncmoe=ncmoe, ngl=ngl,
                                   repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
                                   vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
-                                  load_timeout=load_timeout, request_timeout=request_timeout)
+                                  load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
+                                  seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
+                                  sentinel_every=sentinel_every)
         builds = _builds(p, backend_list, pin_list, bin_dir)
         run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)
@@ -129,6 +144,19 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                              "offload more experts (higher --ncmoe), give a larger --vram-budget, or a smaller model")
         raise BenchError(f"every point of run {run_id} failed ({', '.join(sorted(c or '?' for c in classes))})",
                          f"see the log tails with `llamaforge runs {run_id} --failed`")
+
+
+def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str) -> int | None:  # noqa: ANN001
+    """An integer option (``None`` → ``default``), checked before anything is resolved or measured."""
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise BenchError(f"{name} must be a whole number (got {value!r})", fix) from None
+    if n < minimum:
+        raise BenchError(f"{name} must be at least {minimum} (got {n})", fix)
+    return n
 
 
 def _resume_builds(p, plan, bin_dir: str | None) -> list:  # noqa: ANN001

@@ -26,14 +26,14 @@ def _int(value, what: str) -> int:
     "model": "model: a .gguf path, synth:PRESET, hf:..., URL (default synth:tiny-qwen35moe)",
     "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
     "repeats": "samples per side per point (>= 4; default 6)",
-    "rounds": "process starts per side per point, ABBA-interleaved (default 3)",
+    "rounds": "process starts per side per point, ABBA-interleaved; the test's n (default 4: the fewest that can give p < 0.05)",
     "min_effect": "smallest relative change called better/worse (default 0.05 = 5 %)",
     "engine": "server (default) or llama-bench",
     "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
     "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
-            ncmoe="0", repeats=6, rounds=3, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
+            ncmoe="0", repeats=6, rounds=4, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
             threads=None, source=None):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like

@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bench.schedule import SENTINEL_LABEL
 from ..errors import LlamaforgeError, StoreError
 from ..stats import Summary, summarize
 from ..store import Point, Probe, Run, Store
@@ -173,6 +174,7 @@ class ReportData:
     @property
     def axis_label(self) -> str:
         return AXIS_LABELS.get(self.axis, self.axis)
+    points: list[Point] = field(default_factory=list)      # every stored point, sentinels included
 
     @property
     def env(self) -> dict:
@@ -306,6 +308,8 @@ def load(store: Store, run_id: str) -> ReportData:
 
     groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points:
+        if p.label == SENTINEL_LABEL:   # drift sentinels are a check, not a series (see bench.sentinel)
+            continue
         groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
 
     def backend_of(key: str) -> str:
@@ -345,7 +349,7 @@ def load(store: Store, run_id: str) -> ReportData:
         native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
     return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
                       full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id), axis=axis,
-                      reproductions=_reproductions(store, run))
+                      reproductions=_reproductions(store, run), points=points)
 
 
 def _reproductions(store: Store, run: Run) -> list[dict]:

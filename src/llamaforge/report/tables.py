@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bench.sentinel import drift_flags
 from ..stats import Comparison, compare
 from . import analysis as an
 from .data import ReportData, Row, Series, backend_name
@@ -380,6 +381,11 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     if marked:
         summ.notes.append(f"{len(marked)} point(s) ran throttled, loaded or shared (see Measurement conditions): "
                           + ", ".join(f"{n} ncmoe {m} ({', '.join(f)})" for n, m, f in marked[:6]) + ".")
+    from .replication import drift_notes, launches_of, replication_section
+
+    if launches_of(full) < 2 and full.run.kind in ("sweep", "demo"):
+        summ.notes.append("Between-process spread was not measured (one server start per point); see Replication.")
+    summ.notes += drift_notes(drift_flags(full.points))
     out.append(summ)
     rep = reproduction_section(full)
     if rep is not None:
@@ -428,6 +434,9 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
                            intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
                            tables=[points_table(s, data.native_ctx, flags)]))
+
+    if data.run.kind in ("sweep", "demo"):
+        out.append(replication_section(data))
 
     ft = failed_table(data)
     out.append(Section("failed", "Failed points", tables=[ft] if ft.rows else [],

@@ -1,0 +1,109 @@
+"""The report's replication section: is each number more than one server start's luck?
+
+Per point: median and 95 % CI from the cluster bootstrap over launches, ``K×R`` (launches ×
+requests per launch), the within- and between-launch standard deviations (square roots of the
+one-way random-effects ANOVA variance components) and the share of the variance between launches.
+With one launch per point the section says that between-process spread was not measured; the CIs
+are then the within-process ones, and nothing is widened to make up for it.
+
+Drift sentinels (:mod:`llamaforge.bench.sentinel`) are listed with the points measured between the
+previous sentinel and the one that drifted.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..bench.schedule import SENTINEL_LABEL
+from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..stats import ClusterSummary, cluster_summary
+from .data import ReportData, Row
+from .tables import Section, Table
+
+_METRICS = (("tg", "tg_tps"), ("pp", "pp_tps"))
+
+
+def _sd(var: float | None) -> str:
+    return "–" if var is None else f"{math.sqrt(var):.2f}"
+
+
+def row_cluster(r: Row, metric: str) -> ClusterSummary | None:
+    """The cluster summary of a report row (``tg``/``pp``), on the same llama-bench test the row shows."""
+    if r.point is None:
+        return None
+    test = r.tg_test if metric == "tg" else r.pp_test
+    return cluster_summary(r.point.launch_groups(dict(_METRICS)[metric], test))
+
+
+def launches_of(data: ReportData) -> int:
+    return int(data.plan.get("launches") or 1)
+
+
+def drift_notes(flags: list[DriftFlag]) -> list[str]:
+    return [f"⚠ {f.describe()}" for f in flags]
+
+
+def replication_section(data: ReportData) -> Section:
+    k = launches_of(data)
+    flags = drift_flags(data.points)
+    sec = Section("replication", "Replication and drift", intro=(
+        "Each point's median with a 95 % CI from a cluster bootstrap over server starts (launches, then the "
+        "requests within them); n = launches × requests per launch. sd within / between: standard deviations "
+        "of requests inside one server and of launch means between servers (one-way random-effects ANOVA); "
+        "'between %' is the between-launch share of the variance."))
+    if k < 2:
+        sec.notes.append("Between-process spread was NOT measured: every point ran in one server start "
+                         "(--launches 1). The CIs below cover only request-to-request spread inside one process "
+                         "and are not widened to make up for it; re-measure with --launches 2 or more.")
+    t = Table(["series", "ncmoe", "n", "tg t/s median [95 % CI]", "tg sd within / between", "tg between %",
+               "pp t/s median [95 % CI]", "pp sd within / between", "flags"],
+              title="Per point, clustered by launch")
+    marked = {(b, n, g) for f in flags for b, n, g, _l in f.between}
+    for s in data.series:
+        for r in s.ok_rows:
+            cells: list[str] = []
+            rec: dict = {"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl}
+            shape = "–"
+            for m, _f in _METRICS:
+                cs = row_cluster(r, m)
+                rec[m] = cs.to_dict() if cs else None
+                if cs is None:
+                    cells += ["–", "–"] + (["–"] if m == "tg" else [])
+                    continue
+                shape = cs.shape
+                cells.append(f"{cs.median:.1f} [{cs.ci_low:.1f}, {cs.ci_high:.1f}]")
+                cells.append(f"{_sd(cs.var_within)} / {_sd(cs.var_between) if cs.between_measured else 'not measured'}")
+                if m == "tg":
+                    cells.append("–" if cs.icc is None else f"{cs.icc:.0%}")
+            flag = []
+            if r.point is not None and (r.point.build_key, r.ncmoe, r.ngl) in marked:
+                flag.append("measured during drift")
+            t.rows.append([s.name, str(r.ncmoe) + ("" if r.ngl == -1 else f" ngl={r.ngl}"), shape, *cells,
+                           ", ".join(flag)])
+            t.data.append(rec)
+    if t.rows:
+        sec.tables.append(t)
+    else:
+        sec.absent = "no point succeeded"
+    sentinels = [p for p in data.points if p.label == SENTINEL_LABEL]
+    every = data.plan.get("sentinel_every")
+    if not sentinels:
+        sec.notes.append("No drift sentinels in this run" + (" (--sentinel-every 0 or a small sweep)." if not every else "."))
+    else:
+        sec.notes.append(f"Drift sentinels: each build's first point re-measured every {every} launches and at the end "
+                         f"({sum(len(p.launches) for p in sentinels)} sentinel launches, stored apart and not pooled into "
+                         f"the point's statistics). A sentinel drifted when its median left the point's CI by at least "
+                         f"{DRIFT_MIN_EFFECT:.0%}.")
+        if flags:
+            d = Table(["build", "ncmoe", "metric", "sentinel", "value t/s", "change", "point median [CI]",
+                       "points measured in between"], title="Drift")
+            for f in flags:
+                between = sorted({(b, n, g) for b, n, g, _l in f.between})
+                d.rows.append([f.build_key, str(f.ncmoe), f.metric, str(f.sentinel), f"{f.value:.1f}", f"{f.change:+.1%}",
+                               f"{f.ref_median:.1f} [{f.ref_ci[0]:.1f}, {f.ref_ci[1]:.1f}]",
+                               ", ".join(f"{b[:16]} ncmoe={n}" for b, n, _g in between) or "–"])
+                d.data.append(f.to_dict())
+            sec.tables.append(d)
+        else:
+            sec.notes.append("No sentinel drifted.")
+    return sec
