@@ -171,3 +171,31 @@ def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, st
     failing = _plan(tiny_model, [PointSpec(0)], fit=FitOptions(fitt_mib=10_000_000))
     bad = store.points(run_fitmap(failing, [cpu_build], store, progress=False))[0]
     assert bad.status == "failed" and bad.failure_class == "fit", (bad.failure_class, bad.log_tail)
+
+
+def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_model, store, lf_paths, tmp_path):
+    """K = 2 launches per point, interleaved, plus a drift sentinel, against the real CPU build; the
+    report shows the clustered statistics. (Kept short: 2 points, tiny prompt, few tokens.)"""
+    from llamaforge.bench.schedule import SENTINEL_LABEL
+    from llamaforge.report import write_report
+
+    n_layers = read_facts(tiny_model)["n_layers"]
+    plan = _plan(tiny_model, make_points(f"0,{n_layers}", n_layers=n_layers), prompt_tokens=64, n_predict=8,
+                 launches=2, seed=11, sentinel_every=2)
+    run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+    pts = store.points(run)
+    regular = [p for p in pts if p.label == ""]
+    sentinel = [p for p in pts if p.label == SENTINEL_LABEL]
+    assert sorted(p.ncmoe for p in regular) == [0, n_layers]
+    for p in regular:
+        assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
+        assert sorted(r["launch"] for r in p.launches) == [1, 2]
+        assert [len(g) for g in p.launch_groups("tg_tps")] == [2, 2]
+        assert sum(s.warmup for s in p.samples) == 2                     # one discarded warm-up per launch
+    # 4 regular starts, a sentinel after the 2nd and the 4th (the end): the reference is ncmoe 0
+    assert len(sentinel) == 1 and sentinel[0].ncmoe == 0 and len(sentinel[0].launches) == 2
+    seqs = sorted([(r["seq"], p.label or "regular") for p in pts for r in p.launches])
+    assert [lab for _s, lab in seqs] == ["regular", "regular", SENTINEL_LABEL, "regular", "regular", SENTINEL_LABEL]
+    assert seqs[0][0] == 1 and seqs[-1][0] == 6
+    md = write_report(store, run, tmp_path / "report").md.read_text()
+    assert "Replication and drift" in md and "| 2×2 |" in md and "not measured" not in md.split("Replication")[1][:400]
