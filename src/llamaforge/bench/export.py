@@ -34,7 +34,8 @@ LLAMA_BENCH_FIELDS = [
 ]
 _BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal", "hip": "ROCm", "sycl": "SYCL"}
 
-_SAMPLE_COLS = ["idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms", "tg_tps"]
+_SAMPLE_COLS = ["idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms", "tg_tps",
+                "launch"]
 _POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "n_ctx",
                "n_ctx_train", "vram_used_mib", "vram_self_mib", "vram_total_mib", "rss_peak_mib", "prompt_tokens",
                "n_predict", "t_load_s", "t_warmup_s", "t_measure_s", "build_info"]
