@@ -249,12 +249,10 @@ class Store:
         elif int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema v{row[0]}, newer than this llamaforge (v{SCHEMA_VERSION})",
                              "upgrade llamaforge or use another LLAMAFORGE_RESULTS folder")
-        cols = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
-        if "parent_run" not in cols:  # additive: older llamaforge versions read such stores unchanged
-            self.db.execute("ALTER TABLE runs ADD COLUMN parent_run TEXT")
 
-    #: columns added after v1 shipped, added in place to older stores (a step for a migration ladder)
-    _ADDED_COLUMNS = (("samples", "launch", "INTEGER NOT NULL DEFAULT 1"),)
+    #: columns added after v1 shipped, added in place to older stores (additive: older llamaforge versions
+    #: read such stores unchanged; each entry is one step for a migration ladder)
+    _ADDED_COLUMNS = (("runs", "parent_run", "TEXT"), ("samples", "launch", "INTEGER NOT NULL DEFAULT 1"))
 
     def _add_missing_columns(self) -> None:
         for table, col, decl in self._ADDED_COLUMNS:
