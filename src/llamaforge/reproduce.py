@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BenchError
-from .stats import Summary, summarize
+from .stats import ClusterSummary, Summary, cluster_summary
 from .store import Point, Run, Store
 
 MIN_EFFECT = 0.05
@@ -28,8 +28,8 @@ SWEEP_KINDS = ("sweep", "demo")
 @dataclass
 class MetricCheck:
     metric: str
-    a: Summary | None
-    b: Summary | None
+    a: Summary | ClusterSummary | None     # the cluster summary (CI over launches) for stored points
+    b: Summary | ClusterSummary | None
 
     @property
     def change(self) -> float | None:
@@ -94,10 +94,11 @@ class Verdict:
                 "points": [p.to_dict() for p in self.points]}
 
 
-def _metric_values(p: Point, metric: str) -> list[float]:
+def _metric_summary(p: Point, metric: str) -> ClusterSummary | None:
+    """The point's median and CI, clustered by launch (requests of one server are not independent)."""
     from .report.data import pick_test
 
-    return p.measured(f"{metric}_tps", pick_test(p, metric))
+    return cluster_summary(p.launch_groups(f"{metric}_tps", pick_test(p, metric)))
 
 
 def _name(p: Point, backend: str) -> str:
@@ -123,7 +124,7 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
             out.append(PointCheck(name, c.key, "reproduces" if same else "failed",
                                   note=f"{a.failure_class or 'ok'} then {c.failure_class or 'ok'}"))
             continue
-        checks = [MetricCheck(m, summarize(_metric_values(a, m)), summarize(_metric_values(c, m))) for m in ("pp", "tg")]
+        checks = [MetricCheck(m, _metric_summary(a, m), _metric_summary(c, m)) for m in ("pp", "tg")]
         checks = [m for m in checks if m.a is not None and m.b is not None]
         status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
         note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
@@ -200,6 +201,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     plan.points = select_points(plan.points, points, plan.model_facts.get("n_layers"))
     builds = run_builds(store, paths, parent)
     plan.build_keys = [b.key for b in builds]
+    plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
     child_id = run_sweep(plan, builds, store, paths, command=command, name=f"reproduce {parent.id}",
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)

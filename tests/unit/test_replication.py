@@ -158,7 +158,8 @@ def store(tmp_path):
 
 
 def _fake_once(calls: list, *, tg=lambda call, label: 100.0, fail=lambda call: False, stop_after=None):
-    def once(build, model_path, spec, plan, run_id, label="", *, log_dir, on_phase=None, state=None, launch=None):
+    def once(build, model_path, spec, plan, run_id, label="", *, log_dir, on_phase=None, state=None, launch=None,
+             engine=None, busy=None):
         if stop_after is not None and len(calls) >= stop_after:
             raise KeyboardInterrupt
         calls.append((build.key, spec.ncmoe, label, launch))
