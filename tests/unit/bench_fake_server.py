@@ -3,7 +3,8 @@
 
 Behaviour from FAKE_MODE: ok | oom (exit 1 at load with an allocation error) | unhealthy (503
 forever) | hang (healthy, /completion never answers) | crash-request (exits during /completion)
-| portbusy-once (first start: bind error). Timings are fake but well-formed.
+| portbusy-once (first start: bind error) | fit-refused (logs that fitting was refused because of
+tensor overrides, as newer servers do with -ncmoe, unless started with -c). Timings are fake but well-formed.
 """
 
 import json
@@ -31,6 +32,10 @@ if MODE == "oom":
     print(json.dumps({"type": "log", "level": "error", "msg": "llama_init_from_model: failed to load model\n"}),
           flush=True)
     sys.exit(1)
+if MODE == "fit-refused" and "-c" not in sys.argv:
+    print(json.dumps({"type": "log", "level": "warn",
+                      "msg": "common_fit_params: failed to fit params to free device memory: "
+                             "model_params::tensor_buft_overrides already set by user, abort\n"}), flush=True)
 if MODE == "portbusy-once" and STATE and not os.path.exists(STATE):
     open(STATE, "w").close()
     print(json.dumps({"type": "log", "level": "error",
@@ -59,7 +64,8 @@ class H(BaseHTTPRequestHandler):
         if self.path == "/health":
             return self._send(503 if loading else 200, {"status": "loading" if loading else "ok"})
         if self.path == "/props":
-            return self._send(200, {"default_generation_settings": {"n_ctx": 8192}, "build_info": "b1-fake"})
+            n_ctx = int(sys.argv[sys.argv.index("-c") + 1]) if "-c" in sys.argv else 8192
+            return self._send(200, {"default_generation_settings": {"n_ctx": n_ctx}, "build_info": "b1-fake"})
         if self.path == "/v1/models":
             return self._send(200, {"data": [{"meta": {"n_ctx_train": 32768, "n_ctx": 8192}}]})
         self._send(404, {})

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from .. import proc
 from ..console import console
-from ..errors import BenchError
+from ..errors import BenchError, BuildError
 from ..store import Point, Store
 from .plan import BuildLike, Plan, PointSpec
 from .server import classify_failure
@@ -95,10 +95,18 @@ def parse_fit_output(output: str) -> FitResult:
 def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str | None = None,
                threads: int | None = None, extra_args: list[str] | None = None, timeout: float = 300.0,
                log_path: Path | None = None) -> FitResult:
-    """Run llama-fit-params for one point."""
+    """Run llama-fit-params for one point (a failed FitResult when the build has none)."""
+    from ..build.options import build_options
+
+    opts = build_options(build)
+    if not opts.has_fit_params:
+        return FitResult(ok=False, output="this build has no llama-fit-params (llama.cpp before Dec 2025)")
     args = [str(build.binary("llama-fit-params")), "-m", str(model_path)]
     if spec.ncmoe:
-        args += ["--n-cpu-moe", str(spec.ncmoe)]
+        try:
+            args += opts.ncmoe_args("llama-fit-params", spec.ncmoe)
+        except BuildError as e:
+            return FitResult(ok=False, output=e.message)
     if spec.ngl != -1:
         args += ["-ngl", str(spec.ngl)]
     if fitt is not None:
@@ -154,6 +162,12 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
 
     if not builds:
         raise BenchError("no builds for the fit map", "give --backends")
+    from ..build.options import build_options
+
+    lacking = [b.key for b in builds if not build_options(b).has_fit_params]
+    if lacking:
+        raise BenchError(f"build(s) {', '.join(lacking)} have no llama-fit-params (llama.cpp before Dec 2025 cannot fit)",
+                         "use `llamaforge bench --ctx N` on such builds, or a newer pin")
     plan.build_keys = [b.key for b in builds]
     plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
     js = plan.to_json()

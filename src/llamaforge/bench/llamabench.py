@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 from .. import proc
+from ..build.options import build_options
+from ..errors import BuildError
 from ..store import Point, Sample
 from .fitmap import fit_params
 from .monitor import Monitor
@@ -27,9 +29,17 @@ from .plan import BuildLike, Plan, PointSpec
 from .server import PointFailure, classify_failure, die_with_parent
 
 
+def _int(obj: dict, key: str) -> int:
+    """An integer field that older llama-bench versions may lack (or write as null)."""
+    try:
+        return int(obj.get(key) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def test_name(obj: dict) -> str:
     """llama-bench's own naming: ``pp512``, ``tg128``, ``pp512 @ d4096``."""
-    n_prompt, n_gen, depth = int(obj.get("n_prompt", 0)), int(obj.get("n_gen", 0)), int(obj.get("n_depth", 0))
+    n_prompt, n_gen, depth = _int(obj, "n_prompt"), _int(obj, "n_gen"), _int(obj, "n_depth")
     if n_prompt and n_gen:
         name = f"pp{n_prompt}+tg{n_gen}"
     elif n_prompt:
@@ -39,12 +49,17 @@ def test_name(obj: dict) -> str:
     return name + (f" @ d{depth}" if depth else "")
 
 
+_RESULT_KEYS = ("samples_ts", "samples_ns", "avg_ts", "avg_ns")
+
+
 def parse_results(text: str) -> list[dict]:
-    """The result objects in llama-bench ``-o jsonl`` (or ``-o json``) output."""
+    """The result objects in llama-bench ``-o jsonl`` (or ``-o json``) output: every object with
+    at least one timing field (``samples_ts``, or what older versions wrote: ``samples_ns``,
+    ``avg_ts``, ``avg_ns``)."""
     text = text.strip()
     if text.startswith("["):
         try:
-            return [o for o in json.loads(text) if isinstance(o, dict)]
+            return [o for o in json.loads(text) if isinstance(o, dict) and any(k in o for k in _RESULT_KEYS)]
         except ValueError:
             pass
     out = []
@@ -56,23 +71,45 @@ def parse_results(text: str) -> list[dict]:
             obj = json.loads(line)
         except ValueError:
             continue
-        if isinstance(obj, dict) and "samples_ts" in obj:
+        if isinstance(obj, dict) and any(k in obj for k in _RESULT_KEYS):
             out.append(obj)
     return out
+
+
+def _rates(obj: dict) -> tuple[list[float], list[float | None], str]:
+    """Per-repeat tokens/s and ns of one result, and where they came from.
+
+    ``samples_ts`` when present; else computed from ``samples_ns`` the way llama-bench does
+    (``1e9 * (n_prompt + n_gen) / ns``); else the single average (``avg_ts`` or from ``avg_ns``),
+    marked as such in the sample — older llama-bench versions do not print every repeat."""
+    n_tokens = _int(obj, "n_prompt") + _int(obj, "n_gen")
+    ns = [float(x) for x in (obj.get("samples_ns") or []) if x]
+    ts = [float(x) for x in (obj.get("samples_ts") or [])]
+    if ts:
+        return ts, [*ns, *([None] * (len(ts) - len(ns)))][:len(ts)], "samples_ts"
+    if ns and n_tokens:
+        return [1e9 * n_tokens / x for x in ns], list(ns), "samples_ns"
+    if obj.get("avg_ts"):
+        avg_ns = float(obj["avg_ns"]) if obj.get("avg_ns") else None
+        return [float(obj["avg_ts"])], [avg_ns], "avg_ts"
+    if obj.get("avg_ns") and n_tokens:
+        return [1e9 * n_tokens / float(obj["avg_ns"])], [float(obj["avg_ns"])], "avg_ns"
+    return [], [], "none"
 
 
 def samples_from(results: list[dict]) -> list[Sample]:
     out: list[Sample] = []
     for obj in results:
         test = test_name(obj)
-        ts = obj.get("samples_ts") or []
-        ns = obj.get("samples_ns") or []
-        n_prompt, n_gen = int(obj.get("n_prompt", 0)), int(obj.get("n_gen", 0))
+        ts, ns, origin = _rates(obj)
+        n_prompt, n_gen = _int(obj, "n_prompt"), _int(obj, "n_gen")
         base = {k: v for k, v in obj.items() if k not in ("samples_ts", "samples_ns")}
         for i, v in enumerate(ts):
-            ms = ns[i] / 1e6 if i < len(ns) else None
-            s = Sample(idx=i + 1, warmup=False, test=test, raw={**base, "sample_ts": v,
-                                                                "sample_ns": ns[i] if i < len(ns) else None})
+            ms = ns[i] / 1e6 if ns[i] is not None else None
+            raw = {**base, "sample_ts": v, "sample_ns": ns[i]}
+            if origin != "samples_ts":
+                raw["sample_from"] = origin
+            s = Sample(idx=i + 1, warmup=False, test=test, raw=raw)
             if n_gen and not n_prompt:
                 s.predicted_n, s.predicted_ms, s.tg_tps = n_gen, ms, float(v)
             else:
@@ -82,11 +119,21 @@ def samples_from(results: list[dict]) -> list[Sample]:
 
 
 def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) -> list[str]:
+    """llama-bench's arguments for a point, from what this llama-bench supports (``-ncmoe`` or its
+    ``-ot`` equivalent, ``-d`` only where it exists)."""
+    opts = build_options(build)
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(plan.prompt_tokens),
-            "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl", "--n-cpu-moe", str(spec.ncmoe)]
+            "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
+    try:
+        args += opts.ncmoe_args("llama-bench", spec.ncmoe)
+    except BuildError as e:
+        raise PointFailure("error", f"{e.message} ({e.fix})") from e
     if spec.ngl != -1:
         args += ["-ngl", str(spec.ngl)]
     if plan.bench_depths:
+        if "-d" not in opts.bench and "--n-depth" not in opts.bench:
+            raise PointFailure("error", "this llama-bench has no -d (--n-depth) option",
+                               None)
         args += ["-d", ",".join(str(d) for d in sorted({0, *plan.bench_depths}))]
     if plan.threads:
         args += ["-t", str(plan.threads)]
@@ -102,10 +149,14 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     from .runner import fitt_for, store_monitor
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    on_phase("fitting")
-    fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
-    point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params"}
-    point.n_ctx = fit.n_ctx
+    if build_options(build).has_fit_params:
+        on_phase("fitting")
+        fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
+        point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params", "fit_status": "fitted"}
+        point.n_ctx = fit.n_ctx
+    else:
+        point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
+                       "fit_note": "no llama-fit-params in this build: the fitted context is unknown"}
     point.n_ctx_train = plan.model_facts.get("n_ctx_train")
     point.prompt_tokens = plan.prompt_tokens
     args = bench_args(build, model_path, spec, plan)
@@ -133,8 +184,8 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
     results = parse_results(text)
     point.extra["llama_bench"] = [{k: v for k, v in r.items()} for r in results]
-    if results:
-        point.build_info = f"b{results[0].get('build_number')}-{results[0].get('build_commit')}"
+    if results and (results[0].get("build_number") is not None or results[0].get("build_commit")):
+        point.build_info = f"b{results[0].get('build_number', '?')}-{results[0].get('build_commit', '?')}"
     point.samples = samples_from(results)
     if timed_out:
         raise PointFailure("hang", f"llama-bench did not finish within {timeout:.0f} s", tail)

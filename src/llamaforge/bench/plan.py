@@ -120,6 +120,7 @@ class Plan:
     request_timeout_s: float = 900.0
     warmup: bool = True
     bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
+    ctx: int | None = None        # -c for every point (else llama.cpp fits it, where the build can)
     build_keys: list[str] = field(default_factory=list)     # filled when the run starts
     launches: int = 1                   # server starts per point (K)
     seed: int | None = None             # schedule seed (drawn and recorded when the run starts)
@@ -143,6 +144,9 @@ class Plan:
                              "e.g. --prompt-tokens 2500 (short prompts make pp t/s overhead-bound)")
         if not self.points:
             raise BenchError("the plan has no points", "give --ncmoe, e.g. --ncmoe 0:40:2")
+        if self.ctx is not None and self.ctx < 16:
+            raise BenchError(f"--ctx must be at least 16 tokens (got {self.ctx})",
+                             "e.g. --ctx 8192, or leave it out to let llama.cpp fit the context")
 
     @property
     def n_layers(self) -> int | None:
@@ -169,6 +173,7 @@ class Plan:
             "launches": self.launches,
             "seed": self.seed,
             "sentinel_every": self.sentinel_every,
+            "ctx": self.ctx,
         }
 
     @classmethod
@@ -185,7 +190,8 @@ class Plan:
                    load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
                    warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
                    build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
-                   seed=d.get("seed"), sentinel_every=d.get("sentinel_every"))
+                   seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
+                   ctx=int(d["ctx"]) if d.get("ctx") else None)
 
 
 # ------------------------------------------------------------------------------ parsing options

@@ -41,17 +41,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..build.options import build_options
 from ..console import console, notice
-from ..errors import BenchError
+from ..errors import BenchError, BuildError
 from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
 from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
+from .fitmap import fit_params
 from .monitor import Monitor, MonitorResult
 from .plan import BuildLike, FitOptions, Plan, PointSpec
 from .prompts import Prompt, build_prompt
 from .schedule import SENTINEL_LABEL, Slot, default_sentinel_every, remaining, sweep_schedule
-from .server import PointFailure, ServerSession, parse_memory_breakdown, read_log_tail, supported_flags
+from .server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown, read_log_tail
 from .telemetry import describe as describe_telemetry
 from .telemetry import flags as telemetry_flags
 
@@ -122,31 +124,51 @@ def fitt_for(build: BuildLike, plan: Plan) -> str | None:
 # ------------------------------------------------------------------------------ server engine
 
 
-def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) -> list[str]:
-    """The llama-server arguments of a point (without host/port), checked against ``--help``."""
-    binary = build.binary("llama-server")
-    flags = supported_flags(binary, build.env)
+#: how a point's context was chosen (``point.extra["fit_status"]``)
+FIT_STATUS_NOTES = {
+    "fitted": "llama-server fitted the context",
+    "fixed": "context fixed by --ctx",
+    "unsupported": "this build cannot fit (no --fit): llama.cpp's default context, or --ctx",
+    "refused": "llama-server refused to fit (tensor overrides); re-run with -c from llama-fit-params",
+    "refused-unfitted": "llama-server refused to fit (tensor overrides) and loaded unfitted",
+}
+
+
+def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, *,
+                ctx: int | None = None) -> list[str]:
+    """The llama-server arguments of a point (without host/port), built from what this binary
+    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.build.options`):
+    ``-ncmoe`` or its ``-ot`` equivalent, ``-fitt`` only where the server can fit, ``-c`` from
+    ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
+    opts = build_options(build)
+    flags = opts.server
     args = ["-m", str(model_path), "-np", "1"]
-    if "--no-mmproj" in flags:
-        args.append("--no-mmproj")
-    if "--log-jsonl" in flags:
-        args.append("--log-jsonl")
-    if "--no-webui" in flags:
-        args.append("--no-webui")
+    for flag in ("--no-mmproj", "--log-jsonl", "--no-webui"):
+        if flag in flags:
+            args.append(flag)
     if spec.ncmoe:
-        if "--n-cpu-moe" not in flags:
-            raise PointFailure("error", "this llama-server has no --n-cpu-moe option")
-        args += ["--n-cpu-moe", str(spec.ncmoe)]
+        try:
+            args += opts.ncmoe_args("llama-server", spec.ncmoe)
+        except BuildError as e:
+            raise PointFailure("error", f"{e.message} ({e.fix})") from e
     if spec.ngl != -1:
         args += ["-ngl", str(spec.ngl)]
+    ctx = ctx if ctx is not None else plan.ctx
+    if ctx is not None:
+        args += ["-c", str(ctx)]
     fitt = fitt_for(build, plan)
-    if fitt is not None:
-        if "--fit-target" not in flags:
-            raise PointFailure("error", "this llama-server has no --fit-target option")
+    if fitt is not None and opts.server_fit:
         args += ["--fit-target", fitt]
     if plan.threads:
         args += ["-t", str(plan.threads)]
     return args + list(plan.extra_args) + list(spec.extra_args)
+
+
+def fit_status_of(build: BuildLike, plan: Plan) -> str:
+    """How the context of this build's points is chosen before any run: ``fitted`` / ``fixed`` / ``unsupported``."""
+    if plan.ctx is not None:
+        return "fixed"
+    return "fitted" if build_options(build).server_fit else "unsupported"
 
 
 def _sample(idx: int, warmup: bool, resp: dict) -> Sample:
@@ -178,10 +200,21 @@ def store_monitor(point: Point, mres: MonitorResult) -> None:
 
 def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
                     log_path: Path, state: SweepState, on_phase: PhaseFn) -> None:
-    """Fill ``point`` (raises PointFailure after filling what it could)."""
+    """Fill ``point`` (raises PointFailure after filling what it could).
+
+    When the server logs that it refused to fit (tensor overrides such as ``-ncmoe`` set, in some
+    llama.cpp versions) it has loaded unfitted: that first load is stopped, its log kept beside
+    the point's (``.unfitted.log``), and the point is measured again with ``-c`` from
+    ``llama-fit-params`` where the build has it (``fit_status`` ``refused``), else measured as
+    loaded (``refused-unfitted``)."""
     on_phase("starting")
     args = server_args(build, model_path, spec, plan)
     point.command = [str(build.binary("llama-server")), *args]
+    fit_status = fit_status_of(build, plan)
+    ctx_info: dict[str, Any] = {"fit_status": fit_status}
+    if fitt_for(build, plan) is not None and not build_options(build).server_fit:
+        ctx_info["fit_note"] = "--fitt/--vram-budget ignored: this llama-server cannot fit"
+    point.extra = dict(ctx_info)
     monitor = Monitor(pid=0)
     session: ServerSession | None = None
 
@@ -190,9 +223,31 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         if not monitor.is_alive():
             monitor.start()
 
+    def start(server_argv: list[str]) -> ServerSession:
+        return ServerSession.start(build.binary("llama-server"), server_argv, log_path, env=build.env,
+                                   load_timeout_s=plan.load_timeout_s, on_phase=on_phase, on_spawn=spawned)
+
     try:
-        session = ServerSession.start(build.binary("llama-server"), args, log_path, env=build.env,
-                                      load_timeout_s=plan.load_timeout_s, on_phase=on_phase, on_spawn=spawned)
+        session = start(args)
+        refused = fit_refusal(log_path) if fit_status == "fitted" else None
+        if refused is not None:
+            ctx_info.update(fit_status="refused-unfitted", fit_refused=refused)
+            if build_options(build).has_fit_params:
+                session.stop()
+                session = None
+                monitor.stop()
+                monitor = Monitor(pid=0)
+                log_path.replace(log_path.with_suffix(".unfitted.log"))
+                on_phase("fitting (llama-fit-params)")
+                fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
+                ctx_info["fit"] = fit.to_dict()
+                if fit.ok and fit.n_ctx:
+                    ctx_info["fit_status"] = "refused"
+                    args = server_args(build, model_path, spec, plan, ctx=fit.n_ctx)
+                else:
+                    ctx_info["fit_note"] = "llama-fit-params found no fit either: measured unfitted"
+                session = start(args)
+            point.extra = dict(ctx_info)
         point.command = session.args
         point.t_load_s = session.t_load_s
         props = session.props()
@@ -206,7 +261,7 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
             prompt = build_prompt(plan.prompt_tokens, tokenize=session.tokenize, apply_template=session.apply_template)
             state.prompts[build.key] = prompt
         point.prompt_tokens = prompt.n_tokens
-        extra: dict[str, Any] = {"prompt": prompt.to_dict(), "model_meta": meta}
+        extra: dict[str, Any] = {**ctx_info, "prompt": prompt.to_dict(), "model_meta": meta}
         point.extra = extra
         if point.n_ctx and prompt.n_tokens + plan.n_predict > point.n_ctx:
             raise PointFailure("fit", f"the fitted context ({point.n_ctx}) is smaller than prompt + n_predict "

@@ -6,7 +6,8 @@ SIGKILL after a grace period — a graceful stop lets it print its final ``fit_m
 Its output goes to a per-point log file; failures become a :class:`PointFailure` with a class
 (``oom``, ``crash``, ``hang``, ``unhealthy``, ``bad-response``, ``error``) and the log tail.
 
-Flags are checked against the binary's ``--help`` (cached) so we never pass unknown ones.
+Arguments are built from the binary's ``--help`` options (:mod:`llamaforge.build.options`), so we
+never pass unknown ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -148,16 +148,26 @@ def die_with_parent(args: list[str]) -> list[str]:
     return [sys.executable, "-S", "-c", _PDEATHSIG, str(os.getpid()), *args]
 
 
-@lru_cache(maxsize=32)
-def _help_text(binary: str, env_items: tuple[tuple[str, str], ...]) -> str:
-    r = proc.run([binary, "--help"], env=dict(env_items), timeout=60)
-    return r.output
+_FIT_REFUSED = re.compile(r"failed to fit (?:CLI arguments|params)[^:]*:\s*(.*)$", re.I)
 
 
-def supported_flags(binary: Path, env: dict[str, str] | None = None) -> set[str]:
-    """Every ``-x`` / ``--xyz`` flag that ``binary --help`` mentions."""
-    text = _help_text(str(binary), tuple(sorted((env or {}).items())))
-    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+def fit_refusal(log_path: Path) -> str | None:
+    """Why llama-server did not fit its parameters (``common_fit_params: failed to fit params to
+    free device memory: model_params::tensor_buft_overrides already set by user, abort``), or None.
+
+    A server that refuses to fit still loads — unfitted, with whatever context it was given — so
+    this is read from the log of a healthy server, not from a failure."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "failed to fit" not in line:
+                    continue
+                m = _FIT_REFUSED.search(_text_of(line).strip())
+                if m:
+                    return m.group(1).strip() or "no reason given"
+    except OSError:
+        return None
+    return None
 
 
 @dataclass

@@ -9,7 +9,8 @@ A build key is (commit, backend, CMake flags, toolchain fingerprint); its direct
     out/                 the CMake build tree (ninja when present)
     build.log            configure + build output
     manifest.json        written LAST and atomically: key, flags, toolchain, timings, binaries
-                         (sha256), capabilities, verification. Its presence is the cache hit.
+                         (sha256), the options each binary's --help lists (``options``),
+                         capabilities, verification. Its presence is the cache hit.
     .lock                flock: concurrent builds of one key are serialised
 
 An interrupted build never leaves a manifest, so it is never reused (the next build resumes
@@ -38,6 +39,7 @@ from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
+from .options import probe_build
 from .toolchain import Toolchain, discover
 
 MANIFEST = "manifest.json"
@@ -308,6 +310,9 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
     }
     b = Build.from_manifest(d, manifest)
+    # what each binary accepts (its --help), so command lines are built from it; a --help we
+    # cannot read is a BuildError here, before any manifest is written
+    manifest["options"] = probe_build(b)
     if opts.verify:
         from ..verify import verify_build
 
