@@ -254,3 +254,26 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
         assert p.extra["fit_status"] == "refused-unfitted" and "-c" not in p.command and p.n_ctx == 8192
     stored = store.points(run)[0]
     assert stored.extra["fit_status"] == p.extra["fit_status"]
+
+
+def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
+    import report_fake
+
+    from llamaforge.report.data import load
+    from llamaforge.report.tables import build_sections
+    from llamaforge.store import Point, Sample
+
+    st, run = report_fake.build(tmp_path, backends=("cpu",), points=False)
+    for n, status in ((0, "unsupported"), (1, "unsupported"), (2, "refused")):
+        p = Point(run, "cpu-0c1e570-abcd", "server", ncmoe=n, n_ctx=4096, extra={"fit_status": status},
+                  samples=[Sample(1, False, "", 64, 1.0, 100.0, 8, 1.0, 10.0)])
+        st.record_point(p)
+    sections = build_sections(load(st, run), [])
+    summary = next(s for s in sections if s.id == "summary")
+    text = " ".join(summary.notes)
+    assert "cannot fit (no --fit)" in text and "(2 of 3 points)" in text
+    assert "re-run with -c from llama-fit-params (1 of 3 points)" in text
+    points = next(s for s in sections if s.id.startswith("points-"))
+    notes = [row[-1] for row in points.tables[0].rows]
+    assert "ctx: llama.cpp default" in notes[0] and "fit refused" in notes[2]
+    st.close()

@@ -124,16 +124,6 @@ def fitt_for(build: BuildLike, plan: Plan) -> str | None:
 # ------------------------------------------------------------------------------ server engine
 
 
-#: how a point's context was chosen (``point.extra["fit_status"]``)
-FIT_STATUS_NOTES = {
-    "fitted": "llama-server fitted the context",
-    "fixed": "context fixed by --ctx",
-    "unsupported": "this build cannot fit (no --fit): llama.cpp's default context, or --ctx",
-    "refused": "llama-server refused to fit (tensor overrides); re-run with -c from llama-fit-params",
-    "refused-unfitted": "llama-server refused to fit (tensor overrides) and loaded unfitted",
-}
-
-
 def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, *,
                 ctx: int | None = None) -> list[str]:
     """The llama-server arguments of a point (without host/port), built from what this binary
@@ -460,7 +450,10 @@ def points_table(points: Sequence[Point], title: str | None = None) -> Table:
                        no_wrap=col not in ("pp t/s", "tg t/s", "build"))
     for p in points:
         vram = p.vram_self_mib if p.vram_self_mib is not None else p.vram_used_mib
+        fit_status = (p.extra or {}).get("fit_status")
         status = p.status if p.status == "ok" else f"[red]{p.failure_class}[/]"
+        if p.status == "ok" and fit_status in ("refused", "refused-unfitted", "unsupported"):
+            status = f"[yellow]ok, fit {fit_status}[/]"
         n = _shape(p) if any(not s.warmup for s in p.samples) else ""
         tab.add_row(p.build_key + (f" [magenta]{p.label}[/]" if p.label else ""), str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
                     f"{p.n_ctx:,}" if p.n_ctx else "–", f"{p.rss_peak_mib:,.0f}" if p.rss_peak_mib else "–",

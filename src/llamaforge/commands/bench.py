@@ -39,6 +39,7 @@ _BENCH_HELP = {
     "request_timeout": "seconds to wait for one request (default 900)",
     "bin_dir": "use the llama.cpp binaries in this folder instead of a managed build (one backend)",
     "name": "a name for the run",
+    "ctx": "context size (-c) for every point; default: llama.cpp fits it (builds without --fit: llama.cpp's default)",
 }
 
 
@@ -58,7 +59,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                        repeats: int, engine: str, prompt_tokens: int, n_predict: int, vram_budget: float | None,
                        fitt: int | None, extra: str | None, threads: int | None, depths: str | None,
                        load_timeout: float, request_timeout: float, launches: int = 1, seed: int | None = None,
-                       sentinel_every: int | None = None):  # noqa: ANN001, ANN202
+                       sentinel_every: int | None = None, ctx: int | None = None):  # noqa: ANN001, ANN202
     from ..bench.plan import (
         FitOptions,
         Plan,
@@ -84,21 +85,22 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                 load_timeout_s=float(load_timeout), request_timeout_s=float(request_timeout),
                 bench_depths=parse_int_list(depths, what="--depths") if depths else [],
                 launches=int(launches), seed=int(seed) if seed is not None else None,
-                sentinel_every=int(sentinel_every) if sentinel_every is not None else None)
+                sentinel_every=int(sentinel_every) if sentinel_every is not None else None,
+                ctx=_int_option(ctx, "--ctx", None, minimum=16, fix="e.g. --ctx 8192, or leave it out to let llama.cpp fit"))
 
 
 @lf_task(help=_BENCH_HELP)
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None, allow_busy=False, launches=None, seed=None, sentinel_every=None):
+          name=None, allow_busy=False, launches=None, seed=None, sentinel_every=None, ctx=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
-    Each point is measured in --launches separate llama-server starts (no -c: llama.cpp fits the context),
-    interleaved with the other points and builds, each with one discarded warm-up and --repeats measured
-    requests; results go to the store (results/llamaforge.sqlite). Interrupted runs continue with
-    --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
+    Each point is measured in --launches separate llama-server starts (no -c: llama.cpp fits the context;
+    --ctx N fixes it), interleaved with the other points and builds, each with one discarded warm-up and
+    --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
+    continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
     """
     from ..bench.plan import DEFAULT_LAUNCHES, Plan
     from ..bench.runner import print_run, run_sweep
@@ -131,7 +133,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                                   vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
                                   load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
                                   seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
-                                  sentinel_every=sentinel_every)
+                                  sentinel_every=sentinel_every, ctx=ctx)
         builds = _builds(p, backend_list, pin_list, bin_dir)
         run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)

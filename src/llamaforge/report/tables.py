@@ -98,6 +98,31 @@ def _pick(s: Series, scenario: str, native: int | None) -> Row | None:
 
 
 # ---- tables -----------------------------------------------------------------------------------
+_CTX_NOTES = {"unsupported": "ctx: llama.cpp default (build cannot fit)", "fixed": "ctx: --ctx",
+              "refused": "fit refused: -c from llama-fit-params", "refused-unfitted": "fit refused: unfitted"}
+
+
+def fit_status_of(r: Row) -> str | None:
+    """How the row's context was chosen (``FIT_STATUS_NOTES`` keys), as stored with its point."""
+    return ((r.point.extra or {}) if r.point is not None else {}).get("fit_status")
+
+
+def context_notes(data: ReportData) -> list[str]:
+    """One line per series whose contexts were not fitted by llama-server (old builds, --ctx, refusals)."""
+    from ..bench.plan import FIT_STATUS_NOTES
+
+    out = []
+    for s in data.series:
+        counts: dict[str, int] = {}
+        for r in s.rows:
+            st = fit_status_of(r)
+            if st and st != "fitted":
+                counts[st] = counts.get(st, 0) + 1
+        for st, n in sorted(counts.items()):
+            out.append(f"Context of {s.name}: {FIT_STATUS_NOTES.get(st, st)} ({n} of {len(s.rows)} points).")
+    return out
+
+
 def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | None = None) -> Table:
     """Every point of one series (failed ones show their class instead of numbers)."""
     t = Table(["ncmoe", "status", "context", "VRAM MiB", "GPU model/ctx/compute MiB", "RSS MiB",
@@ -111,6 +136,8 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         notes = list((flags or {}).get(id(r), []))
         notes += row_flags(r)
         notes += [t for t in (r.pp_test, r.tg_test) if t]
+        if r.ok and (note := _CTX_NOTES.get(fit_status_of(r) or "")):
+            notes.append(note)
         if r.ok and native and r.n_ctx is not None and r.n_ctx >= native:
             notes.insert(0, "native ctx")
         status = "ok" if r.ok else f"failed: {r.failure_class or '?'}"
@@ -386,6 +413,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     if launches_of(full) < 2 and full.run.kind in ("sweep", "demo"):
         summ.notes.append("Between-process spread was not measured (one server start per point); see Replication.")
     summ.notes += drift_notes(drift_flags(full.points))
+    summ.notes.extend(context_notes(full))
     out.append(summ)
     rep = reproduction_section(full)
     if rep is not None:
