@@ -1,0 +1,99 @@
+"""Real llama.cpp history through compare: the oldest and the newest llama-cpp-python release pins
+of pins.toml, each from its PyPI sdist (CHANGELOG-checked), built for the CPU, verified, their
+``--help`` options recorded, then ``llamaforge compare --base <oldest> --head <newest>`` as a user
+runs it, on the tiny synthetic MoE model.
+
+Time on the 2-core CI machine: see README (Testing). The newest pin is the default pin's commit,
+so its build is the session's cached ``cpu_build``; the oldest is one more CPU build (ccache keeps
+the files the two commits share)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llamaforge.build import BuildOptions, build
+from llamaforge.build.options import build_options
+from llamaforge.config import load_pins
+from llamaforge.models import model_facts
+from llamaforge.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _release_pins(pins_file: Path) -> list:
+    pins = load_pins(pins_file)
+    rel = [p for p in pins.pins.values() if p.name.startswith("lcpp-")]
+
+    def version(p) -> tuple[int, ...]:   # noqa: ANN001
+        return tuple(int(x) for x in p.name.removeprefix("lcpp-").split("."))
+
+    return sorted(rel, key=version)
+
+
+def test_pins_toml_ships_at_least_three_release_pins_each_from_its_pypi_sdist():
+    rel = _release_pins(REPO / "pins.toml")
+    assert len(rel) >= 3
+    for p in rel:
+        pypi = [s for s in p.sources if s.kind == "pypi"]
+        assert pypi and pypi[0].arg == f"llama-cpp-python=={p.name.removeprefix('lcpp-')}", p
+        assert pypi[0].sha256 and len(pypi[0].sha256) == 64
+    assert len({p.commit for p in rel}) == len(rel)
+
+
+def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths, cpu_build, tiny_model, tmp_path):
+    rel = _release_pins(lf_paths.pins_file)
+    oldest, newest = rel[0], rel[-1]
+    t0 = time.monotonic()
+    builds = {p.name: build(lf_paths, p, "cpu", BuildOptions()) for p in (oldest, newest)}
+    t_build = time.monotonic() - t0
+    for p in (oldest, newest):
+        b = builds[p.name]
+        ver = b.manifest["verification"]
+        assert ver["ok"] and ver["version"]["commit"].startswith(p.commit[:7]), ver
+        assert b.manifest["source"]["origin"].startswith(("pypi:", "mirror", "git")), b.manifest["source"]
+        opts = build_options(b)
+        assert isinstance(b.manifest.get("options"), dict), "the options of every binary are in the manifest"
+        # what this model needs from the older release: its architecture, and -ncmoe (or its -ot form)
+        assert opts.server_ncmoe or "--override-tensor" in opts.server
+    assert builds[newest.name].key == cpu_build.key, "the newest release pin is the default pin's build"
+    arch = model_facts(tiny_model).arch
+    src = builds[oldest.name].source_dir / "src" / "llama-arch.cpp"
+    assert f'"{arch}"' in src.read_text(), f"{oldest.name} does not know the tiny model's arch {arch}"
+
+    env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(lf_paths.workspace),
+           "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
+    cmd = [sys.executable, "-m", "llamaforge", "compare", "--base", oldest.name, "--head", newest.name,
+           "--backend", "cpu", "--model", str(tiny_model), "--ncmoe", "0,2", "--repeats", "4", "--rounds", "2",
+           "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2"]
+    t1 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    t_compare = time.monotonic() - t1
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    print(f"release pins: build {t_build:.0f} s, compare {t_compare:.0f} s")
+
+    with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
+        (run,) = store.list_runs("compare")
+        pts = store.points(run.id)
+        keys = {pt.build_key for pt in pts}
+        assert keys == {builds[oldest.name].key, builds[newest.name].key}
+        assert pts and all(pt.status == "ok" for pt in pts), [(pt.build_key, pt.failure_detail) for pt in pts]
+        assert {pt.ncmoe for pt in pts} == {0, 2}
+        for pt in pts:
+            # ncmoe 2 went through the binary's own option (or its -ot form), never an unknown flag
+            if pt.ncmoe == 2:
+                assert "--n-cpu-moe" in pt.command or "--override-tensor" in pt.command
+            assert pt.extra["fit_status"] in ("fitted", "unsupported")
+        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
+        assert set(cmp) == {(n, m) for n in (0, 2) for m in ("pp", "tg")}, run.summary
+        for c in cmp.values():
+            assert c["A"]["n"] == 4 and c["B"]["n"] == 4, c          # every measured request, no warm-up
+            assert c["comparison"]["verdict"] in ("better", "worse", "same")
+    assert oldest.name in r.stdout and newest.name in r.stdout
