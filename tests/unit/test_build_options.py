@@ -277,3 +277,15 @@ def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
     notes = [row[-1] for row in points.tables[0].rows]
     assert "ctx: llama.cpp default" in notes[0] and "fit refused" in notes[2]
     st.close()
+
+
+def test_a_sweep_over_a_binary_with_unreadable_help_stops_before_measuring(tmp_path, store):
+    from llamaforge.bench.runner import run_sweep
+
+    d = tmp_path / "broken"
+    d.mkdir()
+    for name in ("llama-server", "llama-bench"):
+        _script(d / name, "print('Illegal instruction')\nraise SystemExit(132)\n")
+    with pytest.raises(BuildError, match="cannot read the options of llama-server"):
+        run_sweep(_plan(), [FakeBuild("broken", d)], store, None, progress=False)
+    assert store.list_runs() == []

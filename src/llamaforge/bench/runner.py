@@ -592,6 +592,8 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
                       allow_busy: bool, host_busy: dict | None, run_extra: dict | None) -> str:
     plan.build_keys = [b.key for b in builds]
     items: list[Item] = [(b, spec, e) for spec in plan.points for b in builds for e in engines_of(plan)]
+    for b in builds:
+        build_options(b)   # a binary whose --help cannot be read stops here, before anything is measured
     if resume_run:
         run = store.get_run(resume_run)
         run_id = run.id
