@@ -71,7 +71,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
     env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(lf_paths.workspace),
            "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
     cmd = [sys.executable, "-m", "llamaforge", "compare", "--base", oldest.name, "--head", newest.name,
-           "--backend", "cpu", "--model", str(tiny_model), "--ncmoe", "0,2", "--repeats", "4", "--rounds", "2",
+           "--backend", "cpu", "--model", str(tiny_model), "--ncmoe", "0,2", "--repeats", "4", "--rounds", "4",
            "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2"]
     t1 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
@@ -95,5 +95,6 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
         assert set(cmp) == {(n, m) for n in (0, 2) for m in ("pp", "tg")}, run.summary
         for c in cmp.values():
             assert c["A"]["n"] == 4 and c["B"]["n"] == 4, c          # every measured request, no warm-up
+            assert c["A"]["n_launches"] == 4 and c["B"]["n_launches"] == 4, c
             assert c["comparison"]["verdict"] in ("better", "worse", "same")
     assert oldest.name in r.stdout and newest.name in r.stdout
