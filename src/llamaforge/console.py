@@ -59,3 +59,10 @@ def byte_progress(label: str, enabled: bool = True):  # noqa: ANN201
 
     return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
                     TimeRemainingColumn(), console=console)
+
+
+def warning(msg: str) -> None:
+    """A loud one-line warning on stderr (``msg`` is data: printed literally, no rich markup)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True)

@@ -1,147 +1,258 @@
-"""Downloads and model references, against a local HTTP server on 127.0.0.1 (no hub here)."""
+"""Downloads and model references, against real HTTP servers on 127.0.0.1 (see http_sites.py).
+
+The hub is simulated by pointing ``download.HUB_ORIGINS`` (the exact origins that get ``HF_TOKEN``)
+at one local site; another local site (another port, so another host) plays the CDN.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import http.server
-import threading
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from http_sites import PAYLOAD, SHA, Site
 from models_fake import fake_vocab
 
+from llamaforge.bench.plan import Plan, PointSpec
 from llamaforge.errors import ModelError
-from llamaforge.models.download import download, hf_url, hub_sha256
+from llamaforge.models import download as dl
+from llamaforge.models import refs
+from llamaforge.models.download import download, hf_url, hub_sha256, is_hub, read_record, request_headers
 from llamaforge.models.refs import resolve_model, split_hash
 from llamaforge.paths import Paths
 
-PAYLOAD = bytes(range(256)) * 4096 * 3   # 3 MiB
-SHA = hashlib.sha256(PAYLOAD).hexdigest()
-
-
-class _State:
-    def __init__(self) -> None:
-        self.cut_after: int | None = None   # close the connection after this many body bytes (once)
-        self.honour_range = True
-        self.etag: str | None = SHA
-        self.ranges: list[str | None] = []
-        self.payload = PAYLOAD
-
-
-def _handler(state: _State) -> type[http.server.BaseHTTPRequestHandler]:
-    class H(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            if not self.path.endswith("/model.gguf"):
-                self.send_error(404)
-                return
-            rng = self.headers.get("Range")
-            state.ranges.append(rng)
-            data, start = state.payload, 0
-            if rng and state.honour_range:
-                start = int(rng.split("=")[1].split("-")[0])
-                if start >= len(data):
-                    self.send_response(416)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-            else:
-                self.send_response(200)
-            body = data[start:]
-            self.send_header("Content-Length", str(len(body)))
-            if state.etag:
-                self.send_header("X-Linked-ETag", f'"{state.etag}"')
-            self.end_headers()
-            if state.cut_after is not None:
-                self.wfile.write(body[: state.cut_after])
-                self.wfile.flush()
-                state.cut_after = None
-                self.close_connection = True
-                return
-            self.wfile.write(body)
-
-    return H
+HUB_PATH = "/org/repo/resolve/main/model.gguf"
 
 
 @pytest.fixture
-def server() -> Iterator[tuple[str, _State]]:
-    state = _State()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    th = threading.Thread(target=httpd.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/org/repo/model.gguf", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def site() -> Iterator[Site]:
+    s = Site()
+    yield s
+    s.close()
 
 
-def test_download_verifies_the_hub_sha256_and_renames_atomically(tmp_path, server):
-    url, state = server
-    dest = download(url, tmp_path / "m.gguf", progress=False)
+@pytest.fixture
+def hub_cdn(monkeypatch) -> Iterator[tuple[Site, Site]]:
+    """A hub (the only origin that gets the token) that redirects ``/resolve/`` to a CDN on another port,
+    announcing the file's sha256 and size on the redirect only, as huggingface.co does."""
+    hub, cdn = Site(), Site()
+    hub.redirect_to = cdn
+    hub.redirect_headers = {"X-Linked-ETag": f'"{SHA}"', "X-Linked-Size": str(len(PAYLOAD))}
+    monkeypatch.setattr(dl, "HUB_ORIGINS", frozenset({("http", "127.0.0.1", hub.port)}))
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    yield hub, cdn
+    hub.close()
+    cdn.close()
+
+
+def _auth(site: Site) -> list[str | None]:
+    return [r["headers"].get("Authorization") for r in site.log]
+
+
+# ---- the token ----------------------------------------------------------------------------------
+def test_token_goes_only_to_https_on_the_exact_hub_host(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    yes = ["https://huggingface.co/o/r/resolve/main/m.gguf", "https://hf.co/o/r/resolve/main/m.gguf",
+           "https://HuggingFace.co:443/o/r/m.gguf"]
+    no = ["http://huggingface.co/o/r/m.gguf", "http://evil/huggingface.co/x.gguf",
+          "https://evil.example/huggingface.co/x.gguf", "https://huggingface.co.evil.example/x.gguf",
+          "https://evilhuggingface.co/x.gguf", "https://huggingface.co:8443/x.gguf",
+          "https://cdn-lfs.huggingface.co/x.gguf", "https://evil.example/?u=https://huggingface.co/"]
+    assert [is_hub(u) for u in yes] == [True] * len(yes)
+    assert [is_hub(u) for u in no] == [False] * len(no)
+    assert request_headers(yes[0])["Authorization"] == "Bearer hf_x"
+    assert all("Authorization" not in request_headers(u) for u in no)
+
+
+def test_token_is_not_sent_to_a_url_that_merely_contains_the_hub_name(tmp_path, site, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    download(site.url("/huggingface.co/org/model.gguf"), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    assert site.log and _auth(site) == [None] * len(site.log)
+
+
+def test_token_reaches_the_hub_but_never_the_host_it_redirects_to(tmp_path, hub_cdn):
+    hub, cdn = hub_cdn
+    download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
+    assert {r["method"] for r in hub.log} == {"HEAD", "GET"}
+    assert _auth(hub) == ["Bearer hf_secret_token"] * len(hub.log)
+    assert cdn.gets() and _auth(cdn) == [None] * len(cdn.log)
+
+
+# ---- the hub's hash -----------------------------------------------------------------------------
+def test_hub_sha256_is_read_from_the_redirect_not_the_cdn(tmp_path, hub_cdn, capsys):
+    hub, cdn = hub_cdn
+    dest = download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
     assert dest.read_bytes() == PAYLOAD
-    assert not (tmp_path / "m.gguf.part").exists()
+    assert read_record(dest)["checked_against"] == "hub" and read_record(dest)["verified"] is True
+    assert "UNVERIFIED" not in capsys.readouterr().err
+    assert hub.log[0]["method"] == "HEAD" and not [r for r in cdn.log if r["method"] == "HEAD"]
 
 
-def test_interrupted_download_resumes_with_a_range_request(tmp_path, server):
-    url, state = server
-    state.cut_after = 1 << 20
-    with pytest.raises(ModelError, match="interrupted|incomplete"):
-        download(url, tmp_path / "m.gguf", progress=False)
-    part = tmp_path / "m.gguf.part"
-    assert part.stat().st_size == 1 << 20
-    dest = download(url, tmp_path / "m.gguf", progress=False)
-    assert state.ranges[-1] == f"bytes={1 << 20}-"
-    assert hashlib.sha256(dest.read_bytes()).hexdigest() == SHA
-
-
-def test_server_ignoring_range_restarts_from_scratch(tmp_path, server):
-    url, state = server
-    state.honour_range = False
-    (tmp_path / "m.gguf.part").write_bytes(b"garbage" * 100)
-    dest = download(url, tmp_path / "m.gguf", progress=False)
-    assert dest.read_bytes() == PAYLOAD
-
-
-def test_hash_mismatch_removes_the_file_with_a_clear_error(tmp_path, server):
-    url, state = server
-    state.etag = "0" * 64
+def test_wrong_hub_sha256_on_the_redirect_fails_and_removes_the_file(tmp_path, hub_cdn):
+    hub, _cdn = hub_cdn
+    hub.redirect_headers["X-Linked-ETag"] = '"' + "0" * 64 + '"'
     with pytest.raises(ModelError, match="sha256 mismatch") as ei:
-        download(url, tmp_path / "m.gguf", progress=False)
+        download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
     assert ei.value.fix
     assert list(tmp_path.iterdir()) == []
 
 
-def test_given_hash_wins_over_the_hub_header(tmp_path, server):
-    url, state = server
-    state.etag = None
+def test_hub_size_on_the_redirect_catches_a_cdn_body_cut_without_length(tmp_path, hub_cdn):
+    hub, cdn = hub_cdn
+    del hub.redirect_headers["X-Linked-ETag"]
+    cdn.send_length, cdn.cut_after = False, 1 << 20
+    with pytest.raises(ModelError, match="incomplete"):
+        download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
+    assert (tmp_path / "m.gguf.part").stat().st_size == 1 << 20
+    dest = download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)   # resumes
+    assert cdn.gets()[-1]["headers"]["Range"] == f"bytes={1 << 20}-"
+    assert dest.read_bytes() == PAYLOAD
+
+
+# ---- resuming -----------------------------------------------------------------------------------
+def _cut_once(site: Site, dest: Path) -> None:
+    site.cut_after = 1 << 20
+    with pytest.raises(ModelError, match="interrupted|incomplete"):
+        download(site.url(), dest, progress=False)
+    assert dest.with_name(dest.name + ".part").stat().st_size == 1 << 20
+
+
+def test_interrupted_download_resumes_with_range_and_if_range(tmp_path, site):
+    _cut_once(site, tmp_path / "m.gguf")
+    dest = download(site.url(), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    last = site.gets()[-1]["headers"]
+    assert last["Range"] == f"bytes={1 << 20}-" and last["If-Range"] == '"v1"'
+    assert dest.read_bytes() == PAYLOAD
+    assert not (tmp_path / "m.gguf.part").exists() and not (tmp_path / "m.gguf.part.json").exists()
+
+
+def test_206_from_the_wrong_offset_is_not_spliced_in(tmp_path, site):
+    _cut_once(site, tmp_path / "m.gguf")
+    site.range_mode = "wrong_offset"
+    dest = download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert dest.read_bytes() == PAYLOAD
+    assert "Range" in site.gets()[-2]["headers"] and "Range" not in site.gets()[-1]["headers"]
+
+
+def test_200_to_a_range_request_restarts_from_zero(tmp_path, site):
+    _cut_once(site, tmp_path / "m.gguf")
+    site.range_mode = "ignore"
+    dest = download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert "Range" in site.gets()[-1]["headers"]
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_a_file_changed_since_the_part_is_fetched_whole_not_spliced(tmp_path, site):
+    _cut_once(site, tmp_path / "m.gguf")
+    site.payload, site.etag = PAYLOAD[::-1], '"v2"'      # the server now has another version
+    dest = download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert dest.read_bytes() == PAYLOAD[::-1]
+
+
+def test_a_part_without_a_validator_is_not_resumed(tmp_path, site):
+    (tmp_path / "m.gguf.part").write_bytes(b"garbage" * 100)
+    dest = download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert "Range" not in site.gets()[-1]["headers"]
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_body_cut_without_length_and_without_hash_is_refused(tmp_path, site):
+    site.send_length, site.cut_after = False, 1 << 20
+    with pytest.raises(ModelError, match="did not say how long") as ei:
+        download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert "#sha256=" in ei.value.fix
+    assert not (tmp_path / "m.gguf").exists()
+
+
+def test_body_without_length_is_accepted_when_its_pinned_hash_matches(tmp_path, site):
+    site.send_length = False
+    assert download(site.url(), tmp_path / "m.gguf", sha256=SHA, progress=False).read_bytes() == PAYLOAD
+    site.cut_after = 1 << 20
     with pytest.raises(ModelError, match="sha256 mismatch"):
-        download(url, tmp_path / "m.gguf", sha256="f" * 64, progress=False)
-    assert download(url, tmp_path / "m.gguf", sha256=SHA, progress=False).is_file()
+        download(site.url(), tmp_path / "m2.gguf", sha256=SHA, progress=False)
 
 
-def test_http_error_is_a_model_error(tmp_path, server):
-    url, _ = server
-    with pytest.raises(ModelError, match="HTTP 404"):
-        download(url.replace("model.gguf", "nope.gguf"), tmp_path / "x", progress=False)
+# ---- hashes and what is said about them -------------------------------------------------------
+def test_hash_mismatch_removes_the_file_with_a_clear_error(tmp_path, site):
+    site.file_headers["X-Linked-ETag"] = '"' + "0" * 64 + '"'
+    with pytest.raises(ModelError, match="sha256 mismatch") as ei:
+        download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert ei.value.fix
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_url_reference_downloads_into_the_model_cache_once(tmp_path, server, monkeypatch):
-    url, state = server
+def test_given_hash_wins_over_the_announced_one(tmp_path, site):
+    site.file_headers["X-Linked-ETag"] = '"' + "0" * 64 + '"'
+    with pytest.raises(ModelError, match="sha256 mismatch"):
+        download(site.url(), tmp_path / "m.gguf", sha256="f" * 64, progress=False)
+    assert read_record(download(site.url(), tmp_path / "m.gguf", sha256=SHA, progress=False))["checked_against"] == "pinned"
+
+
+def test_unverified_download_is_said_loudly_and_recorded(tmp_path, site, monkeypatch, capsys):
     monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
     paths = Paths(tmp_path)
-    p1 = resolve_model(f"{url}#sha256={SHA}", paths, progress=False)
-    p2 = resolve_model(url, paths, progress=False)
+    p = resolve_model(site.url(), paths, progress=False)
+    err = capsys.readouterr().err
+    assert "UNVERIFIED" in err and "model.gguf" in err and f"{site.url()}#sha256={SHA}" in err
+    assert read_record(p) | {"time": 0, "mtime_ns": 0} == {
+        "url": site.url(), "sha256": SHA, "verified": False, "checked_against": None, "bytes": len(PAYLOAD),
+        "time": 0, "mtime_ns": 0}
+    resolve_model(site.url(), paths, progress=False)                      # cached: said again
+    assert "UNVERIFIED" in capsys.readouterr().err
+    plan = Plan(model_ref=site.url(), model_path=p, model_facts={}, points=[PointSpec(0)])
+    assert plan.to_json()["model"]["download"]["verified"] is False
+    assert Plan.from_json(plan.to_json()).model_download == plan.model_download
+    n = len(site.gets())
+    assert resolve_model(f"{site.url()}#sha256={SHA}", paths, progress=False) == p   # pinning checks the cache
+    assert len(site.gets()) == n and read_record(p)["checked_against"] == "pinned"
+    resolve_model(site.url(), paths, progress=False)
+    assert "UNVERIFIED" not in capsys.readouterr().err
+
+
+def test_pinning_a_hash_that_the_cached_file_does_not_have_downloads_again(tmp_path, site, monkeypatch):
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    p = resolve_model(site.url(), Paths(tmp_path), progress=False)
+    p.write_bytes(b"tampered")            # changed after the download: its record no longer counts
+    assert read_record(p) is None
+    assert resolve_model(f"{site.url()}#sha256={SHA}", Paths(tmp_path), progress=False).read_bytes() == PAYLOAD
+    with pytest.raises(ModelError, match="sha256 mismatch"):
+        resolve_model(f"{site.url()}#sha256={'e' * 64}", Paths(tmp_path), progress=False)
+
+
+# ---- secrets in messages ----------------------------------------------------------------------
+def test_error_messages_never_show_url_credentials_or_queries(tmp_path, site):
+    secret = f"{site.url('/org/nope.gguf')}?X-Amz-Signature=sig_secret".replace("//", "//user:pw_secret@", 1)
+    with pytest.raises(ModelError, match="HTTP 404") as ei:
+        download(secret, tmp_path / "x", progress=False)
+    assert "sig_secret" not in str(ei.value) and "pw_secret" not in str(ei.value)
+    closed = Site()
+    closed.close()   # a port nobody listens on: requests quotes the path and query in its message
+    with pytest.raises(ModelError, match="cannot download") as ei:
+        download(closed.url("/m.gguf?token=tok_secret"), tmp_path / "y", progress=False)
+    assert "tok_secret" not in str(ei.value) and "REDACTED" in str(ei.value)
+
+
+# ---- references ---------------------------------------------------------------------------------
+def test_url_reference_downloads_into_the_model_cache_once(tmp_path, site, monkeypatch):
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    paths = Paths(tmp_path)
+    p1 = resolve_model(f"{site.url()}#sha256={SHA}", paths, progress=False)
+    p2 = resolve_model(site.url(), paths, progress=False)
     assert p1 == p2 and p1.read_bytes() == PAYLOAD
     assert str(p1).startswith(str(tmp_path / "cache" / "models"))
-    assert len(state.ranges) == 1
+    assert len(site.gets()) == 1
+
+
+def test_references_cannot_leave_the_model_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    for bad in ("hf:org/repo/../../../x.gguf", "hf:org/../x.gguf", "hf:org/repo/./x.gguf", "hf:a//b/c"):
+        with pytest.raises(ModelError, match="bad Hugging Face reference"):
+            resolve_model(bad, Paths(tmp_path), progress=False)
+    monkeypatch.setattr(refs, "download", lambda url, dest, **kw: dest)   # only where it would land
+    got = resolve_model("https://example.invalid/a/..", Paths(tmp_path), progress=False)
+    assert got.name == "model.gguf" and got.parent.parent == tmp_path / "cache" / "models" / "url"
 
 
 def test_hf_reference_maps_to_the_resolve_url():
@@ -152,6 +263,11 @@ def test_hf_reference_maps_to_the_resolve_url():
     assert split_hash("hf:a/b/c#sha256=" + SHA) == ("hf:a/b/c", SHA)
     assert hub_sha256({"ETag": f'W/"{SHA.upper()}"'}) == SHA
     assert hub_sha256({"ETag": '"abc-123"'}) is None
+
+
+def test_http_error_is_a_model_error(tmp_path, site):
+    with pytest.raises(ModelError, match="HTTP 404"):
+        download(site.url("/org/repo/nope.gguf"), tmp_path / "x", progress=False)
 
 
 def test_unknown_model_reference_is_a_model_error(tmp_path):
@@ -173,3 +289,9 @@ def test_synth_reference_is_generated_once_into_the_cache(tmp_path, monkeypatch)
     assert p1 == p2 and p2.stat().st_mtime_ns == mtime
     assert p1.parent == Path(tmp_path / "cache" / "models" / "synth")
     assert resolve_model("synth:tiny-qwen3moe:q4_k_m", paths, vocab_dir=vd, progress=False) != p1
+
+
+def test_download_record_never_keeps_the_query(tmp_path, site):
+    dest = download(site.url() + "?X-Amz-Signature=sig_secret", tmp_path / "m.gguf", sha256=SHA, progress=False)
+    text = json.dumps(read_record(dest))
+    assert "sig_secret" not in text and hashlib.sha256(dest.read_bytes()).hexdigest() == SHA

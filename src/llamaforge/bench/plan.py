@@ -1,7 +1,7 @@
 """What a benchmark run measures: the :class:`Plan` (builds × points × engine × repeats × prompt).
 
 A plan is pure data. ``Plan.to_json()`` is what the store keeps in ``runs.plan_json`` and what the
-report code reads (keys: ``model{ref,path,facts}``, ``builds``, ``backends``, ``pins``, ``points``,
+report code reads (keys: ``model{ref,path,facts,download}``, ``builds``, ``backends``, ``pins``, ``points``,
 ``engine``, ``repeats``, ``prompt_tokens_target``, ``n_predict``, ``fit``, ``extra_args``, ...);
 ``Plan.from_json`` rebuilds it for ``--resume``.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import BenchError
+from ..redact import redact_url
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
 DEFAULT_REPEATS = 3
@@ -135,8 +136,15 @@ class Plan:
     launches: int = 1                   # server starts per point (K)
     seed: int | None = None             # schedule seed (drawn and recorded when the run starts)
     sentinel_every: int | None = None   # None = automatic (see bench.schedule); 0 = off
+    # how a downloaded model was checked ({"sha256", "verified", "checked_against", ...}); read from the
+    # model cache's record when not given; None for models llamaforge did not download
+    model_download: dict | None = None
 
     def __post_init__(self) -> None:
+        if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
+            from ..models.refs import download_record
+
+            self.model_download = download_record(self.model_path)
         if self.launches < 1:
             raise BenchError(f"--launches must be at least 1 (got {self.launches})",
                              "e.g. --launches 2 (each point measured in 2 separate server starts)")
@@ -165,7 +173,8 @@ class Plan:
 
     def to_json(self) -> dict:
         return {
-            "model": {"ref": self.model_ref, "path": str(self.model_path), "facts": self.model_facts},
+            "model": {"ref": redact_url(self.model_ref), "path": str(self.model_path), "facts": self.model_facts,
+                      **({"download": self.model_download} if self.model_download is not None else {})},
             "builds": list(self.build_keys),
             "backends": list(self.backends),
             "pins": list(self.pins),
@@ -201,7 +210,7 @@ class Plan:
                    warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
                    build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
                    seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
-                   ctx=int(d["ctx"]) if d.get("ctx") else None)
+                   ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"))
 
 
 # ------------------------------------------------------------------------------ parsing options

@@ -1,35 +1,94 @@
 """Resumable, verified downloads of model files (Hugging Face or any http(s) URL).
 
-``download(url, dest)`` streams into ``dest.part``; a later call resumes it with an HTTP ``Range``
-request (a server that ignores Range gets a fresh start). The sha256 is checked against the given
-hash, else against the hub's: for LFS files Hugging Face sends it as ``X-Linked-ETag`` (or
-``ETag``). A mismatch removes the file and raises :class:`ModelError`; success is an atomic rename.
-``HF_TOKEN`` in the environment is sent as a bearer token to huggingface.co.
+``download(url, dest)`` streams into ``dest.part`` and renames it atomically when it is complete
+and checked. What is defended (see SECURITY.md):
+
+* **The token goes to the hub only.** ``HF_TOKEN`` is sent as a bearer token only to ``https``
+  URLs whose host is exactly ``huggingface.co`` or ``hf.co`` (default port). Redirects are followed
+  here hop by hop, and each hop gets the token only if *it* is the hub: the CDN the hub redirects to
+  never sees it.
+* **The hub's hash is read where the hub sends it.** For LFS files the hub answers the resolve URL
+  with a redirect carrying ``X-Linked-ETag`` (the sha256) and ``X-Linked-Size``; the CDN's final
+  answer does not. So, like ``huggingface_hub``, a ``HEAD`` without following cross-host redirects
+  reads them first. A ``#sha256=`` given by the user wins over the hub's.
+* **Resume cannot splice foreign bytes.** ``dest.part.json`` keeps the validator of the response
+  the part came from (a strong ``ETag`` or ``Last-Modified``) and the total length; a resume sends
+  ``Range`` + ``If-Range``. A ``206`` must start exactly at our offset (``Content-Range``), else the
+  part is dropped and the download starts over; a ``200`` to a range request restarts; a part without
+  a validator is not resumed.
+* **Complete means the announced length.** The total comes from ``Content-Length``, the
+  ``Content-Range`` total or the hub's ``X-Linked-Size``; a body that ends early is kept as a part to
+  resume and reported; with no length *and* no hash the download is refused (nothing could tell a cut
+  body from a complete one).
+* **Unverified is said out loud.** With no hash to check, a warning names the file, its computed
+  sha256 and how to pin it (``#sha256=``), and ``dest.download.json`` records ``verified: false``;
+  runs store that record in their plan.
+
+Every URL in a message goes through :func:`llamaforge.redact.redact_url`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from ..console import byte_progress
+from ..console import byte_progress, warning
 from ..errors import ModelError
 from ..files import sha256_hash
+from ..redact import redact_url, scrub
 
 CHUNK = 1 << 20
+MAX_REDIRECTS = 10
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+
+# (scheme, host, port) that are the Hugging Face hub and get HF_TOKEN. Exact matches only; tests
+# point this at a local server, production never changes it.
+HUB_ORIGINS: frozenset[tuple[str, str, int]] = frozenset({("https", "huggingface.co", 443), ("https", "hf.co", 443)})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def hf_url(owner_repo_file: str, revision: str = "main") -> str:
-    """``OWNER/REPO/path/to/FILE`` -> the hub's resolve URL."""
+    """``OWNER/REPO/path/to/FILE`` -> the hub's resolve URL (no ``.``/``..``/empty parts)."""
     parts = owner_repo_file.strip("/").split("/")
-    if len(parts) < 3 or not all(parts):
-        raise ModelError(f"bad Hugging Face reference {owner_repo_file!r}", "write hf:OWNER/REPO/FILE.gguf")
+    if len(parts) < 3 or not all(parts) or any(p in (".", "..") or "\\" in p for p in parts):
+        raise ModelError(f"bad Hugging Face reference {owner_repo_file!r}",
+                         "write hf:OWNER/REPO/FILE.gguf (no '.', '..' or empty path parts)")
     return f"https://huggingface.co/{parts[0]}/{parts[1]}/resolve/{revision}/{'/'.join(parts[2:])}"
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of a URL (port filled in for http/https), None if unparsable."""
+    try:
+        p = urlsplit(url)
+        port = p.port or _DEFAULT_PORTS.get(p.scheme.lower(), 0)
+    except ValueError:
+        return None
+    return (p.scheme.lower(), p.hostname or "", port) if p.hostname else None
+
+
+def is_hub(url: str) -> bool:
+    """True only for a URL whose (scheme, host, port) is exactly one of :data:`HUB_ORIGINS`."""
+    return origin(url) in HUB_ORIGINS
+
+
+def request_headers(url: str) -> dict[str, str]:
+    """Headers for one request to ``url``: ``HF_TOKEN`` only if ``url`` is the hub (see :func:`is_hub`)."""
+    h = {"User-Agent": "llamaforge"}
+    token = os.environ.get("HF_TOKEN")
+    if token and is_hub(url):
+        h["Authorization"] = f"Bearer {token}"
+    return h
 
 
 def hub_sha256(headers: requests.structures.CaseInsensitiveDict | dict) -> str | None:
@@ -46,79 +105,252 @@ def hub_sha256(headers: requests.structures.CaseInsensitiveDict | dict) -> str |
     return None
 
 
-def _headers(url: str) -> dict[str, str]:
-    h = {"User-Agent": "llamaforge"}
-    token = os.environ.get("HF_TOKEN")
-    if token and "huggingface.co" in url:
-        h["Authorization"] = f"Bearer {token}"
-    return h
+@dataclass
+class Announced:
+    """What the first answer (before any cross-host redirect) says about the file."""
+
+    sha256: str | None = None
+    size: int | None = None
 
 
-def _progress(total: int | None, label: str, enabled: bool):  # noqa: ANN202
-    return byte_progress(label, enabled)
+def _send(s: requests.Session, method: str, url: str, extra: dict[str, str], timeout: float, *,
+          stop: Callable[[str, str], bool]) -> requests.Response:
+    """``method`` on ``url``, following redirects hop by hop with :func:`request_headers` computed
+    per hop, until ``stop(from_url, to_url)`` says so (the redirect response is then returned)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        r = s.request(method, url, headers={**request_headers(url), **extra}, stream=True, timeout=timeout,
+                      allow_redirects=False)
+        loc = r.headers.get("Location")
+        if not (r.is_redirect and loc):
+            return r
+        nxt = urljoin(url, loc)
+        if stop(url, nxt):
+            return r
+        r.close()
+        if urlsplit(nxt).scheme.lower() not in ("http", "https"):
+            raise ModelError(f"{redact_url(url)} redirects to a non-http URL", "download the file by hand")
+        url = nxt
+    raise ModelError(f"too many redirects for {redact_url(url)}", "check the URL")
 
 
-def _hash_file(path: Path) -> hashlib._Hash:
-    return sha256_hash(path)
+def announced(s: requests.Session, url: str, timeout: float) -> Announced:
+    """``HEAD`` ``url`` without following cross-host redirects (as ``huggingface_hub`` does) and
+    read ``X-Linked-ETag``/``X-Linked-Size`` (or a 64-hex ``ETag``) from that answer."""
+    try:
+        r = _send(s, "HEAD", url, {"Accept-Encoding": "identity"}, timeout,
+                  stop=lambda a, b: origin(a) != origin(b))
+    except requests.RequestException:
+        return Announced()   # the GET says what is wrong
+    with r:
+        if r.status_code >= 400:
+            return Announced()
+        size = r.headers.get("X-Linked-Size", "").strip()
+        return Announced(hub_sha256(r.headers), int(size) if size.isdigit() else None)
+
+
+def _validator(r: requests.Response) -> dict[str, str] | None:
+    etag = (r.headers.get("ETag") or "").strip()
+    if etag and not etag.startswith("W/"):
+        return {"etag": etag}
+    lm = (r.headers.get("Last-Modified") or "").strip()
+    return {"last_modified": lm} if lm else None
+
+
+def _url_key(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+class _Restart(Exception):
+    """The partial file cannot be continued: drop it and start over from byte 0."""
+
+
+@dataclass
+class _Part:
+    path: Path
+    meta_path: Path
+
+    def offset(self, url: str) -> tuple[int, dict | None]:
+        """Bytes we may resume from (0 without a usable record) and the record."""
+        if not self.path.exists():
+            return 0, None
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except (OSError, ValueError):
+            meta = None
+        if not isinstance(meta, dict) or meta.get("url") != _url_key(url) or not meta.get("validator"):
+            self.drop()
+            return 0, None
+        return self.path.stat().st_size, meta
+
+    def record(self, url: str, validator: dict | None, total: int | None) -> None:
+        self.meta_path.write_text(json.dumps({"url": _url_key(url), "validator": validator, "total": total}))
+
+    def drop(self) -> None:
+        for p in (self.path, self.meta_path):
+            p.unlink(missing_ok=True)
+
+
+def _total(r: requests.Response, offset: int) -> int | None:
+    """The file's full length as this response states it (``Content-Range`` total or ``Content-Length``)."""
+    length = (r.headers.get("Content-Length") or "").strip()
+    if r.status_code == 206:
+        m = _CONTENT_RANGE.match(r.headers.get("Content-Range") or "")
+        if m and m.group(3) != "*":
+            return int(m.group(3))
+        return offset + int(length) if length.isdigit() else None
+    return int(length) if length.isdigit() else None
+
+
+def _range_start(r: requests.Response) -> int | None:
+    m = _CONTENT_RANGE.match(r.headers.get("Content-Range") or "")
+    return int(m.group(1)) if m else None
+
+
+def record_path(dest: Path) -> Path:
+    """Where the verification record of a downloaded file lives (``NAME.download.json``)."""
+    return dest.with_name(dest.name + ".download.json")
+
+
+def write_record(dest: Path, url: str, digest: str, checked: str | None) -> dict:
+    """Record how ``dest`` was checked: ``checked`` is ``"pinned"``, ``"hub"`` or None (unverified)."""
+    st = dest.stat()
+    rec = {"url": redact_url(url), "sha256": digest, "verified": checked is not None,
+           "checked_against": checked, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "time": time.time()}
+    record_path(dest).write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+def read_record(dest: Path) -> dict | None:
+    """The record of ``dest``; None if absent or if the file changed since (size or mtime)."""
+    try:
+        rec = json.loads(record_path(Path(dest)).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict):
+        return None
+    try:
+        st = Path(dest).stat()
+    except OSError:
+        return None
+    return rec if (rec.get("bytes"), rec.get("mtime_ns")) == (st.st_size, st.st_mtime_ns) else None
+
+
+def warn_unverified(dest: Path, ref: str, digest: str | None) -> None:
+    """The loud line for a model file whose bytes nothing checked."""
+    pin = f"{redact_url(ref).split('#')[0]}#sha256={digest or '<64 hex digits>'}"
+    warning(f"{dest.name} is UNVERIFIED: no sha256 was pinned or announced by the server, so nothing checked "
+            f"its bytes (its sha256 is {digest or 'unknown'}). Pin it to check it: {pin}")
+
+
+@contextlib.contextmanager
+def _progress(total: int | None, label: str, enabled: bool, done: int) -> Iterator[Callable[[int], None]]:
+    with byte_progress(label, enabled) as bar:
+        if bar is None:
+            yield lambda n: None
+            return
+        task = bar.add_task("dl", total=total, completed=done)
+        yield lambda n: bar.advance(task, n)
+
+
+def _fetch(s: requests.Session, url: str, part: _Part, expected: str | None, hinted: int | None,
+           progress: bool, label: str, timeout: float) -> tuple[hashlib._Hash, int | None]:
+    """One GET into ``part`` (resuming it when it can be): the running hash and the total length."""
+    have, meta = part.offset(url)
+    extra = {"Accept-Encoding": "identity"}
+    if have:
+        v = meta["validator"] if meta else {}
+        extra["Range"] = f"bytes={have}-"
+        extra["If-Range"] = v.get("etag") or v.get("last_modified") or ""
+    try:
+        r = _send(s, "GET", url, extra, timeout, stop=lambda a, b: False)
+    except requests.RequestException as e:
+        raise ModelError(f"cannot download {redact_url(url)}: {scrub(str(e), url)}",
+                         "check the URL and your network (a partial file is kept to resume)") from None
+    with r:
+        if r.status_code == 416 and have:
+            raise _Restart
+        if r.status_code not in (200, 206):
+            raise ModelError(f"cannot download {redact_url(url)}: HTTP {r.status_code} {r.reason}",
+                             "check the reference (owner/repo/file) and, for gated repos, set HF_TOKEN")
+        if r.status_code == 206:
+            if _range_start(r) != have:   # a range we did not ask for: never splice it in
+                raise _Restart
+        elif have:
+            have = 0                      # 200 to a range request: the whole file, start over with it
+        total = _total(r, have)
+        if total is None:
+            total = hinted
+        elif hinted is not None and total != hinted:
+            raise ModelError(f"{redact_url(url)} is {total:,} bytes but the hub announced {hinted:,}",
+                             "download again later (the file may be changing) or report it to the repo")
+        if total is None and expected is None:
+            raise ModelError(f"{redact_url(url)} did not say how long the file is and no sha256 is known, so a "
+                             "cut-off download could not be told from a complete one",
+                             "pin the file's hash: URL#sha256=<64 hex digits>")
+        if have and meta and meta.get("total") not in (None, total):
+            raise _Restart
+        if not have:
+            part.record(url, _validator(r), total)
+        h = sha256_hash(part.path) if have else hashlib.sha256()
+        try:
+            with open(part.path, "ab" if have else "wb") as f, _progress(total, label, progress, have) as advance:
+                for chunk in r.iter_content(CHUNK):
+                    if chunk:
+                        f.write(chunk)
+                        h.update(chunk)
+                        advance(len(chunk))
+                f.flush()
+                os.fsync(f.fileno())
+        except requests.RequestException as e:
+            raise ModelError(f"download of {redact_url(url)} was interrupted: {scrub(str(e), url)}",
+                             "run the same command again to resume") from None
+        except OSError as e:
+            raise ModelError(f"cannot write {part.path}: {e.strerror}",
+                             "free disk space or fix permissions, then retry") from None
+    return h, total
 
 
 def download(url: str, dest: Path, *, sha256: str | None = None, progress: bool = True,
-             session: requests.Session | None = None, timeout: float = 30.0) -> Path:
-    """Download ``url`` to ``dest`` (resuming ``dest.part``), verify its sha256, rename atomically."""
+             session: requests.Session | None = None, timeout: float = 30.0, ref: str | None = None) -> Path:
+    """Download ``url`` to ``dest`` (resuming ``dest.part``), verify it, rename atomically.
+
+    ``ref`` is the model reference the user wrote (for the "pin it" hint); it defaults to ``url``.
+    """
     dest = Path(dest)
     if sha256 is not None:
         sha256 = sha256.strip().lower()
         if not _SHA.match(sha256):
             raise ModelError(f"bad sha256 {sha256!r}", "give 64 hex digits after #sha256=")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
+    part = _Part(dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json"))
     s = session or requests.Session()
-    have = part.stat().st_size if part.exists() else 0
-    headers = _headers(url)
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    try:
-        r = s.get(url, headers=headers, stream=True, timeout=timeout, allow_redirects=True)
-    except requests.RequestException as e:
-        raise ModelError(f"cannot download {url}: {e}", "check the URL and your network (a partial file is kept to resume)") from e
-    with r:
-        if r.status_code == 416 and have:
-            # our partial file is already complete (or longer than the file): start over to be safe
-            part.unlink()
-            return download(url, dest, sha256=sha256, progress=progress, session=s, timeout=timeout)
-        if r.status_code not in (200, 206):
-            raise ModelError(f"cannot download {url}: HTTP {r.status_code} {r.reason}",
-                             "check the reference (owner/repo/file) and, for gated repos, set HF_TOKEN")
-        resumed = r.status_code == 206 and have > 0
-        expected = sha256 or hub_sha256(r.headers)
-        h = _hash_file(part) if resumed else hashlib.sha256()
-        if not resumed:
-            have = 0
-        length = r.headers.get("Content-Length")
-        total = have + int(length) if length and length.isdigit() else None
+    hub = announced(s, url, timeout)
+    expected = sha256 or hub.sha256
+    for attempt in range(3):
         try:
-            with open(part, "ab" if resumed else "wb") as f, _progress(total, dest.name, progress) as bar:
-                task = bar.add_task("dl", total=total, completed=have) if bar else None
-                for chunk in r.iter_content(CHUNK):
-                    if chunk:
-                        f.write(chunk)
-                        h.update(chunk)
-                        if bar:
-                            bar.advance(task, len(chunk))
-                f.flush()
-                os.fsync(f.fileno())
-        except requests.RequestException as e:
-            raise ModelError(f"download of {url} was interrupted: {e}",
-                             "run the same command again to resume") from e
-        except OSError as e:
-            raise ModelError(f"cannot write {part}: {e.strerror}", "free disk space or fix permissions, then retry") from e
-    got = part.stat().st_size
-    if total is not None and got != total:
-        raise ModelError(f"download of {url} is incomplete ({got:,} of {total:,} bytes)", "run the same command again to resume")
+            h, total = _fetch(s, url, part, expected, hub.size, progress, dest.name, timeout)
+            break
+        except _Restart:
+            part.drop()
+            if attempt == 2:
+                raise ModelError(f"{redact_url(url)} keeps answering range requests with other ranges",
+                                 "download the file by hand into the model cache") from None
+    got = part.path.stat().st_size
+    if total is not None and got < total:
+        raise ModelError(f"download of {redact_url(url)} is incomplete ({got:,} of {total:,} bytes)",
+                         "run the same command again to resume")
+    if total is not None and got > total:
+        part.drop()
+        raise ModelError(f"download of {redact_url(url)} is longer than announced ({got:,} > {total:,} bytes); "
+                         "the file was removed", "download again")
     digest = h.hexdigest()
     if expected and digest != expected:
-        part.unlink()
-        raise ModelError(f"sha256 mismatch for {url}: expected {expected}, got {digest}; the file was removed",
-                         "check the hash (#sha256=...) or the source; download again")
-    os.replace(part, dest)
+        part.drop()
+        raise ModelError(f"sha256 mismatch for {redact_url(url)}: expected {expected}, got {digest}; the file "
+                         "was removed", "check the hash (#sha256=...) or the source; download again")
+    os.replace(part.path, dest)
+    part.meta_path.unlink(missing_ok=True)
+    write_record(dest, url, digest, "pinned" if sha256 else ("hub" if expected else None))
+    if not expected:
+        warn_unverified(dest, ref or url, digest)
     return dest

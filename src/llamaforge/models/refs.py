@@ -7,19 +7,25 @@
 * ``https://…`` (or ``http://``) — any URL.
 
 Downloads may end in ``#sha256=<64 hex>`` to pin the hash; they land in
-``Paths.model_cache/hf/OWNER/REPO/FILE`` or ``Paths.model_cache/url/<hash of url>/NAME``.
+``Paths.model_cache/hf/OWNER/REPO/FILE`` or ``Paths.model_cache/url/<hash of url>/NAME``, with a
+``NAME.download.json`` record of how they were checked (:func:`download_record`). A cached file that
+was never verified is reported again each time it is used; pinning a hash later checks the cached
+bytes (a mismatch removes them and downloads again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
 from ..errors import ModelError
+from ..files import sha256_hash
 from ..paths import Paths
-from .download import download, hf_url
+from ..redact import redact_url
+from .download import download, hf_url, read_record, warn_unverified, write_record
 from .plan import GENERATOR_VERSION
 from .presets import get_mix, get_preset
 from .synth import synth
@@ -34,7 +40,7 @@ def split_hash(ref: str) -> tuple[str, str | None]:
     if not sep:
         return ref, None
     if not frag.startswith("sha256="):
-        raise ModelError(f"bad fragment #{frag} in {ref!r}", "only #sha256=<64 hex digits> is understood")
+        raise ModelError(f"bad fragment in {redact_url(ref)!r}", "only #sha256=<64 hex digits> is understood")
     return base, frag[len("sha256="):]
 
 
@@ -46,6 +52,33 @@ def synth_cache_path(preset: str, mix: str, paths: Paths, vocab_file: Path, seed
                       "vocab": [vocab_file.name, st.st_size]}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return paths.model_cache / "synth" / f"{preset}-{mix}-{digest}.gguf"
+
+
+def download_record(path: Path) -> dict | None:
+    """How a downloaded model file was checked (``{"sha256", "verified", "checked_against", ...}``),
+    None for files llamaforge did not download."""
+    return read_record(Path(path))
+
+
+def _cached_or_download(url: str, dest: Path, sha: str | None, ref: str, progress: bool) -> Path:
+    if sha is not None:
+        sha = sha.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise ModelError(f"bad sha256 {sha!r}", "give 64 hex digits after #sha256=")
+    if not dest.is_file():
+        return download(url, dest, sha256=sha, progress=progress, ref=ref)
+    rec = read_record(dest) or {}
+    if sha is not None:
+        if rec.get("sha256") != sha:
+            rec["sha256"] = sha256_hash(dest).hexdigest()
+        if rec["sha256"] != sha:
+            dest.unlink()
+            return download(url, dest, sha256=sha, progress=progress, ref=ref)
+        if rec.get("checked_against") != "pinned":
+            write_record(dest, url, sha, "pinned")
+    elif not rec.get("verified"):
+        warn_unverified(dest, ref, rec.get("sha256"))
+    return dest
 
 
 def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, progress: bool = True) -> Path:
@@ -69,14 +102,16 @@ def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, prog
         spec, sha = split_hash(ref[len("hf:"):])
         url = hf_url(spec)
         dest = paths.model_cache / "hf" / spec.strip("/")
-        return dest if dest.is_file() else download(url, dest, sha256=sha, progress=progress)
+        return _cached_or_download(url, dest, sha, ref, progress)
     if ref.startswith(("https://", "http://")):
         url, sha = split_hash(ref)
-        name = Path(urlparse(url).path).name or "model.gguf"
+        name = Path(urlparse(url).path).name
+        if name in ("", ".", "..") or "\\" in name:
+            name = "model.gguf"
         dest = paths.model_cache / "url" / hashlib.sha256(url.encode()).hexdigest()[:12] / name
-        return dest if dest.is_file() else download(url, dest, sha256=sha, progress=progress)
+        return _cached_or_download(url, dest, sha, ref, progress)
     p = Path(ref).expanduser()
     if p.is_file():
         return p
-    raise ModelError(f"no model {ref!r}: not a file, and not synth:/hf:/https: reference",
+    raise ModelError(f"no model {redact_url(ref)!r}: not a file, and not synth:/hf:/https: reference",
                      "give a .gguf path, synth:PRESET[:MIX], hf:OWNER/REPO/FILE or an https URL")

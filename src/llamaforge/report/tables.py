@@ -482,6 +482,11 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     prov.tables.append(kv_table(data.env, "Environment") if data.env else Table(["key", "value"], title="Environment"))
     if not data.env:
         prov.notes.append("No environment was recorded with this run.")
+    dl = (data.plan.get("model") or {}).get("download")
+    if isinstance(dl, dict):
+        prov.notes.append(f"Model download: sha256 {dl.get('sha256')}, " + (
+            f"verified against the {'pinned' if dl.get('checked_against') == 'pinned' else 'hub'} hash"
+            if dl.get("verified") else "UNVERIFIED (no hash was pinned or announced; pin one with #sha256=)"))
     if data.facts:
         prov.tables.append(kv_table(data.facts, f"Model facts: {data.model_ref}"))
     else:
