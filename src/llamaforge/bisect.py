@@ -40,6 +40,7 @@ from . import proc
 from .console import console, notice
 from .errors import BuildError, LlamaforgeError
 from .files import file_lock
+from .mdtext import md_code, md_text
 from .stats import compare, summarize
 from .store import Probe, Run, Store
 
@@ -490,17 +491,18 @@ def render_bisect_md(store: Store, run: Run, plot_name: str | None = None) -> st
     b = run.plan.get("bisect", {})
     s = run.summary or {}
     metric = b.get("metric", "tg")
-    out = [f"# Bisection {run.id}", "",
-           f"{metric} on **{b.get('backend')}**, good `{str(b.get('good_sha', ''))[:12]}` → bad "
-           f"`{str(b.get('bad_sha', ''))[:12]}` ({len(b.get('commits', [])) - 1} commits), threshold "
-           f"{float(b.get('threshold', 0.05)):.0%}, {b.get('repeats')} repeats, model `{(run.plan.get('model') or {}).get('ref', '')}`.", ""]
+    out = [f"# Bisection {md_text(run.id)}", "",
+           f"{md_text(metric)} on **{md_text(b.get('backend'))}**, good {md_code(str(b.get('good_sha', ''))[:12])} → bad "
+           f"{md_code(str(b.get('bad_sha', ''))[:12])} ({len(b.get('commits', [])) - 1} commits), threshold "
+           f"{float(b.get('threshold', 0.05)):.0%}, {md_text(b.get('repeats'))} repeats, model "
+           f"{md_code((run.plan.get('model') or {}).get('ref', ''))}.", ""]
     if s.get("first_bad"):
-        out += [f"**First bad commit: `{s['first_bad']}`** — {s.get('subject') or ''}", ""]
+        out += [f"**First bad commit: {md_code(s['first_bad'])}** — {md_text(s.get('subject') or '')}", ""]
     elif s.get("candidates"):
         out += ["**Only skipped commits are left; the first bad commit is one of:** "
-                + ", ".join(f"`{c[:12]}`" for c in s["candidates"]), ""]
+                + ", ".join(md_code(c[:12]) for c in s["candidates"]), ""]
     else:
-        out += [f"Status: {run.status} (no result).", ""]
+        out += [f"Status: {md_text(run.status)} (no result).", ""]
     ep = s.get("endpoints") or {}
     if ep:
         out += [f"Endpoints: good {ep.get('median_a', 0):.1f} t/s (n={ep.get('n_a')}), bad {ep.get('median_b', 0):.1f} t/s "
@@ -509,15 +511,15 @@ def render_bisect_md(store: Store, run: Run, plot_name: str | None = None) -> st
     out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured "
             f"(bound for a clean step: {b.get('max_measured', '?')}).", ""]
     if plot_name:
-        out += [f"![{metric} over commits]({plot_name})", ""]
+        out += [f"![{md_text(metric)} over commits]({plot_name})", ""]
     out += ["| # | commit | verdict | median t/s | n | build s | incremental | measure s | subject / note |",
             "|---:|---|---|---:|---:|---:|---|---:|---|"]
     for r in sorted(_probe_rows(store, run), key=lambda r: r["seq"]):
         inc = {True: "yes", False: "cold", None: "–"}[r["incremental"]]
         med = f"{r['median']:.1f}" if r["median"] is not None else "–"
         text = r["subject"] + (f" ({r['note']})" if r["note"] else "")
-        out.append(f"| {r['seq']} | `{r['sha'][:9]}` | {r['verdict']} | {med} | {len(r['values'])} | "
-                   f"{r['build_s'] or 0:.1f} | {inc} | {r['measure_s'] or 0:.1f} | {text.replace('|', '/')} |")
+        out.append(f"| {r['seq']} | {md_code(r['sha'][:9], in_table=True)} | {md_text(r['verdict'])} | {med} | "
+                   f"{len(r['values'])} | {r['build_s'] or 0:.1f} | {inc} | {r['measure_s'] or 0:.1f} | {md_text(text)} |")
     return "\n".join(out) + "\n"
 
 

@@ -36,6 +36,7 @@ from rich.table import Table
 
 from .console import console, notice
 from .errors import ConfigError, LlamaforgeError
+from .mdtext import md_code, md_text
 from .stats import ClusteredComparison, cluster_summary, compare_clustered
 from .store import Point, Probe, Run, Store
 
@@ -278,17 +279,20 @@ def render_compare_md(store: Store, run: Run) -> str:
     a, b = c.get("A", {}), c.get("B", {})
     s = run.summary or {}
     model = (run.plan.get("model") or {}).get("ref", "")
-    out = [f"# Comparison {run.id}", "",
-           f"- **A (base)**: `{a.get('ref')}` on {a.get('backend')} — commit `{str(a.get('commit', ''))[:12]}`, build `{a.get('build')}`",
-           f"- **B (head)**: `{b.get('ref')}` on {b.get('backend')} — commit `{str(b.get('commit', ''))[:12]}`, build `{b.get('build')}`",
-           f"- model `{model}`, engine {run.plan.get('engine')}, {c.get('repeats')} samples per side in {c.get('rounds')} "
-           f"rounds ({c.get('interleave', 'interleaved')}), minimum effect {float(s.get('min_effect', 0.05)):.0%}", "",
-           "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
-           "| B/A [95 % CI] | p (on launches) | verdict |",
-           "|---:|---|---:|---:|---:|---:|---|"]
+    out = [f"# Comparison {md_text(run.id)}", ""]
+    for side, d in (("A (base)", a), ("B (head)", b)):
+        out.append(f"- **{side}**: {md_code(d.get('ref'))} on {md_text(d.get('backend'))} — commit "
+                   f"{md_code(str(d.get('commit', ''))[:12])}, build {md_code(d.get('build'))}")
+    out += [f"- model {md_code(model)}, engine {md_text(run.plan.get('engine'))}, {md_text(c.get('repeats'))} samples "
+            f"per side in {md_text(c.get('rounds'))} rounds ({md_text(c.get('interleave', 'interleaved'))}), minimum effect "
+            f"{float(s.get('min_effect', 0.05)):.0%}", "",
+            "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
+            "| B/A [95 % CI] | p (on launches) | verdict |",
+            "|---:|---|---:|---:|---:|---:|---|"]
     for r in s.get("comparisons", []):
         ratio, p, verdict = _fmt_cmp(r["comparison"])
-        out.append(f"| {r['ncmoe']} | {r['metric']} | {_fmt_side(r['A'])} | {_fmt_side(r['B'])} | {ratio} | {p} | {_MARK_MD[verdict]} |")
+        out.append(f"| {md_text(r['ncmoe'])} | {md_text(r['metric'])} | {_fmt_side(r['A'])} | {_fmt_side(r['B'])} | "
+                   f"{ratio} | {p} | {_MARK_MD[verdict]} |")
     out += ["", "Mann–Whitney U (two-sided, α = 0.05) on the launch medians — n is the number of server starts "
             "per side, because requests to one server are not independent — plus the minimum effect: a "
             "significant change smaller than the minimum effect is reported as no significant change. CIs: "

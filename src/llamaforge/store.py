@@ -16,6 +16,10 @@ Tables
            server start of the point it came from (1..K; a point measured in K launches keeps all
            of them under one ``points`` row, ``extra_json.launches`` describes each launch)
   probes   bisect/compare bookkeeping: one row per measured commit
+
+A run's command and plan pass through :mod:`llamaforge.redact` when written and when read: URL
+queries, fragments and credentials (a presigned model URL, a token in a git URL) are never stored,
+and never shown from stores written before that.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .redact import redact_obj, redact_text
 
 SCHEMA_VERSION = 1
 
@@ -270,7 +275,8 @@ class Store:
         now = time.time()
         self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
                         " parent_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (run_id, kind, name, "running", now, now, command, _j(plan), _j(env or {}), parent_run))
+                        (run_id, kind, name, "running", now, now, redact_text(command), _j(redact_obj(plan)),
+                         _j(env or {}), parent_run))
         return run_id
 
     def child_runs(self, run_id: str) -> list[Run]:
@@ -279,8 +285,9 @@ class Store:
         return [self._run(r) for r in rows]
 
     def _run(self, row: sqlite3.Row) -> Run:
+        # URLs are redacted on the way in and again on the way out (stores written before that)
         return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
-                   row["command"], _uj(row["plan_json"]) or {}, _uj(row["env_json"]) or {},
+                   redact_text(row["command"]), redact_obj(_uj(row["plan_json"]) or {}), _uj(row["env_json"]) or {},
                    _uj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:

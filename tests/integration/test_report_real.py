@@ -73,3 +73,26 @@ def test_real_report_renders_in_chromium(real_report, tmp_path):
     for png in rp.pngs:
         img = np.asarray(Image.open(png).convert("L"), dtype=float)
         assert img.var() > 10, f"{png.name} looks blank"
+
+
+def test_real_report_of_a_hostile_run_name_and_presigned_model_url_stays_inert(real_sweep_run, tmp_path):
+    """The real run, copied, renamed ``<script>…`` and given a presigned model URL (as a store written
+    before redaction would hold it): report.md and report.html show both as text, without the secret."""
+    import json
+
+    from markdown_it import MarkdownIt
+
+    store_path, run_id = real_sweep_run
+    copy = tmp_path / "copy.sqlite"
+    with Store(Path(store_path)) as src:
+        src.db.execute("VACUUM INTO ?", (str(copy),))
+    with Store(copy) as store:
+        plan = store.get_run(run_id).plan
+        plan["model"]["ref"] = "https://cdn.example/m.gguf?X-Amz-Signature=sig_secret"
+        store.db.execute("UPDATE runs SET name=?, plan_json=? WHERE id=?",
+                         ("<script>alert(1)</script>", json.dumps(plan), run_id))
+        rp = write_report(store, run_id, tmp_path / "out")
+    md, html = rp.md.read_text(), rp.html.read_text()
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    assert "alert(1)" in md and "<script" not in rendered and "<script>alert" not in html
+    assert "sig_secret" not in md + html and "cdn.example/m.gguf?REDACTED" in md

@@ -1,0 +1,129 @@
+"""Secrets in URLs never reach the store, reports or exports; data in report.md stays text."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+import report_fake
+from markdown_it import MarkdownIt
+
+from llamaforge import bisect as bis
+from llamaforge import compare as cmp
+from llamaforge.bench.export import export_run
+from llamaforge.bench.plan import Plan, PointSpec
+from llamaforge.mdtext import md_code, md_text
+from llamaforge.redact import redact_obj, redact_text, redact_url
+from llamaforge.report import write_report
+from llamaforge.store import Store
+
+SHA = "ab" * 32
+PRESIGNED = ("https://user:pw_secret@cdn.example:8443/models/m.gguf?X-Amz-Credential=cred_secret"
+             "&X-Amz-Signature=sig_secret")
+SECRETS = ("pw_secret", "cred_secret", "sig_secret", "frag_secret", "tok_secret")
+HOSTILE = "<script>alert(1)</script> [x](javascript:alert(1)) `<img src=x onerror=alert(1)>`"
+
+
+def _clean(text: str) -> bool:
+    return not any(s in text for s in SECRETS)
+
+
+def test_redact_url_removes_credentials_query_and_fragment_but_keeps_our_hash():
+    assert redact_url(PRESIGNED) == "https://REDACTED@cdn.example:8443/models/m.gguf?REDACTED"
+    assert redact_url(f"https://h/m.gguf?a=1#sha256={SHA}") == f"https://h/m.gguf?REDACTED#sha256={SHA}"
+    assert redact_url("https://h/m.gguf#frag_secret") == "https://h/m.gguf#REDACTED"
+    assert redact_url("https://tok_secret@github.com/o/r.git") == "https://REDACTED@github.com/o/r.git"
+    assert redact_url("https://h/a@b/m.gguf") == "https://h/a@b/m.gguf"            # '@' in the path is no userinfo
+    for untouched in ("synth:tiny-qwen35moe", "hf:org/repo/m.gguf", "/models/what?.gguf", f"hf:o/r/f#sha256={SHA}"):
+        assert redact_url(untouched) == untouched
+    text = f"inv bench --model={PRESIGNED} --pins 'git:https://x:tok_secret@h/r.git' --ncmoe 0:4"
+    assert redact_text(text) == ("inv bench --model=https://REDACTED@cdn.example:8443/models/m.gguf?REDACTED "
+                                 "--pins 'git:https://REDACTED@h/r.git' --ncmoe 0:4")
+    assert redact_obj({"a": [PRESIGNED, 3, None], "b": {"c": "https://h/x#frag_secret"}}) == \
+        {"a": [redact_url(PRESIGNED), 3, None], "b": {"c": "https://h/x#REDACTED"}}
+
+
+def test_plan_json_keeps_no_url_secret(tmp_path):
+    plan = Plan(model_ref=PRESIGNED, model_path=tmp_path / "m.gguf", model_facts={}, points=[PointSpec(0)])
+    assert _clean(json.dumps(plan.to_json()))
+
+
+def test_store_neither_keeps_nor_shows_url_secrets(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        run_id = store.new_run("sweep", {"model": {"ref": PRESIGNED, "path": "/m/m.gguf", "facts": {}},
+                                         "pins": ["git:https://u:tok_secret@h/r.git"]},
+                               command=f"llamaforge bench --model {PRESIGNED}#frag_secret")
+        run = store.get_run(run_id)
+        assert _clean(json.dumps([run.plan, run.command]))
+        assert run.plan["model"]["ref"] == redact_url(PRESIGNED)
+    raw = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT command, plan_json FROM runs").fetchall()
+    assert raw and _clean(json.dumps(raw))
+
+
+@pytest.fixture
+def old_store_with_secrets(tmp_path):
+    """A run written before redaction existed: the secrets sit in the database itself."""
+    store, run_id = report_fake.build(tmp_path)
+    plan = store.get_run(run_id).plan
+    plan["model"]["ref"] = PRESIGNED + "#frag_secret"
+    plan["fit"] = {}          # a real plan's shape (the fake's ``True`` is enough for reports, not for jsonl)
+    store.db.execute("UPDATE runs SET plan_json=?, command=? WHERE id=?",
+                     (json.dumps(plan), f"llamaforge bench --model '{PRESIGNED}'", run_id))
+    yield store, run_id, tmp_path
+    store.close()
+
+
+def test_reports_and_exports_of_an_old_store_show_no_url_secret(old_store_with_secrets):
+    store, run_id, tmp = old_store_with_secrets
+    rp = write_report(store, run_id, tmp / "out")
+    assert _clean(rp.md.read_text()) and _clean(rp.html.read_text())
+    assert "cdn.example:8443/models/m.gguf" in rp.md.read_text()     # redacted, not dropped
+    for fmt in ("json", "csv", "jsonl"):
+        assert _clean(export_run(store, run_id, fmt)), fmt
+    assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
+
+
+def _html_of(md: str) -> str:
+    """report.md as GitHub-like renderers show it: raw HTML allowed, GFM tables."""
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+
+
+def _inert(html: str) -> bool:
+    return "<script" not in html and "<img src=x" not in html and 'href="javascript:' not in html
+
+
+def test_md_text_and_md_code_keep_html_and_markdown_inert():
+    assert not _inert(_html_of(HOSTILE))                   # the hostile string is live when pasted raw
+    assert _inert(_html_of(md_text(HOSTILE))) and _inert(_html_of("| a |\n|---|\n| " + md_text(HOSTILE) + " |"))
+    for value in (HOSTILE, "a ``` b", "`x`", "a | b"):
+        out = _html_of(f"| c |\n|---|\n| {md_code(value, in_table=True)} |")
+        assert _inert(out) and out.count("<code>") == 1, (value, out)
+    assert md_code("llama-server -m /m.gguf") == "`llama-server -m /m.gguf`"
+
+
+def test_report_md_renders_hostile_run_names_model_paths_and_logs_as_text(tmp_path):
+    store, run_id = report_fake.build(tmp_path)
+    plan = store.get_run(run_id).plan
+    plan["model"]["ref"] = "/models/" + HOSTILE + ".gguf"
+    store.db.execute("UPDATE runs SET name=?, plan_json=?, command=? WHERE id=?",
+                     (HOSTILE, json.dumps(plan), "llamaforge bench --name '" + HOSTILE + "'", run_id))
+    store.db.execute("UPDATE points SET failure_detail=?, log_tail=?, command_json=?",
+                     (HOSTILE, HOSTILE, json.dumps(["llama-server", "-m", HOSTILE])))
+    md = write_report(store, run_id, tmp_path / "out").md.read_text()
+    html = (tmp_path / "out" / "report.html").read_text()
+    store.close()
+    assert "alert(1)" in md and _inert(_html_of(md))
+    assert "alert(1)" in html and _inert(html)
+
+
+def test_compare_and_bisect_markdown_keep_hostile_values_inert(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        side = {"ref": HOSTILE, "backend": HOSTILE, "commit": "c" * 40, "build": HOSTILE}
+        cid = store.new_run("compare", {"model": {"ref": HOSTILE}, "engine": "server",
+                                        "compare": {"A": side, "B": side, "repeats": 3, "rounds": 1}})
+        store.set_run_summary(cid, {"comparisons": [], "min_effect": 0.05})
+        bid = store.new_run("bisect", {"model": {"ref": HOSTILE}, "bisect": {"backend": HOSTILE, "metric": "tg"}})
+        store.set_run_summary(bid, {"first_bad": "d" * 40, "subject": HOSTILE})
+        for md in (cmp.render_compare_md(store, store.get_run(cid)), bis.render_bisect_md(store, store.get_run(bid))):
+            assert "alert(1)" in md and _inert(_html_of(md)), md
