@@ -295,3 +295,9 @@ def test_download_record_never_keeps_the_query(tmp_path, site):
     dest = download(site.url() + "?X-Amz-Signature=sig_secret", tmp_path / "m.gguf", sha256=SHA, progress=False)
     text = json.dumps(read_record(dest))
     assert "sig_secret" not in text and hashlib.sha256(dest.read_bytes()).hexdigest() == SHA
+
+
+def test_unverified_warning_for_a_presigned_url_does_not_repeat_its_secret(tmp_path, site, capsys):
+    download(site.url() + "?X-Amz-Signature=sig_secret", tmp_path / "m.gguf", progress=False)
+    err = capsys.readouterr().err
+    assert "UNVERIFIED" in err and f"append #sha256={SHA}" in err and "sig_secret" not in err

@@ -10,7 +10,7 @@ from ..console import console
 from ..console import info as say
 from ..errors import ModelError
 from ..models import gguf_info, presets
-from ..models.refs import resolve_model
+from ..models.refs import download_record, resolve_model
 from ..models.synth import synth as synth_model
 from ..models.synth import synth_plan, with_tokenizer
 from ..models.synth import twin as twin_model
@@ -165,3 +165,7 @@ def fetch(c, ref, vocab_dir=None):
     """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
     p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
     say(str(p))
+    rec = download_record(p)
+    if rec:
+        say(f"sha256 {rec.get('sha256')}: " + (f"verified ({rec.get('checked_against')} hash)" if rec.get("verified")
+                                               else "UNVERIFIED (pin it with #sha256=)"))

@@ -237,7 +237,8 @@ def read_record(dest: Path) -> dict | None:
 
 def warn_unverified(dest: Path, ref: str, digest: str | None) -> None:
     """The loud line for a model file whose bytes nothing checked."""
-    pin = f"{redact_url(ref).split('#')[0]}#sha256={digest or '<64 hex digits>'}"
+    base, frag = ref.split("#")[0], f"#sha256={digest or '<64 hex digits>'}"
+    pin = f"{base}{frag}" if redact_url(base) == base else f"append {frag} to the reference (the URL as you gave it)"
     warning(f"{dest.name} is UNVERIFIED: no sha256 was pinned or announced by the server, so nothing checked "
             f"its bytes (its sha256 is {digest or 'unknown'}). Pin it to check it: {pin}")
 
