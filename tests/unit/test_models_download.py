@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from http_sites import PAYLOAD, SHA, Site
 from models_fake import fake_vocab
 
+from http_sites import PAYLOAD, SHA, Site
 from llamaforge.bench.plan import Plan, PointSpec
 from llamaforge.errors import ModelError
 from llamaforge.models import download as dl
