@@ -30,8 +30,11 @@ def test_resumed_hub_download_is_verified_and_generates_in_llama_server(cpu_buil
         url = hub.url("/org/repo/resolve/main/model.gguf")
         with pytest.raises(dl.ModelError, match="interrupted|incomplete"):
             resolve_model(url, Paths(tmp_path), progress=False)
+        parts = list((tmp_path / "cache").rglob("model.gguf.part"))
+        have = parts[0].stat().st_size   # what reached the disk (whole chunks) before the cut
+        assert len(parts) == 1 and 0 < have <= len(data) // 2
         path = resolve_model(url, Paths(tmp_path), progress=False)
-        assert cdn.gets()[-1]["headers"]["Range"] == f"bytes={len(data) // 2}-"
+        assert cdn.gets()[-1]["headers"]["Range"] == f"bytes={have}-"
         assert all("Authorization" not in r["headers"] for r in cdn.log)
         assert dl.read_record(path)["checked_against"] == "hub"
         assert "UNVERIFIED" not in capsys.readouterr().err
