@@ -8,13 +8,15 @@
   CPU-type Vulkan devices (Mesa lavapipe) unless asked; if one appears, that environment is
   recorded as the build's runtime environment (and said).
 * Capabilities: devices (name, memory), the Vulkan device line (``matrix cores``, ``int dot``,
-  ``fp16``, ``bf16``), CUDA compute capability; a smoke generation of a few tokens when a model is
-  given.
+  ``fp16``, ``bf16``), CUDA compute capability.
+* A smoke run, model or not (:mod:`llamaforge.smoke`): the tiny synthetic model (or the given one)
+  loads and generates a few tokens through llama-server and llama-bench; a crash is retried with
+  the known workarounds (:mod:`llamaforge.quirks`), and one that helps becomes a recorded quirk.
+  A build that builds but does not run fails verification.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any
 from . import proc
 from .build.backends import BACKENDS
 from .console import notice
-from .errors import VerifyError
+from .errors import BuildError, VerifyError
 
 _DEV = re.compile(r"^\s+([A-Za-z]+)(\d+): (.*?)(?: \((\d+) MiB, (\d+) MiB free\))?\s*$")
 _VK_LINE = re.compile(r"ggml_vulkan: (\d+) = (.*?) \| (.*)$")
@@ -98,6 +100,7 @@ class Verification:
     runtime_env: dict[str, str] = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
     smoke: dict | None = None
+    quirks: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,8 +138,13 @@ def diagnose(backend: str, expected_commit: str, version: dict, devices: list[De
     return problems, fixes
 
 
-def verify_build(build: Any, model: Path | None = None) -> Verification:
-    """Run the checks on a :class:`~llamaforge.build.Build`; never raises for a failed check (see ``ok``)."""
+def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, smoke: bool = True,
+                 quirks: bool = True) -> Verification:
+    """Run the checks on a :class:`~llamaforge.build.Build`; never raises for a failed check (see ``ok``).
+
+    ``model`` is the smoke run's model (default: the tiny synthetic one, made with the build's own
+    vocab files; ``paths`` locates the model cache). ``smoke=False`` skips the smoke run (unit
+    tests); ``quirks=False`` does not try workarounds when it crashes."""
     server = build.binary("llama-server")
     env = dict(build.env)
     r = proc.run([server, "--version"], env=env, timeout=60)
@@ -146,12 +154,14 @@ def verify_build(build: Any, model: Path | None = None) -> Verification:
     lister = build.binary("llama-bench")
     devices, listing = _list_devices(lister, env)
     prefix = BACKENDS[build.backend].device_prefix
+    cpu_vulkan = False
     if build.backend == "vulkan" and not any(d.backend == prefix for d in devices) and "GGML_VK_VISIBLE_DEVICES" not in env:
         env2 = dict(env, GGML_VK_VISIBLE_DEVICES="0")
         devs2, listing2 = _list_devices(lister, env2)
         if any(d.backend == prefix for d in devs2):
             notice(f"only a CPU Vulkan device is present ({devs2[0].name}); using it with GGML_VK_VISIBLE_DEVICES=0")
             env, devices, listing = env2, devs2, listing2
+            cpu_vulkan = True
     problems, fixes = diagnose(build.backend, build.commit, version, devices)
     caps: dict[str, Any] = {"devices": [asdict(d) for d in devices]}
     vk = parse_vulkan_lines(listing)
@@ -159,35 +169,128 @@ def verify_build(build: Any, model: Path | None = None) -> Verification:
         caps["vulkan_devices"] = vk
         caps["vulkan"] = {"matrix_cores": vk[0].get("matrix_cores"), "int_dot": vk[0].get("int_dot"),
                           "fp16": vk[0].get("fp16"), "bf16": vk[0].get("bf16")}
+    if build.backend == "vulkan":
+        caps["vulkan_cpu_device"] = cpu_vulkan or any(is_cpu_vulkan_name(d.name) for d in devices)
     cu = parse_cuda_lines(listing)
     if cu:
         caps["cuda_devices"] = cu
     runtime_env = {k: val for k, val in env.items() if k.startswith(("GGML_", "CUDA_", "VK_"))}
     v = Verification(not problems, problems, fixes, version, [asdict(d) for d in devices], runtime_env, caps)
-    if model is not None and v.ok:
-        v.smoke = smoke(build, model, env)
-        if not v.smoke.get("ok"):
-            v.ok = False
-            v.problems.append(f"smoke generation failed: {v.smoke.get('error')}")
-            v.fixes.append(f"run the build's llama-bench by hand on {model} to see why")
+    if smoke and v.ok:
+        _smoke_into(v, build, model, env, paths, quirks)
     return v
 
 
-def smoke(build: Any, model: Path, env: dict[str, str], n_gen: int = 4) -> dict:
-    """Generate a few tokens with llama-bench; returns {ok, tg_tps, error}."""
-    r = proc.run([build.binary("llama-bench"), "-m", model, "-p", "0", "-n", str(n_gen), "-r", "1", "-o", "json"],
-                 env=env, timeout=600)
-    if not r.ok:
-        return {"ok": False, "error": (r.output.strip().splitlines() or ["no output"])[-1][:200]}
+_CPU_VULKAN = re.compile(r"llvmpipe|lavapipe|swiftshader", re.I)
+
+
+def is_cpu_vulkan_name(name: str) -> bool:
+    """A Vulkan device that is really the CPU (Mesa lavapipe/llvmpipe, SwiftShader)."""
+    return bool(_CPU_VULKAN.search(name or ""))
+
+
+def smoke_model(build: Any, paths: Any = None) -> Path:
+    """The smoke run's model: the tiny synthetic MoE, generated once with the build's vocab files."""
+    from .models import resolve_model
+    from .paths import Paths
+    from .smoke import SMOKE_MODEL
+
+    vocab = Path(build.source_dir) / "models"
+    return Path(resolve_model(SMOKE_MODEL, paths or Paths.default(),
+                              vocab_dir=vocab if vocab.is_dir() else None, progress=False))
+
+
+def _smoke_into(v: Verification, build: Any, model: Path | None, env: dict[str, str], paths: Any,
+                quirks: bool) -> None:
+    from .errors import LlamaforgeError
+    from .smoke import SmokeResult, run_smoke
+
     try:
-        start = r.output.index("[")
-        data = json.loads(r.output[start:r.output.rindex("]") + 1])
-        row = data[0]
-        return {"ok": row.get("n_gen") == n_gen, "tg_tps": row.get("avg_ts"), "n_gen": row.get("n_gen")}
-    except (ValueError, IndexError, KeyError) as e:
-        return {"ok": False, "error": f"unreadable llama-bench output ({e})"}
+        model_path = Path(model) if model is not None else smoke_model(build, paths)
+    except LlamaforgeError as e:
+        v.smoke = SmokeResult("skipped", error=f"no smoke model: {e}").to_dict()
+        notice(f"{build.key}: smoke run skipped ({e})")
+        return
+    res = run_smoke(build, model_path, env, quirks=quirks)
+    v.smoke = res.to_dict()
+    v.quirks = [q.to_dict() for q in res.quirks]
+    if not res.ok:
+        v.ok = False
+        tried = [n for n in res.notes if n.startswith("quirk ")]
+        v.problems.append(f"builds but does not run: {res.error}" + (f" ({'; '.join(tried)})" if tried else ""))
+        v.fixes.append("read the smoke logs in " + str(Path(build.dir) / "smoke")
+                       + "; `llamaforge bench --allow-broken` measures it anyway")
+
+
+def apply_to_manifest(manifest: dict, v: Verification) -> None:
+    """Record a verification in a build manifest: ``verification``, capabilities, ``smoke`` (ok |
+    failed | skipped) and ``quirks`` (replaced: a re-verification re-derives them)."""
+    manifest["verification"] = v.to_dict()
+    manifest.setdefault("capabilities", {}).update(v.capabilities)
+    if v.smoke is not None:
+        manifest["smoke"] = v.smoke.get("status")
+        manifest["quirks"] = list(v.quirks)
+
+
+def reverify(build: Any, paths: Any = None, model: Path | None = None) -> Any:
+    """Verify (with a smoke run) a cached build again and rewrite its manifest, under the build's
+    lock. Returns the build with the new manifest. External builds (no manifest file) are only
+    verified in memory."""
+    from .build.builder import MANIFEST, Build, read_manifest
+    from .files import file_lock, write_json_atomic
+
+    d = Path(build.dir)
+    if build.manifest.get("external") or not (d / MANIFEST).is_file():
+        v = verify_build(build, model, paths=paths)
+        apply_to_manifest(build.manifest, v)
+        return build
+    with file_lock(d.parent / f"{d.name}.lock", f"another llamaforge is using {d.name}; waiting for it"):
+        m = read_manifest(d) or dict(build.manifest)
+        b = Build.from_manifest(d, m) if type(build) is Build else build
+        v = verify_build(b, model, paths=paths)
+        apply_to_manifest(m, v)
+        write_json_atomic(d / MANIFEST, m)
+    b.manifest = m
+    return b
+
+
+def ensure_runnable(build: Any, paths: Any = None, *, allow_broken: bool = False) -> Any:
+    """A build bench may measure: smoke-run now if it never was; a build whose smoke run failed is
+    refused (a BenchError with the fix) unless ``allow_broken``. External builds (``--bin-dir``)
+    pass unchanged."""
+    from .errors import BenchError
+
+    if (build.manifest or {}).get("external"):
+        return build
+    if "smoke" not in build.manifest:
+        notice(f"smoke-testing build {build.key} first (it was never smoke-run)")
+        build = reverify(build, paths)
+    if build.manifest.get("smoke") == "failed":
+        sm = (build.manifest.get("verification") or {}).get("smoke") or {}
+        if not allow_broken:
+            raise BenchError(f"{build.backend} build {build.key} builds but does not run (smoke run: {sm.get('error') or 'failed'})",
+                             f"see `llamaforge verify --backends {build.backend}`; --allow-broken measures it anyway")
+        notice(f"measuring {build.key} although its smoke run failed (--allow-broken)")
+    return build
+
+
+def print_smoke_tail(ver: dict) -> None:
+    """The log tail of a failed smoke run (what `build`/`verify` show before their error line)."""
+    from .console import console
+
+    sm = ver.get("smoke") or {}
+    if sm.get("status") == "failed" and sm.get("log_tail"):
+        console.rule("smoke run log (tail)")
+        console.print(sm["log_tail"], markup=False, highlight=False)
+        console.rule()
 
 
 def raise_for(ver: dict, build: Any) -> None:
+    """Raise the first problem of a failed verification: a build that builds but does not run is a
+    :class:`~llamaforge.errors.BuildError` (bisect skips such commits), others a VerifyError."""
     probs, fixes = ver.get("problems") or ["verification failed"], ver.get("fixes") or [None]
+    if (ver.get("smoke") or {}).get("status") == "failed":
+        print_smoke_tail(ver)
+        raise BuildError(f"{build.backend} build {build.key} {probs[-1]}", fixes[-1],
+                         str(Path(build.dir) / "smoke"), (ver.get("smoke") or {}).get("error"))
     raise VerifyError(f"{build.backend} build {build.key}: {probs[0]}", fixes[0])

@@ -4,7 +4,9 @@
 Behaviour from FAKE_MODE: ok | oom (exit 1 at load with an allocation error) | unhealthy (503
 forever) | hang (healthy, /completion never answers) | crash-request (exits during /completion)
 | portbusy-once (first start: bind error) | fit-refused (logs that fitting was refused because of
-tensor overrides, as newer servers do with -ncmoe, unless started with -c). Timings are fake but well-formed.
+tensor overrides, as newer servers do with -ncmoe, unless started with -c). | amx-crash (logs AMX/CPU_REPACK buffers and dies of
+SIGSEGV at load unless --no-repack is given, like gcc-12 builds on AMX CPUs) | crash-always
+(the same, whatever the arguments). Timings are fake but well-formed.
 """
 
 import json
@@ -19,7 +21,8 @@ STATE = os.environ.get("FAKE_STATE", "")
 
 if "--help" in sys.argv:
     print("-m, --model FNAME\n-np, --parallel N\n--no-mmproj\n--log-jsonl\n-ncmoe, --n-cpu-moe N\n"
-          "-fitt, --fit-target MiB\n-t, --threads N\n-ngl, --n-gpu-layers N\n--host HOST\n--port PORT")
+          "-fitt, --fit-target MiB\n-t, --threads N\n-ngl, --n-gpu-layers N\n--host HOST\n--port PORT\n"
+          "--repack, -nr, --no-repack\n-ub, --ubatch-size N")
     sys.exit(0)
 
 port = int(sys.argv[sys.argv.index("--port") + 1])
@@ -36,6 +39,11 @@ if MODE == "fit-refused" and "-c" not in sys.argv:
     print(json.dumps({"type": "log", "level": "warn",
                       "msg": "common_fit_params: failed to fit params to free device memory: "
                              "model_params::tensor_buft_overrides already set by user, abort\n"}), flush=True)
+if MODE in ("amx-crash", "crash-always"):
+    print("load_tensors:          AMX model buffer size =    12.00 MiB\n"
+          "load_tensors:   CPU_REPACK model buffer size =    40.00 MiB", flush=True)
+    if MODE == "crash-always" or "--no-repack" not in sys.argv:
+        os.kill(os.getpid(), signal.SIGSEGV)
 if MODE == "portbusy-once" and STATE and not os.path.exists(STATE):
     open(STATE, "w").close()
     print(json.dumps({"type": "log", "level": "error",

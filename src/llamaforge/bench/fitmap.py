@@ -133,7 +133,10 @@ def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_di
     log = log_dir / f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}.log"
     log.write_text("")
     started = time.time()
-    r = fit_params(build, plan.model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads, log_path=log)
+    from .adjust import extra_args
+
+    r = fit_params(build, plan.model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads, log_path=log,
+                   extra_args=extra_args(build, plan, "llama-fit-params"))
     p = Point(run_id=run_id, build_key=build.key, engine="fit", ncmoe=spec.ncmoe, ngl=spec.ngl, label=label,
               n_ctx=r.n_ctx, n_ctx_train=plan.model_facts.get("n_ctx_train"), command=r.command,
               extra={"fit": r.to_dict(), "placement": r.placement() if r.ok else None}, started=started,

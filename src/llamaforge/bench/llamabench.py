@@ -23,6 +23,7 @@ from .. import proc
 from ..build.options import build_options
 from ..errors import BuildError
 from ..store import Point, Sample
+from . import adjust
 from .fitmap import fit_params
 from .monitor import Monitor
 from .plan import BuildLike, Plan, PointSpec
@@ -122,7 +123,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     """llama-bench's arguments for a point, from what this llama-bench supports (``-ncmoe`` or its
     ``-ot`` equivalent, ``-d`` only where it exists)."""
     opts = build_options(build)
-    args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(plan.prompt_tokens),
+    args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
     try:
         args += opts.ncmoe_args("llama-bench", spec.ncmoe)
@@ -137,6 +138,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
         args += ["-d", ",".join(str(d) for d in sorted({0, *plan.bench_depths}))]
     if plan.threads:
         args += ["-t", str(plan.threads)]
+    args += adjust.extra_args(build, plan, "llama-bench")      # recorded quirks, CPU-Vulkan defaults
     extra = [a for a in [*plan.extra_args, *spec.extra_args]]
     if any(a in ("-fitt", "--fit-target") for a in extra):
         raise PointFailure("error", "-fitt must not be combined with -ncmoe in llama-bench (it drops -ncmoe)")
@@ -151,14 +153,15 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if build_options(build).has_fit_params:
         on_phase("fitting")
-        fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
+        fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
+                         extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
         point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params", "fit_status": "fitted"}
         point.n_ctx = fit.n_ctx
     else:
         point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
                        "fit_note": "no llama-fit-params in this build: the fitted context is unknown"}
     point.n_ctx_train = plan.model_facts.get("n_ctx_train")
-    point.prompt_tokens = plan.prompt_tokens
+    point.prompt_tokens = adjust.prompt_tokens(build, plan)
     args = bench_args(build, model_path, spec, plan)
     point.command = args
     out_path = log_path.with_suffix(".jsonl")

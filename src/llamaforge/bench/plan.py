@@ -139,6 +139,8 @@ class Plan:
     # how a downloaded model was checked ({"sha256", "verified", "checked_against", ...}); read from the
     # model cache's record when not given; None for models llamaforge did not download
     model_download: dict | None = None
+    quirks: bool = True                                     # apply recorded quirks / CPU-Vulkan defaults
+    runtime: dict[str, dict] = field(default_factory=dict)  # per build key: bench.adjust.Runtime
 
     def __post_init__(self) -> None:
         if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
@@ -193,6 +195,8 @@ class Plan:
             "seed": self.seed,
             "sentinel_every": self.sentinel_every,
             "ctx": self.ctx,
+            "quirks": self.quirks,
+            "runtime": dict(self.runtime),
         }
 
     @classmethod
@@ -210,7 +214,9 @@ class Plan:
                    warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
                    build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
                    seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
-                   ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"))
+                   ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"),
+                   quirks=bool(d.get("quirks", True)),
+                   runtime=dict(d.get("runtime") or {}))
 
 
 # ------------------------------------------------------------------------------ parsing options

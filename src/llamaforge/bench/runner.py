@@ -46,8 +46,10 @@ from ..console import console, notice
 from ..errors import BenchError, BuildError
 from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
+from ..quirks import describe_failure
 from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
+from . import adjust
 from .fitmap import fit_params
 from .monitor import Monitor, MonitorResult
 from .plan import BuildLike, FitOptions, Plan, PointSpec
@@ -151,6 +153,7 @@ def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
         args += ["--fit-target", fitt]
     if plan.threads:
         args += ["-t", str(plan.threads)]
+    args += adjust.extra_args(build, plan, "llama-server")     # recorded quirks, CPU-Vulkan defaults
     return args + list(plan.extra_args) + list(spec.extra_args)
 
 
@@ -229,7 +232,8 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
                 monitor = Monitor(pid=0)
                 log_path.replace(log_path.with_suffix(".unfitted.log"))
                 on_phase("fitting (llama-fit-params)")
-                fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads)
+                fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
+                                 extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
                 ctx_info["fit"] = fit.to_dict()
                 if fit.ok and fit.n_ctx:
                     ctx_info["fit_status"] = "refused"
@@ -248,7 +252,8 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         prompt = state.prompts.get(build.key)
         if prompt is None:
             on_phase("prompt")
-            prompt = build_prompt(plan.prompt_tokens, tokenize=session.tokenize, apply_template=session.apply_template)
+            prompt = build_prompt(adjust.prompt_tokens(build, plan), tokenize=session.tokenize,
+                                  apply_template=session.apply_template)
             state.prompts[build.key] = prompt
         point.prompt_tokens = prompt.n_tokens
         extra: dict[str, Any] = {**ctx_info, "prompt": prompt.to_dict(), "model_meta": meta}
@@ -320,14 +325,15 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
 
             bplan = plan
             if plan.engine == "both":  # the cross-check: tg at a depth equal to the prompt, like the server's
-                bplan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, plan.prompt_tokens}))
+                depth = adjust.prompt_tokens(build, plan)
+                bplan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, depth}))
             measure_llamabench(point, build, model_path, point_spec, bplan, log_path, on_phase)
         point.status = "ok"
     except PointFailure as e:
         point.status = "failed"
         point.failure_class = e.cls
-        point.failure_detail = e.detail
         point.log_tail = e.log_tail if e.log_tail is not None else read_log_tail(log_path)
+        point.failure_detail = describe_failure(e.detail, point.log_tail or "")   # + signal, likely cause
     if busy:
         point.extra = {**(point.extra or {}), "busy": busy}
     point.finished = time.time()
@@ -607,6 +613,8 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
         if plan.seed is None:
             plan.seed = secrets.randbelow(2**31)
         plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
+        for b in builds:
+            adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
         run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
                                name=name, parent_run=(run_extra or {}).get("reproduces"))
     for b in builds:

@@ -29,6 +29,14 @@ COMMON_FLAGS: dict[str, str] = {
     "BUILD_SHARED_LIBS": "OFF",       # self-contained binaries, hashed in the manifest
 }
 
+#: llama.cpp without its AMX code: the GGML_AMX_* options cover non-native builds; with GGML_NATIVE
+#: (-march=native) the compiler enables AMX on an AMX CPU by itself, which -mno-amx-* undoes
+NO_AMX_FLAGS: dict[str, str] = {
+    "GGML_AMX_TILE": "OFF", "GGML_AMX_INT8": "OFF", "GGML_AMX_BF16": "OFF",
+    "CMAKE_C_FLAGS": "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "CMAKE_CXX_FLAGS": "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+}
+
 TARGETS_REQUIRED = ("llama-server", "llama-bench")
 TARGETS_OPTIONAL = ("llama-fit-params",)
 
@@ -81,6 +89,7 @@ class FlagOptions:
     cuda_archs: str | None = None        # e.g. "90" or "86;89"; None = native if a GPU is visible
     cuda_fa_all_quants: bool = False
     defines: dict[str, str] = field(default_factory=dict)   # extra -DKEY=VALUE
+    no_amx: bool = False                 # compile without AMX (gcc < 13 × AMX CPUs: see quirks.py)
 
 
 def gpu_visible() -> bool:
@@ -154,6 +163,8 @@ def cmake_flags(backend: Backend, tc: Toolchain, opts: FlagOptions) -> dict[str,
     flags["CMAKE_BUILD_TYPE"] = opts.build_type
     flags["GGML_NATIVE"] = "ON" if opts.native else "OFF"
     flags.update(backend.flags)
+    if opts.no_amx:
+        flags.update(NO_AMX_FLAGS)
     if backend.name == "cuda":
         assert tc.nvcc is not None
         flags["CMAKE_CUDA_COMPILER"] = tc.nvcc.path

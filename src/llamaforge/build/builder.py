@@ -39,6 +39,7 @@ from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
+from .hostcpu import is_native, native_cpu, runs_here
 from .options import probe_build
 from .toolchain import Toolchain, discover
 
@@ -93,10 +94,14 @@ class Build:
         return cls(m["key"], m["backend"], m["commit"], m.get("pin", ""), d, m)
 
 
-def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str]) -> tuple[str, dict]:
-    """The key string and the key's content (what the hash covers)."""
+def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str],
+             cpu: dict | None = None) -> tuple[str, dict]:
+    """The key string and the key's content (what the hash covers). ``cpu`` (the host CPU of a
+    ``GGML_NATIVE`` build, :func:`~llamaforge.build.hostcpu.native_cpu`) is part of it when given."""
     content = {"commit": commit[:9], "backend": backend, "flags": dict(sorted(flags.items())),
                "toolchain": dict(sorted(fingerprint.items()))}
+    if cpu is not None:
+        content["cpu"] = {k: cpu[k] for k in ("arch", "model", "isa", "id") if k in cpu}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
     return f"{commit[:9]}-{backend}-{digest}", content
 
@@ -216,7 +221,8 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
         flags["LLAMA_BUILD_NUMBER"] = str(tree.build_number)
     elif not tree.native_git:
         flags["LLAMA_BUILD_NUMBER"] = "0"   # an imported snapshot's history is 1 commit long: say "unknown" (0)
-    key, key_content = make_key(tree.commit, backend.name, flags, tc.fingerprint(backend.name))
+    key, key_content = make_key(tree.commit, backend.name, flags, tc.fingerprint(backend.name),
+                                native_cpu() if is_native(flags) else None)
     d = build_dir_for(paths, key)
     if build_dir is not None and not opts.rebuild and read_manifest(d) is None:
         with _locked(build_dir.parent / f"{build_dir.name}.lock"):
@@ -225,12 +231,32 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
 
     if not opts.rebuild and (m := read_manifest(d)):
         console.print(f"[green]cached[/] {backend.name} build {key} ({pin.name} @ {tree.commit[:9]})", soft_wrap=True)
-        return Build.from_manifest(d, m)
+        return _checked(Build.from_manifest(d, m), opts, paths)
 
     with _locked(d.parent / f"{key}.lock"):
         if not opts.rebuild and (m := read_manifest(d)):   # built by another process meanwhile
-            return Build.from_manifest(d, m)
-        return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d)
+            b = Build.from_manifest(d, m)
+        else:
+            return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d)
+    return _checked(b, opts, paths)
+
+
+def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
+    """A cached build as ``build`` returns it: smoke-run once if it never was (manifests from before
+    smoke runs, or ``--no-verify``), and an error when it builds but does not run."""
+    if not opts.verify:
+        return b
+    if "smoke" not in b.manifest:
+        from ..verify import reverify
+
+        console.print(f"smoke-testing cached build {b.key} (never smoke-run)", soft_wrap=True)
+        b = reverify(b, paths)
+    ver = b.manifest.get("verification") or {}
+    if b.manifest.get("smoke") == "failed" or not ver.get("ok", True):
+        from ..verify import raise_for
+
+        raise_for(ver, b)
+    return b
 
 
 def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
@@ -314,11 +340,9 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     # cannot read is a BuildError here, before any manifest is written
     manifest["options"] = probe_build(b)
     if opts.verify:
-        from ..verify import verify_build
+        from ..verify import apply_to_manifest, verify_build
 
-        ver = verify_build(b)
-        manifest["verification"] = ver.to_dict()
-        manifest["capabilities"].update(ver.capabilities)
+        apply_to_manifest(manifest, verify_build(b, paths=paths))
     try:
         write_json_atomic(d / MANIFEST, manifest)
     except OSError as e:
@@ -377,4 +401,10 @@ def find_build(paths: Paths, pin_ref: str | None, backend: str, pins=None) -> Bu
     if not cands:
         raise BuildError(f"{backend} is not built for pin {pin.name} ({pin.commit[:9]})",
                          f"run `llamaforge build --backends {backend} --pins {pin.name}`")
+    here = [b for b in cands if runs_here(b.manifest)[0]]
+    if not here:
+        why = runs_here(cands[0].manifest)[1]
+        raise BuildError(f"the {backend} build of pin {pin.name} ({cands[0].key}) is {why}",
+                         f"build it for this CPU: `llamaforge build --backends {backend} --pins {pin.name}`")
+    cands = here
     return max(cands, key=lambda b: b.manifest.get("built_at", 0))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .. import proc
 from .backends import BACKENDS, FlagOptions, problems
+from .hostcpu import has_amx, native_cpu
 from .toolchain import Toolchain, discover
 
 
@@ -45,6 +46,33 @@ def nvidia_gpus() -> list[str]:
     return device_names()
 
 
+def gcc_major(cc_path: str | None) -> int | None:
+    """The major version of a GCC compiler (None for clang/others or when it cannot be run)."""
+    if not cc_path:
+        return None
+    r = proc.run([cc_path, "--version"], timeout=30)
+    return parse_gcc_major(r.output)
+
+
+def parse_gcc_major(version_output: str) -> int | None:
+    """``cc (Debian 12.2.0-14+deb12u1) 12.2.0 … Free Software Foundation`` → 12; clang → None."""
+    first = (version_output.splitlines() or [""])[0]
+    if "clang" in version_output.lower() or "Free Software Foundation" not in version_output:
+        return None
+    m = re.search(r"(\d+)\.\d+(?:\.\d+)?\s*$", first)
+    return int(m.group(1)) if m else None
+
+
+def amx_gcc_warning(cpu: dict, gcc: int | None) -> tuple[str, str] | None:
+    """(problem, fix) when an AMX CPU meets GCC < 13: builds made so crashed on every CPU load
+    (GP fault at ldtilecfg in ggml_backend_amx_mul_mat; see quirks.py)."""
+    if gcc is None or gcc >= 13 or not has_amx(cpu):
+        return None
+    return (f"AMX CPU with gcc {gcc}: llama.cpp's AMX path crashed on load in gcc-12 builds",
+            "llamaforge detects it in the smoke run and records the no-repack quirk; or build with --no-amx, "
+            "or use gcc >= 13 (CC/CXX)")
+
+
 def check(tc: Toolchain | None = None) -> list[BackendStatus]:
     tc = tc or discover()
     out = []
@@ -53,6 +81,9 @@ def check(tc: Toolchain | None = None) -> list[BackendStatus]:
         st = BackendStatus(name, not reasons, None, reasons=list(reasons), tested=b.tested)
         if name == "cpu":
             st.can_run = True
+            warn = amx_gcc_warning(native_cpu(), gcc_major(tc.cc.path if tc.cc else None))
+            if warn:
+                st.reasons.append(warn)
         elif name == "cuda":
             gpus = nvidia_gpus()
             st.devices = gpus

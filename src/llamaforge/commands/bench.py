@@ -40,10 +40,13 @@ _BENCH_HELP = {
     "bin_dir": "use the llama.cpp binaries in this folder instead of a managed build (one backend)",
     "name": "a name for the run",
     "ctx": "context size (-c) for every point; default: llama.cpp fits it (builds without --fit: llama.cpp's default)",
+    "allow_broken": "measure builds whose smoke run failed (they are refused otherwise)",
+    "no_quirks": "do not apply the builds' recorded quirks (e.g. --no-repack) or the CPU-Vulkan (lavapipe) defaults",
 }
 
 
-def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | None) -> list:  # noqa: ANN001
+def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | None,  # noqa: ANN001
+            allow_broken: bool = False) -> list:
     if bin_dir:
         from ..bench.external import external_build
 
@@ -51,8 +54,9 @@ def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | N
             raise BenchError("--bin-dir holds one build; give exactly one --backends", "e.g. --backends vulkan")
         return [external_build(Path(bin_dir), backends[0])]
     from ..build import find_build
+    from ..verify import ensure_runnable
 
-    return [find_build(p, pin, be) for pin in pin_list for be in backends]
+    return [ensure_runnable(find_build(p, pin, be), p, allow_broken=allow_broken) for pin in pin_list for be in backends]
 
 
 def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[str], ncmoe: str, ngl: str | None,
@@ -93,7 +97,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None, allow_busy=False, launches=None, seed=None, sentinel_every=None, ctx=None):
+          name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
@@ -119,7 +123,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
         plan = Plan.from_json(run.plan)
         if not plan.model_path.is_file():
             raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-        builds = _resume_builds(p, plan, bin_dir)
+        builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
         run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed),
                            allow_busy=bool(allow_busy))
     else:
@@ -134,7 +138,8 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                                   load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
                                   seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
                                   sentinel_every=sentinel_every, ctx=ctx)
-        builds = _builds(p, backend_list, pin_list, bin_dir)
+        plan.quirks = not no_quirks
+        builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
         run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)
     info(f"run id: [bold]{run_id}[/]  (report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)")
@@ -161,7 +166,7 @@ def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str
     return n
 
 
-def _resume_builds(p, plan, bin_dir: str | None) -> list:  # noqa: ANN001
+def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> list:  # noqa: ANN001
     if bin_dir:
         from ..bench.external import external_build
 
@@ -174,7 +179,14 @@ def _resume_builds(p, plan, bin_dir: str | None) -> list:  # noqa: ANN001
     if missing:
         raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
                          "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
-    return [have[k] for k in plan.build_keys]
+    from ..build.hostcpu import runs_here
+    from ..verify import ensure_runnable
+
+    for k in plan.build_keys:
+        ok, why = runs_here(have[k].manifest)
+        if not ok:
+            raise BenchError(f"build {k} of this run is {why}", "resume the run on the machine that made it")
+    return [ensure_runnable(have[k], p, allow_broken=allow_broken) for k in plan.build_keys]
 
 
 @lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",

@@ -78,10 +78,11 @@ def _defines(define: list[str] | None) -> dict[str, str]:
     "vulkan_include": "directory with Vulkan headers (>= 1.3.261)",
     "rebuild": "ignore a cached build", "no_verify": "skip verification after building",
     "fa_all_quants": "CUDA: GGML_CUDA_FA_ALL_QUANTS=ON",
+    "no_amx": "compile without llama.cpp's AMX code (AMX CPU × gcc < 13: see `llamaforge doctor`)",
 })
 def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="Release", native=True,
           define=None, nvcc=None, glslc=None, vulkan_include=None, rebuild=False, no_verify=False,
-          fa_all_quants=False):
+          fa_all_quants=False, no_amx=False):
     """Build (or reuse) llama.cpp for one or more backends and pins; verify each build."""
     from ._common import pins as load
 
@@ -89,7 +90,7 @@ def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="
     ps = load()
     pin_list = [ps.resolve(p) for p in (csv_list(pins, what="pin") or [None])]
     opts = BuildOptions(build_type=build_type, native=native, cuda_archs=cuda_archs,
-                        cuda_fa_all_quants=fa_all_quants, defines=_defines(define),
+                        cuda_fa_all_quants=fa_all_quants, defines=_defines(define), no_amx=bool(no_amx),
                         jobs=int(jobs) if jobs else None, nvcc=nvcc, glslc=glslc, vulkan_include=vulkan_include,
                         verify=not no_verify, rebuild=rebuild)
     p = paths()
@@ -102,7 +103,7 @@ def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="
 
 def _print_builds(builds) -> None:
     t = Table(title="builds")
-    for col in ("key", "pin", "backend", "devices", "capabilities"):
+    for col in ("key", "pin", "backend", "devices", "smoke", "capabilities"):
         t.add_column(col, overflow="fold")
     for b in builds:
         ver = b.manifest.get("verification") or {}
@@ -116,7 +117,12 @@ def _print_builds(builds) -> None:
         if caps.get("cuda_archs"):
             capstr.append(f"archs: {caps['cuda_archs']}")
         devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
-        t.add_row(b.key, b.pin, b.backend, devs or "-", "\n".join(capstr) or "-")
+        smoke = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[yellow]skipped[/]"}.get(
+            b.manifest.get("smoke") or "", "[dim]not run[/]")
+        quirks = [q.get("name", "?") for q in b.manifest.get("quirks") or []]
+        if quirks:
+            smoke += "\nquirks: " + ", ".join(quirks)
+        t.add_row(b.key, b.pin, b.backend, devs or "-", smoke, "\n".join(capstr) or "-")
     console.print(t)
     for b in builds:
         console.print(f"  {b.key}: {b.dir}", soft_wrap=True)
@@ -130,12 +136,12 @@ def builds(c):
 
 @lf_task(help={"backends": "comma-separated backends (default: every cached build's backend)",
                "pins": "pins or commits (default: the default pin)",
-               "model": "a model reference for a smoke generation (path, synth:PRESET, ...)"})
+               "model": "the smoke run's model (default: the tiny synthetic MoE, made once and cached)"})
 def verify(c, backends=None, pins=None, model=None):
-    """Re-verify cached builds: pinned commit, a device of the backend, capabilities, optional smoke run."""
+    """Re-verify cached builds: pinned commit, a device of the backend, capabilities, and a smoke run
+    (load + generate through llama-server and llama-bench; crashes retried with known workarounds)."""
     from ..build import find_build
-    from ..build.builder import write_json_atomic
-    from ..verify import verify_build
+    from ..verify import print_smoke_tail, reverify
 
     p = paths()
     from ._common import pins as load
@@ -149,23 +155,24 @@ def verify(c, backends=None, pins=None, model=None):
     if model:
         from ..models import resolve_model
 
-        model_path = resolve_model(model, p)
+        model_path = Path(resolve_model(model, p))
     failed = []
     done = []
     for pin_ref in csv_list(pins, what="pin") or [None]:
         for name in names:
-            b = find_build(p, pin_ref, name, pins=ps)
-            v = verify_build(b, Path(model_path) if model_path else None)
-            b.manifest["verification"] = v.to_dict()
-            b.manifest.setdefault("capabilities", {}).update(v.capabilities)
-            write_json_atomic(b.dir / "manifest.json", b.manifest)
+            b = reverify(find_build(p, pin_ref, name, pins=ps), p, model_path)
             done.append(b)
-            if not v.ok:
-                failed.append((b, v))
+            if not b.manifest["verification"]["ok"]:
+                failed.append(b)
     _print_builds(done)
     if failed:
-        b, v = failed[0]
-        raise VerifyError(f"{b.backend} build {b.key}: {v.problems[0]}", v.fixes[0] if v.fixes else None)
+        from ..verify import raise_for
+
+        for b in failed[1:]:
+            ver = b.manifest["verification"]
+            print_smoke_tail(ver)
+            console.print(f"[red]{b.backend} build {b.key}: {ver['problems'][0]}[/]", soft_wrap=True)
+        raise_for(failed[0].manifest["verification"], failed[0])
     console.print("[green]all builds verified[/]")
 
 

@@ -348,6 +348,20 @@ def builds_table(data: ReportData) -> Table:
     return t
 
 
+def runtime_table(data: ReportData) -> Table | None:
+    """Per series: the quirks and CPU-Vulkan defaults the run applied (``plan.runtime``), or None."""
+    runtime = data.plan.get("runtime") or {}
+    t = Table(["series", "quirks", "extra arguments", "why"], title="Runtime quirks and device defaults")
+    for s in data.series:
+        rt = runtime.get(s.key[0]) or {}
+        if not (rt.get("quirks") or rt.get("args") or rt.get("notes")):
+            continue
+        args = "; ".join(f"{b}: {' '.join(a)}" for b, a in sorted((rt.get("args") or {}).items()))
+        t.rows.append([s.name, ", ".join(rt.get("quirks") or []) or "–", args or "–", " · ".join(rt.get("notes") or [])])
+        t.data.append({"series": s.name, "key": s.key[0], **rt})
+    return t if t.rows else None
+
+
 def commands_table(data: ReportData) -> Table:
     t = Table(["series", data.axis, "command"], title="Commands", code_cols=(2,))
     for s in data.series:
@@ -491,7 +505,12 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         prov.tables.append(kv_table(data.facts, f"Model facts: {data.model_ref}"))
     else:
         prov.notes.append("No model facts were recorded in the run's plan.")
-    plan = {k: v for k, v in data.plan.items() if k != "model"}
+    rtt = runtime_table(data)
+    if rtt is not None:
+        prov.tables.append(rtt)
+    elif data.plan.get("quirks") is False:
+        prov.notes.append("Recorded quirks and CPU-Vulkan defaults were not applied (--no-quirks).")
+    plan = {k: v for k, v in data.plan.items() if k not in ("model", "runtime")}
     if plan:
         prov.tables.append(kv_table(plan, "Plan"))
     prov.tables.append(commands_table(data))

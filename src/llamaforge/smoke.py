@@ -1,0 +1,283 @@
+"""Smoke run of a build: does it load a model and generate, through llama-server AND llama-bench?
+
+Every build is smoke-run after building and by ``verify`` (model or not): a tiny synthetic model
+(``synth:tiny-qwen35moe``, ~70 MB, generated once into the model cache) is loaded by llama-server
+(``-c 512``, one short ``/completion`` of a few tokens) and by llama-bench (``-p 16 -n 4 -r 1``;
+for GPU backends with every expert on the CPU, so the CPU weight path runs too). A few seconds.
+
+When a run crashes (the process died: a signal or an abnormal exit), the known workarounds of
+:mod:`llamaforge.quirks` are tried in order; the first one with which both binaries pass is
+returned as the build's quirk, with its evidence. Nothing is recorded for a quirk that does not
+help. Logs go to ``<build>/smoke/``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import proc
+from .console import notice
+from .quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
+
+SMOKE_MODEL = "synth:tiny-qwen35moe"
+SMOKE_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
+SMOKE_N_PREDICT = 4
+SMOKE_CTX = 512
+SERVER_TIMEOUT_S = 300.0
+BENCH_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Part:
+    """One binary's smoke run."""
+
+    binary: str
+    ok: bool
+    command: list[str] = field(default_factory=list)
+    returncode: int | None = None
+    signal: str | None = None
+    detail: str = ""
+    log_tail: str = ""
+    log: str | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+    @property
+    def died(self) -> bool:
+        """The process died on its own (signal or non-zero exit), as opposed to a hang or a bad answer."""
+        return self.returncode not in (None, 0)
+
+
+@dataclass
+class Attempt:
+    quirks: list[str]
+    server: Part
+    bench: Part
+
+    @property
+    def ok(self) -> bool:
+        return self.server.ok and self.bench.ok
+
+    @property
+    def died(self) -> bool:
+        return self.server.died or self.bench.died
+
+    def failed_parts(self) -> list[Part]:
+        return [p for p in (self.server, self.bench) if not p.ok]
+
+
+@dataclass
+class SmokeResult:
+    status: str                                  # ok | failed | skipped
+    model: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    quirks: list[Applied] = field(default_factory=list)
+    error: str | None = None
+    log_tail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["quirks"] = [q.to_dict() for q in self.quirks]
+        d["ok"] = self.ok
+        return d
+
+
+# ------------------------------------------------------------------------------------ parts
+
+@lru_cache(maxsize=64)
+def _help(binary: str, env_items: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    from .build.options import parse_help
+
+    return frozenset(parse_help(proc.run([binary, "--help"], env=dict(env_items), timeout=120).output))
+
+
+def help_flags(binary: Path, env: dict[str, str] | None = None) -> frozenset[str]:
+    """The options ``binary --help`` declares (cached per binary and environment)."""
+    return _help(str(binary), tuple(sorted((env or {}).items())))
+
+
+def _tail(text: str, n: int = 25) -> str:
+    return "\n".join((text or "").rstrip().splitlines()[-n:])
+
+
+def run_server(binary: Path, model: Path, env: dict[str, str], extra: list[str], log_path: Path,
+               timeout_s: float = SERVER_TIMEOUT_S) -> Part:
+    """Load ``model`` in llama-server and generate a few tokens."""
+    from .bench.server import PointFailure, ServerSession, read_log_tail
+
+    flags = help_flags(binary, env)
+    args = ["-m", str(model), "-np", "1", "-c", str(SMOKE_CTX)]
+    if "--no-webui" in flags:
+        args.append("--no-webui")
+    args += extra
+    part = Part("llama-server", False, [str(binary), *args], log=str(log_path))
+    t0 = time.monotonic()
+    session = None
+    try:
+        session = ServerSession.start(binary, args, log_path, env=env, load_timeout_s=timeout_s)
+        part.command = session.args
+        resp = session.complete(SMOKE_PROMPT, SMOKE_N_PREDICT, timeout=timeout_s)
+        n = (resp.get("timings") or {}).get("predicted_n")
+        part.tokens = n
+        part.ok = n == SMOKE_N_PREDICT
+        if not part.ok:
+            part.detail = f"/completion generated {n} tokens, not {SMOKE_N_PREDICT}"
+    except PointFailure as e:
+        part.detail = e.detail
+        part.log_tail = e.log_tail or read_log_tail(log_path)
+        part.returncode = exit_status_in(e.detail)
+        if part.returncode is None and session is not None:
+            part.returncode = session.proc.poll()
+    finally:
+        if session is not None:
+            rc = session.proc.poll()      # died on its own before we stopped it?
+            session.stop()
+            if not part.ok and part.returncode is None and rc is not None:
+                part.returncode = rc
+                part.log_tail = read_log_tail(log_path)
+    part.seconds = round(time.monotonic() - t0, 2)
+    part.signal = signal_name(part.returncode)
+    if not part.ok and not part.log_tail:
+        part.log_tail = read_log_tail(log_path)
+    return part
+
+
+def run_bench(binary: Path, model: Path, env: dict[str, str], extra: list[str], log_path: Path,
+              cpu_moe_layers: int | None = None, timeout_s: float = BENCH_TIMEOUT_S) -> Part:
+    """A one-repetition llama-bench of a short prompt and a few generated tokens."""
+    from .bench.llamabench import parse_results
+    args = [str(binary), "-m", str(model), "-p", "16", "-n", str(SMOKE_N_PREDICT), "-r", "1", "-o", "jsonl"]
+    if cpu_moe_layers and "--n-cpu-moe" in help_flags(binary, env):
+        args += ["--n-cpu-moe", str(cpu_moe_layers)]
+    args += extra
+    part = Part("llama-bench", False, args, log=str(log_path))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    r = proc.run(args, env=env, timeout=timeout_s, log_path=log_path)
+    part.seconds = round(r.seconds, 2)
+    if r.timed_out:
+        part.detail = f"llama-bench did not finish within {timeout_s:.0f} s"
+    else:
+        part.returncode = r.returncode
+        rows = parse_results(r.output)
+        gen = [o for o in rows if int(o.get("n_gen") or 0) == SMOKE_N_PREDICT and o.get("avg_ts")]
+        part.ok = r.returncode == 0 and bool(gen)
+        part.tokens = SMOKE_N_PREDICT if gen else None
+        if not part.ok:
+            part.detail = (f"llama-bench exited with status {r.returncode}" if r.returncode != 0
+                           else "llama-bench printed no generation result")
+    part.signal = signal_name(part.returncode)
+    if not part.ok:
+        part.log_tail = _tail(r.output)
+    return part
+
+
+# ---------------------------------------------------------------------------------- attempts
+
+def _cpu_moe_layers(build: Any, model: Path) -> int | None:
+    """For GPU backends: the model's layer count, so llama-bench runs every expert on the CPU."""
+    if build.backend == "cpu":
+        return None
+    try:
+        from .models import model_facts
+
+        return int(model_facts(model).n_layers or 0) or None
+    except Exception:  # noqa: BLE001 - a decoration of the smoke run, never its failure
+        return None
+
+
+def log_dir_for(build: Any) -> Path:
+    d = Path(build.dir) / "smoke"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".w"
+        probe.write_text("")
+        probe.unlink()
+        return d
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"llamaforge-smoke-{build.key}-"))
+
+
+def attempt(build: Any, model: Path, env: dict[str, str], quirks: list[Quirk], log_dir: Path) -> Attempt:
+    names = [q.name for q in quirks]
+    tag = "-".join(names) or "plain"
+    srv_extra = [a for q in quirks for a in q.args_for("llama-server")]
+    bench_extra = [a for q in quirks for a in q.args_for("llama-bench")]
+    server = run_server(build.binary("llama-server"), model, env, srv_extra, log_dir / f"server-{tag}.log")
+    bench = run_bench(build.binary("llama-bench"), model, env, bench_extra, log_dir / f"bench-{tag}.log",
+                      cpu_moe_layers=_cpu_moe_layers(build, model))
+    return Attempt(names, server, bench)
+
+
+def _supports(build: Any, env: dict[str, str], q: Quirk) -> bool:
+    if q.backends is not None and build.backend not in q.backends:
+        return False
+    for binary in ("llama-server", "llama-bench"):
+        flags = help_flags(build.binary(binary), env)
+        if not all(a in flags for a in q.args_for(binary) if a.startswith("-")):
+            return False
+    return True
+
+
+def _evidence(failed: Attempt) -> dict:
+    parts = failed.failed_parts()
+    text = "\n".join(p.log_tail for p in parts)
+    rc = next((p.returncode for p in parts if p.died), None)
+    cause = likely_cause(text, rc)
+    return {"failed": [p.binary for p in parts], "returncode": rc, "signal": signal_name(rc),
+            "detail": "; ".join(f"{p.binary}: {p.detail}" for p in parts),
+            "cause": cause[0] if cause else None,
+            "log_lines": cause[2] if cause else _tail(text, 5).splitlines()}
+
+
+def _describe(a: Attempt) -> str:
+    p = a.failed_parts()[0]
+    out = p.detail + (f" ({p.signal})" if p.signal and p.signal not in p.detail else "")
+    cause = likely_cause(p.log_tail, p.returncode)
+    if cause:
+        out += f"; likely cause: {cause[1]}"
+    return out
+
+
+def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = True,
+              registry: tuple[Quirk, ...] = QUIRKS) -> SmokeResult:
+    """Smoke-run ``build`` on ``model``; on a crash try the registry's workarounds (see module doc)."""
+    log_dir = log_dir_for(build)
+    res = SmokeResult("failed", str(model))
+    first = attempt(build, model, env, [], log_dir)
+    res.attempts.append(first)
+    if first.ok:
+        res.status = "ok"
+        return res
+    res.error = _describe(first)
+    res.log_tail = "\n".join(p.log_tail for p in first.failed_parts())
+    if not first.died or not quirks:
+        return res
+    for q in registry:
+        if not _supports(build, env, q):
+            res.notes.append(f"quirk {q.name} not tried: this build's binaries lack {', '.join(a for b in q.args.values() for a in b if a.startswith('-'))}")
+            continue
+        notice(f"{build.key}: smoke run crashed ({res.error}); retrying with the {q.name} workaround")
+        a = attempt(build, model, env, [q], log_dir)
+        res.attempts.append(a)
+        if a.ok:
+            ev = _evidence(first)
+            ev["with_quirk"] = "llama-server and llama-bench ran"
+            res.quirks = [Applied(q.name, q.summary, {b: list(v) for b, v in q.args.items()}, ev)]
+            res.status = "ok"
+            res.notes.append(f"the {q.name} workaround made the build run: recorded as a quirk")
+            notice(f"{build.key}: runs with the {q.name} workaround; recorded as a quirk (bench applies it)")
+            return res
+        res.notes.append(f"quirk {q.name} did not help: {_describe(a)}")
+        notice(f"{build.key}: the {q.name} workaround did not help ({_describe(a)})")
+    return res
