@@ -197,8 +197,12 @@ def _cpu_moe_layers(build: Any, model: Path) -> int | None:
 
 
 def log_dir_for(build: Any) -> Path:
+    """``<build>/smoke/`` for our builds; a temporary folder for external ones (``--bin-dir``) and
+    read-only build folders."""
     d = Path(build.dir) / "smoke"
     try:
+        if (build.manifest or {}).get("external"):
+            raise OSError("not our folder")
         d.mkdir(parents=True, exist_ok=True)
         probe = d / ".w"
         probe.write_text("")

@@ -178,6 +178,10 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     v = Verification(not problems, problems, fixes, version, [asdict(d) for d in devices], runtime_env, caps)
     if smoke and v.ok:
         _smoke_into(v, build, model, env, paths, quirks)
+    elif smoke:
+        from .smoke import SmokeResult
+
+        v.smoke = SmokeResult("skipped", error="not smoke-run: " + v.problems[0]).to_dict()
     return v
 
 

@@ -1,0 +1,131 @@
+"""Real llama.cpp: smoke runs of real builds, the quirk retry path, quirks applied by bench, and the
+plain CPU + lavapipe sweep with default options.
+
+This machine's CPU (AMD EPYC) has no AMX, so the gcc-12 × AMX crash cannot happen here. The retry
+path runs real llama.cpp behind a wrapper that crashes the way those builds did (AMX buffer line,
+SIGSEGV at load) unless given ``--no-repack`` / ``--repack 0`` — the crash is simulated, the run
+with the workaround is real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.runner import measure_point
+from llamaforge.build import Build
+from llamaforge.models import model_facts
+from llamaforge.store import Store
+from llamaforge.verify import apply_to_manifest, verify_build
+
+pytestmark = pytest.mark.slow
+
+_WRAPPER = """#!/bin/sh
+# crash like a gcc-12 build on an AMX CPU unless the no-repack workaround is given
+for a in "$@"; do
+  case "$a" in --help|--version|--list-devices|--no-repack) exec "{real}" "$@";; esac
+done
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--repack" ] && [ "$a" = "0" ]; then exec "{real}" "$@"; fi
+  prev="$a"
+done
+echo "load_tensors:          AMX model buffer size =    12.00 MiB" >&2
+kill -SEGV $$
+"""
+
+
+def test_every_build_is_smoke_run_through_server_and_llama_bench(any_build: Build):
+    m = any_build.manifest
+    assert m["smoke"] == "ok" and m["quirks"] == []
+    sm = m["verification"]["smoke"]
+    (a,) = sm["attempts"]
+    assert a["server"]["ok"] and a["server"]["tokens"] == 4 and a["server"]["returncode"] is None
+    assert a["bench"]["ok"] and a["bench"]["returncode"] == 0
+    assert Path(sm["model"]).name.startswith("tiny-qwen35moe")
+    if any_build.backend == "vulkan":
+        assert "--n-cpu-moe" in a["bench"]["command"]       # the CPU weight path runs too
+        assert m["capabilities"]["vulkan_cpu_device"] is True
+    key_cpu = m["key_content"].get("cpu")
+    assert key_cpu and key_cpu["isa"] and "avx2" in key_cpu["isa"]   # GGML_NATIVE: keyed by this CPU
+
+
+@pytest.fixture
+def crashing_build(cpu_build: Build, tmp_path) -> Build:
+    """The real CPU build behind wrappers that SIGSEGV at load unless --no-repack/--repack 0."""
+    bin_dir = tmp_path / "wrapped" / "out" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("llama-server", "llama-bench", "llama-fit-params"):
+        w = bin_dir / name
+        w.write_text(_WRAPPER.format(real=cpu_build.binary(name)))
+        w.chmod(0o755)
+    manifest = {k: v for k, v in cpu_build.manifest.items() if k not in ("smoke", "quirks", "verification")}
+    manifest["key"] = cpu_build.key + "-wrapped"
+    return Build(manifest["key"], "cpu", cpu_build.commit, cpu_build.pin, tmp_path / "wrapped", manifest)
+
+
+def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(crashing_build, lf_paths, tiny_model,
+                                                                              tmp_path):
+    v = verify_build(crashing_build, paths=lf_paths)
+    assert v.ok, v.problems
+    first, second = v.smoke["attempts"]
+    assert first["server"]["signal"] == "SIGSEGV" and first["bench"]["signal"] == "SIGSEGV"
+    assert second["quirks"] == ["no-repack"] and second["server"]["tokens"] == 4 and second["bench"]["ok"]
+    (q,) = v.quirks
+    assert q["name"] == "no-repack" and q["evidence"]["signal"] == "SIGSEGV" and q["evidence"]["cause"] == "AMX"
+    assert any("AMX model buffer" in ln for ln in q["evidence"]["log_lines"])
+    apply_to_manifest(crashing_build.manifest, v)
+    assert crashing_build.manifest["smoke"] == "ok" and crashing_build.manifest["quirks"][0]["name"] == "no-repack"
+
+    facts = model_facts(tiny_model)
+    store = Store(tmp_path / "results" / "llamaforge.sqlite")
+    run_id = store.new_run("sweep", {})
+    for quirks in (True, False):
+        plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts.to_dict(),
+                    points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
+                    threads=2, quirks=quirks, load_timeout_s=120, request_timeout_s=120)
+        p = measure_point(crashing_build, tiny_model, plan.points[0], plan, store, run_id, label=f"quirks={quirks}")
+        if quirks:
+            assert p.status == "ok", (p.failure_detail, p.log_tail)
+            assert "--no-repack" in p.command and plan.runtime[crashing_build.key]["quirks"] == ["no-repack"]
+            assert p.samples and all(s.tg_tps for s in p.samples)
+        else:       # --no-quirks: the crash is back, and the failure names its likely cause
+            assert p.status == "failed" and p.failure_class == "crash"
+            assert "SIGSEGV" in p.failure_detail and "likely cause: llama.cpp's AMX path" in p.failure_detail
+    store.close()
+
+
+def _cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llamaforge.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_point(lf_paths, cpu_build, vulkan_build,
+                                                                                   tiny_model, tmp_path):
+    """`inv bench --model synth:tiny-qwen35moe --backends cpu,vulkan --ncmoe 0:2` with default prompt
+    (2,500 tokens) and ubatch — lean here (2 points, 1 repeat, 16 tokens), the defaults that matter kept."""
+    env_results = tmp_path / "results"
+    os.environ["LLAMAFORGE_RESULTS"] = str(env_results)
+    try:
+        r = _cli("bench", "--model", "synth:tiny-qwen35moe", "--backends", "cpu,vulkan", "--ncmoe", "0,2",
+                 "--repeats", "1", "--n-predict", "16", cwd=lf_paths.workspace, timeout=1800)
+    finally:
+        del os.environ["LLAMAFORGE_RESULTS"]
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "CPU Vulkan device (lavapipe)" in out
+    with Store(env_results / "llamaforge.sqlite") as store:
+        (run,) = store.list_runs()
+        pts = store.points(run.id)
+        assert len(pts) == 4 and all(p.status == "ok" for p in pts), [(p.build_key, p.failure_detail) for p in pts]
+        vk = [p for p in pts if p.build_key == vulkan_build.key]
+        cpu = [p for p in pts if p.build_key == cpu_build.key]
+        assert all("-ub" in p.command for p in vk) and not any("-ub" in p.command for p in cpu)
+        assert all(p.prompt_tokens and p.prompt_tokens > 2000 for p in cpu)        # the default, untouched
+        assert all(p.prompt_tokens and p.prompt_tokens < 2000 for p in vk)
+        assert run.plan["runtime"][vulkan_build.key]["notes"]
