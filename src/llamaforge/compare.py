@@ -152,6 +152,10 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     a, b = builds or (build_side(paths, req.base), build_side(paths, req.head))
     model_path = resolve_model(req.model, paths)
     plan = _plan(req, model_path, (a, b))
+    from .bench.adjust import runtime_for
+
+    for side in (a, b):
+        runtime_for(side, plan)      # recorded quirks / lavapipe defaults: announced, kept in the plan
     pj = plan.to_json()
     pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
                            "build": a.key, "commit": a.commit},

@@ -111,8 +111,9 @@ def _tail(text: str, n: int = 25) -> str:
 
 
 def run_server(binary: Path, model: Path, env: dict[str, str], extra: list[str], log_path: Path,
-               timeout_s: float = SERVER_TIMEOUT_S) -> Part:
+               timeout_s: float | None = None) -> Part:
     """Load ``model`` in llama-server and generate a few tokens."""
+    timeout_s = timeout_s or SERVER_TIMEOUT_S
     from .bench.server import PointFailure, ServerSession, read_log_tail
 
     flags = help_flags(binary, env)
@@ -153,8 +154,9 @@ def run_server(binary: Path, model: Path, env: dict[str, str], extra: list[str],
 
 
 def run_bench(binary: Path, model: Path, env: dict[str, str], extra: list[str], log_path: Path,
-              cpu_moe_layers: int | None = None, timeout_s: float = BENCH_TIMEOUT_S) -> Part:
+              cpu_moe_layers: int | None = None, timeout_s: float | None = None) -> Part:
     """A one-repetition llama-bench of a short prompt and a few generated tokens."""
+    timeout_s = timeout_s or BENCH_TIMEOUT_S
     from .bench.llamabench import parse_results
     args = [str(binary), "-m", str(model), "-p", "16", "-n", str(SMOKE_N_PREDICT), "-r", "1", "-o", "jsonl"]
     if cpu_moe_layers and "--n-cpu-moe" in help_flags(binary, env):

@@ -113,12 +113,13 @@ def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
     from llamaforge import smoke
 
     old = smoke.SERVER_TIMEOUT_S
-    smoke.SERVER_TIMEOUT_S = 2
+    smoke.SERVER_TIMEOUT_S = 3
     try:
         res = run_smoke(b, b.dir / "m.gguf", b.env)
     finally:
         smoke.SERVER_TIMEOUT_S = old
     assert res.status == "failed" and len(res.attempts) == 1
+    assert "did not answer" in res.error and res.attempts[0].server.returncode is None
     c = fake("amx-crash", key="fake-2")
     res = run_smoke(c, c.dir / "m.gguf", c.env, quirks=False)
     assert res.status == "failed" and len(res.attempts) == 1 and res.quirks == []

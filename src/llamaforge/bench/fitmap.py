@@ -173,6 +173,10 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
                          "use `llamaforge bench --ctx N` on such builds, or a newer pin")
     plan.build_keys = [b.key for b in builds]
     plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
+    from .adjust import runtime_for
+
+    for b in builds:
+        runtime_for(b, plan)
     js = plan.to_json()
     js["engine"] = "fit"
     run_id = store.new_run("fitmap", js, command=command, env=collect_env())
