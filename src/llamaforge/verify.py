@@ -218,7 +218,7 @@ def _smoke_into(v: Verification, build: Any, model: Path | None, env: dict[str, 
     res = run_smoke(build, model_path, env, quirks=quirks)
     v.smoke = res.to_dict()
     v.quirks = [q.to_dict() for q in res.quirks]
-    if not res.ok:
+    if res.status == "failed":
         v.ok = False
         tried = [n for n in res.notes if n.startswith("quirk ")]
         v.problems.append(f"builds but does not run: {res.error}" + (f" ({'; '.join(tried)})" if tried else ""))
