@@ -215,7 +215,12 @@ def _smoke_into(v: Verification, build: Any, model: Path | None, env: dict[str, 
         v.smoke = SmokeResult("skipped", error=f"no smoke model: {e}").to_dict()
         notice(f"{build.key}: smoke run skipped ({e})")
         return
-    res = run_smoke(build, model_path, env, quirks=quirks)
+    try:
+        res = run_smoke(build, model_path, env, quirks=quirks)
+    except Exception as e:  # noqa: BLE001 - a fault of the smoke machinery must not mark a build broken
+        v.smoke = SmokeResult("skipped", str(model_path), error=f"the smoke run could not run: {type(e).__name__}: {e}").to_dict()
+        notice(f"{build.key}: smoke run skipped ({v.smoke['error']})")
+        return
     v.smoke = res.to_dict()
     v.quirks = [q.to_dict() for q in res.quirks]
     if res.status == "failed":

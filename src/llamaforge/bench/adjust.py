@@ -22,7 +22,8 @@ from ..console import notice
 from ..quirks import quirk_args, recorded
 from .plan import BuildLike, Plan
 
-#: lavapipe-safe defaults (see the module doc; measured on Mesa 22.3 with the tiny qwen35moe)
+#: lavapipe defaults (see the module doc): a quarter of llama.cpp's default ubatch (512) and a prompt
+#: in the range the demo ran without crashing; checked by tests/integration/test_smoke_real.py
 CPU_VULKAN_UBATCH = 128
 CPU_VULKAN_PROMPT_TOKENS = 512
 
