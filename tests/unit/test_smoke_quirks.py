@@ -342,3 +342,16 @@ def test_no_amx_build_flags_really_turn_amx_off_in_gcc():
     assert "__AMX_INT8__" in macros()                       # what -march=native gives on an AMX CPU
     off = macros(*NO_AMX_FLAGS["CMAKE_C_FLAGS"].split())
     assert "__AMX_INT8__" not in off and "__AMX_TILE__" not in off and "__AVX512F__" in off
+
+
+def test_a_fault_in_the_smoke_machinery_skips_the_run_instead_of_breaking_the_build(fake, monkeypatch):
+    from llamaforge.verify import _smoke_into
+
+    def boom(*a, **k):
+        raise OSError("no such file")
+
+    monkeypatch.setattr("llamaforge.smoke.run_smoke", boom)
+    b = fake("ok")
+    v = Verification(True)
+    _smoke_into(v, b, b.dir / "m.gguf", b.env, None, True)
+    assert v.ok and v.smoke["status"] == "skipped" and "OSError" in v.smoke["error"]
