@@ -1,0 +1,75 @@
+"""A dense, non-Qwen model through real llama.cpp (CPU build): a synthetic gemma3 (sliding-window
+layers, tied embeddings) loads and generates in llama-server, an `--ngl` sweep goes end to end
+through the CLI (plan, server argv, store, report by run name), llama.cpp's own KV cache size
+matches the facts' sliding-window estimate, and `--ncmoe 0:2` is refused in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llamaforge.models import model_facts, resolve_model
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3(lf_paths, cpu_build) -> Path:
+    return Path(resolve_model("synth:tiny-gemma3", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+
+
+def _cli(args: list[str], results: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LLAMAFORGE_RESULTS": str(results)}
+    return subprocess.run([sys.executable, "-m", "llamaforge", *args], env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_dense_model_ngl_sweep_end_to_end_and_ncmoe_refused(cpu_build, tiny_gemma3, tmp_path):
+    results = tmp_path / "results"
+    facts = model_facts(tiny_gemma3)
+    assert not facts.is_moe and facts.tied_embeddings and facts.swa_layers
+
+    refused = _cli(["bench", "--model", str(tiny_gemma3), "--backends", "cpu", "--ncmoe", "0:2"], results)
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a MoE model" in lines[0] and "--ngl" in lines[0], refused.stderr
+    assert not (results / "llamaforge.sqlite").exists() or not Store(results / "llamaforge.sqlite").list_runs()
+
+    r = _cli(["bench", "--model", str(tiny_gemma3), "--backends", "cpu", "--ngl", "0,4,-1", "--repeats", "2",
+              "--prompt-tokens", "160", "--n-predict", "8", "--threads", "2", "--name", "dense-ngl"], results)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with Store(results / "llamaforge.sqlite") as store:
+        run = store.get_run("dense-ngl")                     # found by its name
+        pts = store.points(run.id)
+        assert sorted(p.ngl for p in pts) == [-1, 0, 4] and {p.ncmoe for p in pts} == {0}
+        for p in pts:
+            assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
+            assert "--n-cpu-moe" not in p.command
+            assert (p.ngl == -1) != ("-ngl" in p.command)
+            if p.ngl != -1:
+                assert p.command[p.command.index("-ngl") + 1] == str(p.ngl)
+            assert len(p.measured("tg_tps")) == 2 and all(v > 0 for v in p.measured("tg_tps"))
+            assert p.n_ctx_train == facts.n_ctx_train
+            # llama.cpp's own KV cache size (MiB, whole numbers) matches the facts' estimate, in which the
+            # sliding-window layers hold window + ubatch tokens, not the whole context
+            host = p.mem_breakdown["host"]
+            assert abs(host["context"] - facts.kv_cache_bytes(p.n_ctx) / 2**20) <= 1, (host, p.n_ctx)
+            all_full = (facts.kv_bytes_per_token_ctx + facts.kv_bytes_per_token_swa) * p.n_ctx / 2**20
+            assert host["context"] < all_full / 2, (host, all_full)
+
+    rep = _cli(["report", "dense-ngl", "--out", str(tmp_path / "report")], results)
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "Token generation vs ngl" in md and "| ngl |" in md
+
+
+def test_model_info_of_the_real_file(tiny_gemma3, tmp_path):
+    r = _cli(["model.info", str(tiny_gemma3)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "not a MoE model" in out and "sliding-window (128 tokens)" in out and "tied" in out
