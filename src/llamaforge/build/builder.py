@@ -291,8 +291,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     except OSError as e:
         raise BuildError(f"cannot run cmake: {e}", "install cmake (see `llamaforge doctor`)") from e
     t_cfg = time.monotonic() - t0
-    if not r.ok:
-        _raise_failed("configure", backend, r.output, log)
+    _check_step("configure", backend, r, log)
     targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL]
     avail = _available_targets(tc.cmake.path, out, env)
     if avail:
@@ -308,8 +307,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         r = proc.run([tc.cmake.path, "--build", str(out), "-j", str(jobs), "--target", *targets], env=env,
                      log_path=log, timeout=4 * 3600, on_line=_NinjaProgress(progress, task))
     t_build = time.monotonic() - t1
-    if not r.ok:
-        _raise_failed("build", backend, r.output, log)
+    _check_step("build", backend, r, log)
 
     binaries = {}
     for t in targets:
@@ -355,6 +353,18 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
 
         raise_for(manifest["verification"], b)
     return b
+
+
+def _check_step(stage: str, backend: Backend, r: proc.Result, log: Path) -> None:
+    """Raise for a failed configure/build step, or for a build log that could not be written (disk full):
+    its contents (glslc support, the first error) are read afterwards, so a truncated log is a failed build."""
+    if r.log_error:
+        what = "failed" if not r.ok else "ran"
+        raise BuildError(f"{backend.name} {stage} {what}, but its log {log} could not be written: {r.log_error}",
+                         "free disk space and build again (the partial build is not reused)", str(log),
+                         first_error(r.output))
+    if not r.ok:
+        _raise_failed(stage, backend, r.output, log)
 
 
 def _raise_failed(stage: str, backend: Backend, output: str, log: Path) -> None:
