@@ -170,6 +170,15 @@ def fit_refusal(log_path: Path) -> str | None:
     return None
 
 
+def local_http_session() -> requests.Session:
+    """An HTTP session for the local llama-server: ``trust_env=False``, so HTTP_PROXY / HTTPS_PROXY /
+    ALL_PROXY, ``.netrc`` credentials and REQUESTS_CA_BUNDLE never apply to 127.0.0.1 (a proxy would
+    make every point "unhealthy")."""
+    s = requests.Session()
+    s.trust_env = False
+    return s
+
+
 @dataclass
 class ServerSession:
     """A running llama-server. Use :meth:`start` (classmethod) and always :meth:`stop`."""
@@ -180,7 +189,7 @@ class ServerSession:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
     t_load_s: float | None = None
-    _http: requests.Session = field(default_factory=requests.Session)
+    _http: requests.Session = field(default_factory=local_http_session)
 
     @property
     def url(self) -> str:
