@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import proc
-from .console import console, notice
+from .console import console, esc, notice
 from .errors import BuildError, LlamaforgeError
 from .files import file_lock
 from .mdtext import md_code, md_text
@@ -360,8 +360,8 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
         "build_dir": str(getattr(builder, "build_dir", "")), "cold_start": cold}}
     run_id = store.new_run("bisect", plan_json, command=command, env=collect_env(),
                            name=f"bisect {req.metric} {good[:9]}..{bad[:9]} ({req.backend})")
-    console.print(f"[bold]bisect[/] {req.metric} on {req.backend}: {len(commits) - 1} commits after {good[:9]} "
-                  f"(at most {max_measured(len(commits) - 1)} measured for a clean step) — run {run_id}")
+    console.print("[bold]bisect[/] " + esc(f"{req.metric} on {req.backend}: {len(commits) - 1} commits after {good[:9]} "
+                                           f"(at most {max_measured(len(commits) - 1)} measured for a clean step) — run {run_id}"))
     started: dict[str, float] = {}
 
     def do_build(sha: str) -> Any:
@@ -389,8 +389,9 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
                               incr, note or None))
         med = f"{p.median:.1f} t/s" if p.median is not None else "–"
         how = "cached" if cached else ("incremental" if incr else ("cold" if incr is False else ""))
-        console.print(f"  [{_color(p.verdict)}]{p.verdict:>13}[/] {p.sha[:9]} {med:>12}  build {secs or 0:5.1f} s {how:<11}"
-                      f" measure {p.measure_s or 0:5.1f} s  {subjects.get(p.sha, '')[:60]}")
+        console.print(f"  [{_color(p.verdict)}]{esc(f'{p.verdict:>13}')}[/] "
+                      + esc(f"{p.sha[:9]} {med:>12}  build {secs or 0:5.1f} s {how:<11}"
+                            f" measure {p.measure_s or 0:5.1f} s  {subjects.get(p.sha, '')[:60]}"))
 
     status = "failed"
     try:
@@ -415,13 +416,13 @@ def print_result(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "bisect")
     s = run.summary or {}
     if s.get("first_bad"):
-        console.print(f"[bold red]first bad commit:[/] {s['first_bad']}  {s.get('subject') or ''}")
+        console.print(f"[bold red]first bad commit:[/] {esc(s['first_bad'])}  {esc(s.get('subject') or '')}")
     elif s.get("candidates"):
         console.print("[bold yellow]only skipped commits are left; the first bad commit is one of:[/]")
         for c in s["candidates"]:
-            console.print(f"  {c}  {run.plan.get('bisect', {}).get('subjects', {}).get(c, '')}")
-    console.print(f"{s.get('builds')} builds, {s.get('measured')} commits measured"
-                  + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else ""))
+            console.print(esc(f"  {c}  {run.plan.get('bisect', {}).get('subjects', {}).get(c, '')}"))
+    console.print(esc(f"{s.get('builds')} builds, {s.get('measured')} commits measured"
+                      + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else "")))
 
 
 # ---------------------------------------------------------------------------------- rendering

@@ -34,7 +34,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .console import console, notice
+from .console import console, esc, notice
 from .errors import ConfigError, LlamaforgeError
 from .mdtext import md_code, md_text
 from .stats import ClusteredComparison, cluster_summary, compare_clustered
@@ -255,13 +255,13 @@ def compare_table(run: Run) -> Table:
     """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
     c = run.plan.get("compare", {})
     a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=f"compare {run.id}: A = {a.get('ref')} ({a.get('backend')}) vs B = {b.get('ref')} ({b.get('backend')})")
+    t = Table(title=esc(f"compare {run.id}: A = {a.get('ref')} ({a.get('backend')}) vs B = {b.get('ref')} ({b.get('backend')})"))
     for col in ("ncmoe", "metric", "A t/s median [CI] (launches×req)", "B t/s median [CI] (launches×req)", "B/A [CI]",
                 "p (launches)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for r in (run.summary or {}).get("comparisons", []):
         ratio, p, verdict = _fmt_cmp(r["comparison"])
-        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), r["metric"], _fmt_side(r["A"]),
+        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), _fmt_side(r["A"]),
                   _fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
     return t
 

@@ -1,4 +1,10 @@
-"""The one rich Console of the program, and how errors are shown."""
+"""The one rich Console of the program, and how errors are shown.
+
+Values that come from data (run names, pins, paths, model metadata, log lines, error messages) are
+written by strangers: every one interpolated into rich markup goes through :func:`esc`, and the
+consoles have emoji codes off (``A:b:STEP`` stays text). :func:`notice` and :func:`print_error`
+escape their whole message themselves.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,19 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import LlamaforgeError
 
 # Piped output (CI logs, `| tee`) gets a wide console instead of rich's 80 columns, so tables stay readable.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-console = Console(stderr=False, highlight=False, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False)
+console = Console(stderr=False, highlight=False, width=_WIDTH, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
+
+
+def esc(value: object) -> str:
+    """``value`` as text that rich prints verbatim (``[/x]`` stays ``[/x]``)."""
+    return escape(str(value))
 
 
 def debug_enabled() -> bool:
@@ -21,19 +33,20 @@ def debug_enabled() -> bool:
 
 def print_error(exc: LlamaforgeError) -> None:
     """Print an error as one red line, followed by the fix (if any)."""
-    line = f"[bold red]error:[/] {exc.message}"
+    line = f"[bold red]error:[/] {esc(exc.message)}"
     if exc.fix:
-        line += f"  [yellow]fix:[/] {exc.fix}"
+        line += f"  [yellow]fix:[/] {esc(exc.fix)}"
     err_console.print(line, soft_wrap=True)
 
 
 def info(msg: str) -> None:
+    """Print rich markup: escape interpolated values with :func:`esc`."""
     console.print(msg, soft_wrap=True)
 
 
 def notice(msg: str) -> None:
-    """A one-line notice (e.g. a source fell through to the next) on stderr."""
-    err_console.print(f"[yellow]notice:[/] {msg}", soft_wrap=True)
+    """A one-line notice (e.g. a source fell through to the next) on stderr; ``msg`` is plain text."""
+    err_console.print(f"[yellow]notice:[/] {esc(msg)}", soft_wrap=True)
 
 
 def fail(exc: LlamaforgeError) -> None:
@@ -57,7 +70,7 @@ def byte_progress(label: str, enabled: bool = True):  # noqa: ANN201
         TransferSpeedColumn,
     )
 
-    return Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
+    return Progress(TextColumn(esc(label)), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
                     TimeRemainingColumn(), console=console)
 
 

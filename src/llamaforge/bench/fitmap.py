@@ -19,7 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from .. import proc
-from ..console import console
+from ..console import console, esc
 from ..errors import BenchError, BuildError
 from ..store import Point, Store
 from .plan import BuildLike, Plan, PointSpec
@@ -208,16 +208,17 @@ class _Null:
 def fitmap_table(store: Store, run_id: str) -> Table:
     run = store.get_run(run_id)
     native = ((run.plan.get("model") or {}).get("facts") or {}).get("n_ctx_train")
-    tab = Table(title=f"fit map {run.id}" + (f" (native context {native:,})" if native else ""))
+    tab = Table(title=esc(f"fit map {run.id}" + (f" (native context {native:,})" if native else "")))
     for col, j in (("build", "left"), ("ncmoe", "right"), ("ngl", "right"), ("context", "right"),
                    ("of native", "right"), ("placement", "left")):
         tab.add_column(col, justify=j)
     for p in store.points(run_id, with_samples=False):
         fit = (p.extra or {}).get("fit") or {}
         if p.status != "ok":
-            tab.add_row(p.build_key[:28], str(p.ncmoe), "–", f"[red]{p.failure_class}[/]", "–", p.failure_detail or "")
+            tab.add_row(esc(p.build_key[:28]), str(p.ncmoe), "–", f"[red]{esc(p.failure_class)}[/]", "–",
+                        esc(p.failure_detail or ""))
             continue
         frac = f"{p.n_ctx / native:.0%}" if native and p.n_ctx else "–"
-        tab.add_row(p.build_key[:28], str(p.ncmoe), str(fit.get("ngl", "–")), f"{p.n_ctx:,}" if p.n_ctx else "–",
-                    frac, (p.extra or {}).get("placement") or "")
+        tab.add_row(esc(p.build_key[:28]), str(p.ncmoe), esc(fit.get("ngl", "–")), f"{p.n_ctx:,}" if p.n_ctx else "–",
+                    frac, esc((p.extra or {}).get("placement") or ""))
     return tab

@@ -42,7 +42,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..build.options import build_options
-from ..console import console, notice
+from ..console import console, esc, notice
 from ..errors import BenchError, BuildError
 from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
@@ -457,11 +457,12 @@ def points_table(points: Sequence[Point], title: str | None = None) -> Table:
     for p in points:
         vram = p.vram_self_mib if p.vram_self_mib is not None else p.vram_used_mib
         fit_status = (p.extra or {}).get("fit_status")
-        status = p.status if p.status == "ok" else f"[red]{p.failure_class}[/]"
+        status = p.status if p.status == "ok" else f"[red]{esc(p.failure_class)}[/]"
         if p.status == "ok" and fit_status in ("refused", "refused-unfitted", "unsupported"):
-            status = f"[yellow]ok, fit {fit_status}[/]"
+            status = f"[yellow]ok, fit {esc(fit_status)}[/]"
         n = _shape(p) if any(not s.warmup for s in p.samples) else ""
-        tab.add_row(p.build_key + (f" [magenta]{p.label}[/]" if p.label else ""), str(p.ncmoe), "all" if p.ngl == -1 else str(p.ngl), status,
+        tab.add_row(esc(p.build_key) + (f" [magenta]{esc(p.label)}[/]" if p.label else ""), str(p.ncmoe),
+                    "all" if p.ngl == -1 else str(p.ngl), status,
                     f"{p.n_ctx:,}" if p.n_ctx else "–", f"{p.rss_peak_mib:,.0f}" if p.rss_peak_mib else "–",
                     f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"), n or "–",
                     _fmt_metric(p, "pp_tps", with_n=False), _fmt_metric(p, "tg_tps", with_n=False))
@@ -504,7 +505,7 @@ class _Display:
 
     def point(self, i: int, n: int, build: BuildLike, spec: PointSpec, slot: Slot | None = None,
               launches: int = 1) -> None:
-        self.head = f"{i}/{n} {build.backend} ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl != -1 else "")
+        self.head = esc(f"{i}/{n} {build.backend} ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl != -1 else ""))
         if slot is not None and slot.sentinel:
             self.head += f" [magenta]sentinel {slot.launch}[/]"
         elif slot is not None and launches > 1:
@@ -514,7 +515,7 @@ class _Display:
         self.progress.advance(self.task)
 
     def phase(self, phase: str) -> None:
-        self.progress.update(self.task, description=f"{self.head} [cyan]{phase}[/]")
+        self.progress.update(self.task, description=f"{self.head} [cyan]{esc(phase)}[/]")
 
     def done(self, p: Point, slot: Slot | None = None, launches: int = 1) -> None:
         self.progress.advance(self.task)
@@ -524,17 +525,18 @@ class _Display:
         elif slot is not None and launches > 1:
             tag = f" L{slot.launch}/{launches}"
         if p.status == "ok":
-            line = (f"[green]✓[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
-                    f"pp {_fmt_metric(p, 'pp_tps')}  tg {_fmt_metric(p, 'tg_tps')}"
-                    + (f"  RSS {p.rss_peak_mib:,.0f} MiB" if p.rss_peak_mib else "")
-                    + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
-                       if (p.vram_self_mib or p.vram_used_mib) else "")
-                    + (f" [dim]({p.engine})[/]" if p.engine != "server" else ""))
+            line = "[green]✓[/] " + esc(f"{p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
+                                        f"pp {_fmt_metric(p, 'pp_tps')}  tg {_fmt_metric(p, 'tg_tps')}"
+                                        + (f"  RSS {p.rss_peak_mib:,.0f} MiB" if p.rss_peak_mib else "")
+                                        + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
+                                           if (p.vram_self_mib or p.vram_used_mib) else ""))
+            line += f" [dim]({esc(p.engine)})[/]" if p.engine != "server" else ""
             tel = (p.extra or {}).get("telemetry")
             if telemetry_flags(tel):
-                line += f"  [yellow]⚑ {describe_telemetry(tel)}[/]"
+                line += f"  [yellow]⚑ {esc(describe_telemetry(tel))}[/]"
         else:
-            line = f"[red]✗[/] {p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} [red]{p.failure_class}[/]: {p.failure_detail}"
+            line = (f"[red]✗[/] {esc(f'{p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag}')} [red]{esc(p.failure_class)}[/]: "
+                    + esc(p.failure_detail))
         if self.enabled:
             self.progress.console.print(line, soft_wrap=True)
 
@@ -723,7 +725,7 @@ def print_run(store: Store, run_id: str) -> None:
     """The per-point table of a run, with a note on unstable points."""
     run = store.get_run(run_id)
     pts = store.points(run_id)
-    console.print(points_table(pts, title=f"run {run.id} ({run.kind}, {run.status})"))
+    console.print(points_table(pts, title=esc(f"run {run.id} ({run.kind}, {run.status})")))
     launches = int(run.plan.get("launches") or 1)
     if run.kind in ("sweep", "demo") and launches == 1:
         notice("each point ran in ONE server start (--launches 1): between-process spread was not measured, "

@@ -34,7 +34,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import proc
 from ..config import Pin
-from ..console import console
+from ..console import console, esc
 from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
@@ -230,7 +230,7 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
         return publish(b, d)
 
     if not opts.rebuild and (m := read_manifest(d)):
-        console.print(f"[green]cached[/] {backend.name} build {key} ({pin.name} @ {tree.commit[:9]})", soft_wrap=True)
+        console.print("[green]cached[/] " + esc(f"{backend.name} build {key} ({pin.name} @ {tree.commit[:9]})"), soft_wrap=True)
         return _checked(Build.from_manifest(d, m), opts, paths)
 
     with _locked(d.parent / f"{key}.lock"):
@@ -285,7 +285,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     cfg += [f"-D{k}={v}" for k, v in sorted(flags.items())]
     jobs = opts.jobs or os.cpu_count() or 2
     t0 = time.monotonic()
-    console.print(f"[bold]building[/] {backend.name} for {pin.name} @ {tree.commit[:9]} → {d}", soft_wrap=True)
+    console.print("[bold]building[/] " + esc(f"{backend.name} for {pin.name} @ {tree.commit[:9]} → {d}"), soft_wrap=True)
     try:
         r = proc.run(cfg, env=env, log_path=log, timeout=1800)
     except OSError as e:
@@ -303,7 +303,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     t1 = time.monotonic()
     with Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(f"{backend.name} {tree.commit[:9]}", total=None)
+        task = progress.add_task(esc(f"{backend.name} {tree.commit[:9]}"), total=None)
         r = proc.run([tc.cmake.path, "--build", str(out), "-j", str(jobs), "--target", *targets], env=env,
                      log_path=log, timeout=4 * 3600, on_line=_NinjaProgress(progress, task))
     t_build = time.monotonic() - t1
@@ -346,7 +346,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         if e.errno == errno.ENOSPC:
             raise BuildError("disk full while writing the build manifest", "free disk space and build again") from e
         raise
-    console.print(f"[green]built[/] {key} in {t_cfg + t_build:.0f} s (configure {t_cfg:.0f} s, build {t_build:.0f} s)")
+    console.print(f"[green]built[/] {esc(key)} in {t_cfg + t_build:.0f} s (configure {t_cfg:.0f} s, build {t_build:.0f} s)")
     b = Build.from_manifest(d, manifest)
     if opts.verify and not manifest["verification"]["ok"]:
         from ..verify import raise_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..console import console, info, notice
+from ..console import console, esc, info, notice
 from ..errors import BenchError, StoreError
 from ..store import Store
 from ._common import csv_list, lf_task, paths
@@ -142,7 +142,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
         builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
         run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)
-    info(f"run id: [bold]{run_id}[/]  (report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)")
+    info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
     pts = store.points(run_id, with_samples=False)
     if pts and all(pt.status != "ok" for pt in pts):
         classes = {pt.failure_class for pt in pts}
@@ -218,7 +218,7 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     builds = _builds(p, backend_list, pin_list, bin_dir)
     run_id = run_fitmap(plan, builds, store, command=" ".join(sys.argv))
     console.print(fitmap_table(store, run_id))
-    info(f"run id: [bold]{run_id}[/]")
+    info(f"run id: [bold]{esc(run_id)}[/]")
 
 
 @lf_task(help={"run": "show one run's points (id, name, unique id prefix or 'latest')", "kind": "only runs of this kind",
@@ -240,7 +240,7 @@ def runs(c, run=None, kind=None, failed=False):
         if failed:
             for pt in store.points(r.id, with_samples=False):
                 if pt.status != "ok":
-                    console.rule(f"{pt.build_key} ncmoe={pt.ncmoe} ngl={pt.ngl}: {pt.failure_class}")
+                    console.rule(esc(f"{pt.build_key} ncmoe={pt.ncmoe} ngl={pt.ngl}: {pt.failure_class}"))
                     console.print(pt.failure_detail or "", markup=False)
                     console.print(pt.log_tail or "(no log)", markup=False, highlight=False)
         return
@@ -248,14 +248,15 @@ def runs(c, run=None, kind=None, failed=False):
     if not all_runs:
         notice(f"no runs in {store.path}" + (f" of kind {kind}" if kind else ""))
         return
-    t = Table(title=f"runs in {store.path}")
+    t = Table(title=esc(f"runs in {store.path}"))
     for col in ("id", "kind", "status", "name", "model", "builds", "points", "ok", "failed"):
         t.add_column(col)
     for r in all_runs:
         pts = store.points(r.id, with_samples=False)
         ok = sum(1 for pt in pts if pt.status == "ok")
         model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
-        t.add_row(r.id, r.kind, r.status, r.name or "", model, ", ".join(r.plan.get("backends") or []),
+        t.add_row(*(esc(v) for v in (r.id, r.kind, r.status, r.name or "", model,
+                                     ", ".join(map(str, r.plan.get("backends") or [])))),
                   str(len(pts)), str(ok), str(len(pts) - ok))
     console.print(t)
 
@@ -274,7 +275,7 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
         out = Path(output)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
-        info(f"wrote {out} ({format}, run {r.id})")
+        info(esc(f"wrote {out} ({format}, run {r.id})"))
     else:
         if not text:
             raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")

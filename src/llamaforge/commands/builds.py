@@ -9,7 +9,7 @@ from rich.table import Table
 from ..build import BuildOptions, list_builds
 from ..build import build as do_build
 from ..build.backends import parse_backends
-from ..console import console
+from ..console import console, esc
 from ..errors import ConfigError, VerifyError
 from ._common import csv_list, lf_task, paths, pins
 
@@ -18,12 +18,12 @@ from ._common import csv_list, lf_task, paths, pins
 def pins_(c):
     """List the pins in pins.toml (name, commit, sources in the order they are tried)."""
     ps = pins()
-    t = Table(title=f"pins ({ps.path})")
+    t = Table(title=esc(f"pins ({ps.path})"))
     for col in ("pin", "commit", "sources", "description"):
         t.add_column(col)
     for name, p in ps.pins.items():
-        t.add_row(name + (" (default)" if name == ps.default else ""), p.commit,
-                  "\n".join(str(s) for s in p.sources), p.description)
+        t.add_row(esc(name + (" (default)" if name == ps.default else "")), esc(p.commit),
+                  esc("\n".join(str(s) for s in p.sources)), esc(p.description or ""))
     console.print(t)
 
 
@@ -41,10 +41,10 @@ def doctor(c):
     t.add_column("path")
     for name, tool in (("cmake", tc.cmake), ("ninja", tc.ninja), ("cc", tc.cc), ("c++", tc.cxx), ("ccache", tc.ccache),
                        ("nvcc", tc.nvcc), ("glslc", tc.glslc)):
-        t.add_row(name, tool.version if tool else "[red]missing[/]", tool.path if tool else "")
+        t.add_row(name, esc(tool.version) if tool else "[red]missing[/]", esc(tool.path) if tool else "")
     vh = tc.vulkan_headers
-    t.add_row("vulkan headers", vh.version if vh else "[red]missing/too old[/]", str(vh.include) if vh else
-              ", ".join(f"{h.version} at {h.include}" for h in tc.vulkan_seen))
+    t.add_row("vulkan headers", esc(vh.version) if vh else "[red]missing/too old[/]", esc(vh.include) if vh else
+              esc(", ".join(f"{h.version} at {h.include}" for h in tc.vulkan_seen)))
     console.print(t)
     t = Table(title="backends")
     for col in ("backend", "build", "run", "devices", "why not / fix"):
@@ -52,7 +52,7 @@ def doctor(c):
     for st in check(tc):
         yes = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]?[/]"}
         t.add_row(st.backend + ("" if st.tested else " [dim](untested)[/]"), yes[st.can_build], yes[st.can_run],
-                  "\n".join(st.devices), "\n".join(f"{p} → {f}" for p, f in st.reasons))
+                  esc("\n".join(st.devices)), esc("\n".join(f"{p} → {f}" for p, f in st.reasons)))
     console.print(t)
 
 
@@ -119,13 +119,13 @@ def _print_builds(builds) -> None:
         devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
         smoke = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[yellow]skipped[/]"}.get(
             b.manifest.get("smoke") or "", "[dim]not run[/]")
-        quirks = [q.get("name", "?") for q in b.manifest.get("quirks") or []]
+        quirks = [esc(q.get("name", "?")) for q in b.manifest.get("quirks") or []]
         if quirks:
             smoke += "\nquirks: " + ", ".join(quirks)
-        t.add_row(b.key, b.pin, b.backend, devs or "-", smoke, "\n".join(capstr) or "-")
+        t.add_row(esc(b.key), esc(b.pin), esc(b.backend), esc(devs or "-"), smoke, esc("\n".join(capstr) or "-"))
     console.print(t)
     for b in builds:
-        console.print(f"  {b.key}: {b.dir}", soft_wrap=True)
+        console.print(esc(f"  {b.key}: {b.dir}"), soft_wrap=True)
 
 
 @lf_task
@@ -190,7 +190,7 @@ def source_tarball(c, pin=None, out=".", no_trim=False):
     tree = checkout(pn, p)
     dest = Path(out) / f"llama.cpp-{tree.commit[:9]}.tar.gz"
     write_tarball(tree.path, tree.commit, dest, trim=not no_trim)
-    console.print(f"wrote {dest} ({dest.stat().st_size / 1e6:.1f} MB, commit {tree.commit})")
+    console.print(esc(f"wrote {dest} ({dest.stat().st_size / 1e6:.1f} MB, commit {tree.commit})"))
 
 
 TASKS = [pins_, doctor, build, builds, verify, source_tarball]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..console import console, info, print_error
+from ..console import console, esc, info, print_error
 from ..errors import BuildError, ConfigError, LlamaforgeError
 from ..store import Store
 from ._common import lf_task, paths
@@ -52,7 +52,7 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     with Store(p.store_db) as store:
         run_id = run_compare(p, store, req, command=" ".join(sys.argv))
         print_compare(store, run_id)
-    info(f"stored as run [bold]{run_id}[/] (`llamaforge report {run_id}`)")
+    info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
 
 
 @lf_task(help={
@@ -95,7 +95,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
         png = plot_bisect(store, run, out_dir / "bisect.png")
         md = out_dir / "report.md"
         md.write_text(render_bisect_md(store, run, png.name), encoding="utf-8")
-    info(f"stored as run [bold]{run_id}[/]; plot {png}; report {md}")
+    info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; plot {png}; report {md}"))
 
 
 @lf_task(name="bisect-run", help={
@@ -143,7 +143,7 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
                       build_dir=p.builds / f"bisect-run-{backend}")
         except BuildError as e:
             print_error(e)
-            console.print(f"{tree.commit[:12]} does not build: exit 125 (skip)")
+            console.print(esc(f"{tree.commit[:12]} does not build: exit 125 (skip)"))
             sys.exit(125)
         plan = bisect_plan(req, model_path)
         with Store(p.store_db) as store:
@@ -153,7 +153,7 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
             store.set_run_status(run_id, "done" if pt.status == "ok" else "failed")
         values = pt.measured(field_name)
         if not values:
-            console.print(f"{tree.commit[:12]}: measurement failed ({pt.failure_class}: {pt.failure_detail}): exit 125 (skip)")
+            console.print(esc(f"{tree.commit[:12]}: measurement failed ({pt.failure_class}: {pt.failure_detail}): exit 125 (skip)"))
             sys.exit(125)
         verdict = bisect_run_verdict(values, good_value=gv, bad_value=bv, reference=ref, threshold=thr)
     except LlamaforgeError as e:
@@ -164,7 +164,7 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
         sys.exit(128)
     import statistics
 
-    console.print(f"{tree.commit[:12]} {metric} median {statistics.median(values):.1f} t/s → {verdict}")
+    console.print(esc(f"{tree.commit[:12]} {metric} median {statistics.median(values):.1f} t/s → {verdict}"))
     sys.exit(0 if verdict == "good" else 1)
 
 

@@ -14,7 +14,7 @@ from ..build import BuildOptions
 from ..build import build as do_build
 from ..build.backends import parse_backends
 from ..build.doctor import check
-from ..console import console, notice
+from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError
 from ._common import csv_list, lf_task, paths, pins
 
@@ -54,7 +54,7 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     pin = pins().get(None)
     explicit = backends is not None
     names = [b.name for b in parse_backends(csv_list(backends, what="backend"))] if explicit else available_backends()
-    console.rule(f"[bold]llamaforge demo[/]: pin {pin.name} ({pin.commit}), backends {', '.join(names)}")
+    console.rule("[bold]llamaforge demo[/]: " + esc(f"pin {pin.name} ({pin.commit}), backends {', '.join(names)}"))
     builds = []
     for name in names:
         try:
@@ -66,8 +66,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     t_build = time.monotonic() - t0
     model_path = resolve_model(model, p, vocab_dir=builds[0].source_dir / "models")
     facts = model_facts(model_path)
-    console.print(f"model: {model_path.name} — {facts.arch}, {facts.n_layers} layers, "
-                  f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB")
+    console.print(esc(f"model: {model_path.name} — {facts.arch}, {facts.n_layers} layers, "
+                      f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB"))
     points = ncmoe or f"0,{facts.n_layers // 2},{facts.n_layers}"
     plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
                               ncmoe=points, ngl=None, repeats=int(repeats), engine="server",
@@ -83,8 +83,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
         out_dir = p.results / "demo" if out is None else Path(out)
         rp = write_report(store, run_id, out_dir)
     total = time.monotonic() - t0
-    console.print(f"[green]demo done[/] in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}")
-    console.print(f"report: {rp.html}\n        {rp.md}")
+    console.print("[green]demo done[/] " + esc(f"in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}"))
+    console.print(esc(f"report: {rp.html}\n        {rp.md}"))
 
 
 TASKS = [demo]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from ..console import console
+from ..console import console, esc
 from ..console import info as say
 from ..errors import ModelError
 from ..models import gguf_info, presets
@@ -33,11 +33,11 @@ def _overrides(**kw: int | None) -> dict[str, int]:
 def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{f.name or f.arch}  ({f.path})", show_header=False, box=None, pad_edge=False)
+    t = Table(title=esc(f"{f.name or f.arch}  ({f.path})"), show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()
     lin = f.linear_attention_layers
-    t.add_row("architecture", f.arch + ("  [dim](synthetic)[/]" if f.synthetic else ""))
+    t.add_row("architecture", esc(f.arch) + ("  [dim](synthetic)[/]" if f.synthetic else ""))
     swa = f.swa_layers
     t.add_row("layers", f"{f.n_layers}: {len(f.full_attention_layers)} full attention "
               f"{_ranges(f.full_attention_layers)}" + (f", {len(lin)} linear attention" if lin else "")
@@ -55,9 +55,9 @@ def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
     t.add_row("params", f"{f.params_total / 1e9:.2f} B total, {f.params_active / 1e9:.2f} B active per token")
     t.add_row("file", f"{_gib(f.file_bytes)}{' (planned)' if f.file_bytes_estimated else ''}, "
               f"{f.tensor_count} tensors, {f.bpw:.2f} bpw")
-    t.add_row("types", ", ".join(f"{k} ×{v} ({_gib(f.bytes_by_type[k])})" for k, v in
-                                 sorted(f.types.items(), key=lambda kv: -f.bytes_by_type[kv[0]])))
-    t.add_row("bytes by group", ", ".join(f"{k} {_gib(v)}" for k, v in f.bytes_by_group.items()))
+    t.add_row("types", esc(", ".join(f"{k} ×{v} ({_gib(f.bytes_by_type[k])})" for k, v in
+                                     sorted(f.types.items(), key=lambda kv: -f.bytes_by_type[kv[0]]))))
+    t.add_row("bytes by group", esc(", ".join(f"{k} {_gib(v)}" for k, v in f.bytes_by_group.items())))
     kv = f"{f.kv_bytes_per_token_ctx:,} B per context token (f16)"
     if swa:
         kv = (f"{f.kv_bytes_per_token_ctx:,} B per context token in full-attention layers + "
@@ -135,7 +135,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
         p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed))
         t = Table("tensor", "shape", "type", "bytes", "why")
         for tp in p.tensors:
-            t.add_row(tp.name, "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", tp.note)
+            t.add_row(esc(tp.name), "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", esc(tp.note or ""))
         console.print(t)
         f = gguf_info.facts_from_plan(p)
         say(f"{len(p.tensors)} tensors, {f.params_total / 1e9:.2f} B params, data {_gib(p.data_bytes)}")
@@ -146,7 +146,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     dest = Path(out) if out else paths().models / f"{preset}-{mix}.gguf"
     r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed),
                     vocab_dir=vd, overwrite=force)
-    say(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+    say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
 
 
@@ -155,7 +155,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
 def twin(c, src, out, seed=0, force=False):
     """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
     r = twin_model(Path(src), Path(out), seed=int(seed), overwrite=force)
-    say(f"wrote [bold]{r.path}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
+    say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s")
 
 
@@ -164,8 +164,8 @@ def twin(c, src, out, seed=0, force=False):
 def fetch(c, ref, vocab_dir=None):
     """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
     p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
-    say(str(p))
+    say(esc(p))
     rec = download_record(p)
     if rec:
-        say(f"sha256 {rec.get('sha256')}: " + (f"verified ({rec.get('checked_against')} hash)" if rec.get("verified")
+        say(f"sha256 {esc(rec.get('sha256'))}: " + (f"verified ({rec.get('checked_against')} hash)" if rec.get("verified")
                                                else "UNVERIFIED (pin it with #sha256=)"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..console import info
+from ..console import esc, info
 from ..errors import ConfigError, StoreError
 from ..store import Store
 from ._common import lf_task, paths
@@ -41,10 +41,10 @@ def report(c, run, out=None, min_effect=0.05):
                     else render_compare_md(store, run_obj))
             body = rp.md.read_text(encoding="utf-8")
             rp.md.write_text(head.rstrip() + "\n\n---\n\n" + body, encoding="utf-8")
-    info(f"report for run [bold]{run_id}[/]:")
-    info(f"  html      {rp.html}")
-    info(f"  markdown  {rp.md}")
-    info(f"  plots     {len(rp.pngs)} PNG in {out_dir}")
+    info(f"report for run [bold]{esc(run_id)}[/]:")
+    info(esc(f"  html      {rp.html}"))
+    info(esc(f"  markdown  {rp.md}"))
+    info(esc(f"  plots     {len(rp.pngs)} PNG in {out_dir}"))
 
 
 TASKS = [report]

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import requests
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from ..console import err_console
@@ -36,7 +37,7 @@ def download(url: str, dest: Path) -> Path:
             with Progress(TextColumn("[bold]download[/] {task.description}"), BarColumn(), DownloadColumn(),
                           TransferSpeedColumn(), console=err_console, transient=True) as bar, \
                     open(part, "wb") as f:
-                task = bar.add_task(dest.name, total=total)
+                task = bar.add_task(escape(dest.name), total=total)
                 for chunk in r.iter_content(1 << 16):
                     f.write(chunk)
                     bar.advance(task, len(chunk))
