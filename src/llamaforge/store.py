@@ -7,7 +7,7 @@ exactly what is missing. Runs of every kind (``sweep``, ``compare``, ``bisect``)
 
 Tables
   runs     id, kind, name, status, created, updated, command, plan_json, env_json, summary_json,
-           parent_run (the run this one re-measures: ``llamaforge reproduce``; added in place, NULL before)
+           parent_run (the run this one re-measures: ``llamaforge reproduce``; schema v2, NULL before)
   builds   key, backend, pin, commit_sha, manifest_json           (a build's manifest incl. capabilities)
   run_builds  run_id, build_key
   points   one offload setting on one build in one run: context that fitted, memory, timings,
@@ -20,6 +20,11 @@ Tables
 A run's command and plan pass through :mod:`llamaforge.redact` when written and when read: URL
 queries, fragments and credentials (a presigned model URL, a token in a git URL) are never stored,
 and never shown from stores written before that.
+
+Schema versions: ``_SCHEMA`` is v1; :data:`MIGRATIONS` is the ladder v1 → v2 → … Opening an older
+store backs it up next to itself (``NAME.v1-backup.sqlite``), then applies every missing step in ONE
+transaction (all or nothing). A file that is not a readable SQLite store raises :class:`StoreError`
+with the way out (``sqlite3 FILE .recover``, or move it aside) instead of a traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +41,6 @@ from typing import Any
 
 from .errors import StoreError
 from .redact import redact_obj, redact_text
-
-SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -85,6 +88,53 @@ CREATE TABLE IF NOT EXISTS probes (
     verdict TEXT,                    -- good | bad | skip | endpoint-good | endpoint-bad | A | B
     build_s REAL, measure_s REAL, incremental INTEGER, note TEXT);
 """
+
+
+
+
+#: columns v1 stores gained in place before the ladder existed (parent_run: ``reproduce``; launch: the
+#: server start of a sample); a fresh v1 schema has ``launch`` already. Later columns get a step of their own.
+ADDED_COLUMNS_V2 = (("runs", "parent_run", "TEXT"), ("samples", "launch", "INTEGER NOT NULL DEFAULT 1"))
+
+
+def _v2_columns_and_indexes(db: sqlite3.Connection) -> None:
+    """v1 → v2: the columns of :data:`ADDED_COLUMNS_V2` where missing, and indexes for lookups v1 served
+    only by full scans: a run's reproductions, a run's probes (compare/bisect reports), the latest run of a kind."""
+    for table, col, decl in ADDED_COLUMNS_V2:
+        if col not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+    db.execute("CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent_run)")
+    db.execute("CREATE INDEX IF NOT EXISTS probes_run ON probes(run_id, seq)")
+    db.execute("CREATE INDEX IF NOT EXISTS runs_kind_created ON runs(kind, created)")
+
+
+# The migration ladder: MIGRATIONS[i] takes a store from schema v(i+1) to v(i+2). Append, never edit.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v2_columns_and_indexes]
+SCHEMA_VERSION = 1 + len(MIGRATIONS)
+
+
+def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The one-line error for a store SQLite cannot use: busy, read-only, or not a (healthy) database."""
+    msg = " ".join((str(exc) or type(exc).__name__).split())
+    msg = msg if len(msg) <= 100 else msg[:100] + "…"
+    low = msg.lower()
+    if "locked" in low or "busy" in low:
+        return StoreError(f"the results store {path} is busy ({msg})",
+                          "another llamaforge is writing to it; try again when it is done")
+    if "readonly" in low or "read-only" in low or "unable to open" in low:
+        return StoreError(f"cannot write the results store {path} ({msg})",
+                          "make its folder writable, or set LLAMAFORGE_RESULTS to a writable folder")
+    return StoreError(f"the results store {path} is damaged or not a llamaforge store ({msg})",
+                      f"recover what is readable with `sqlite3 {path} .recover | sqlite3 {path}.recovered` and move "
+                      f"it into place, or move the file aside (`mv {path} {path}.damaged`) to start a new store")
+
+
+def backup_path(path: Path, version: int) -> Path:
+    """Where the copy of a v``version`` store goes before it is migrated (never overwrites one)."""
+    dest = path.with_name(f"{path.stem}.v{version}-backup{path.suffix}")
+    if dest.exists():
+        dest = path.with_name(f"{path.stem}.v{version}-backup-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+    return dest
 
 
 def _j(obj: Any) -> str | None:
@@ -219,12 +269,20 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.backup: Path | None = None   # set when opening migrated the store
         self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self._migrate()
+        try:
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.Error as e:
+            self.db.close()
+            raise store_error(self.path, e) from e
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -245,28 +303,47 @@ class Store:
             raise
         self.db.execute("COMMIT")
 
-    def _migrate(self) -> None:
-        self.db.executescript(_SCHEMA)  # idempotent (IF NOT EXISTS); executescript manages its own commit
-        self._add_missing_columns()
+    def schema_version(self) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema v{row[0]}, newer than this llamaforge (v{SCHEMA_VERSION})",
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        self.db.executescript(_SCHEMA)  # v1, idempotent (IF NOT EXISTS); executescript manages its own commit
+        with self.tx() as db:
+            if self.schema_version() == 0:   # a new file: v1 was just created
+                db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}, newer than this llamaforge (v{SCHEMA_VERSION})",
                              "upgrade llamaforge or use another LLAMAFORGE_RESULTS folder")
+        if version == SCHEMA_VERSION:
+            return
+        has_data = self.db.execute("SELECT EXISTS (SELECT 1 FROM runs)").fetchone()[0]
+        if has_data:   # a consistent snapshot (the backup API reads through SQLite, WAL included)
+            self.backup = backup_path(self.path, version)
+            dest = sqlite3.connect(str(self.backup))
+            try:
+                self.db.backup(dest)
+            finally:
+                dest.close()
+        with self.tx() as db:
+            start = self.schema_version()   # another process may have migrated meanwhile
+            for n, step in enumerate(MIGRATIONS[start - 1:], start=start):
+                try:
+                    step(db)
+                except sqlite3.Error as e:   # the transaction rolls back: the store stays as it was
+                    raise StoreError(f"migrating {self.path} from schema v{n} to v{n + 1} failed ({e}); "
+                                     "the store was left unchanged",
+                                     "keep using the llamaforge that wrote it, and report this") from e
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        if self.backup and start == version:
+            from .console import notice
 
-    #: columns added after v1 shipped, added in place to older stores (additive: older llamaforge versions
-    #: read such stores unchanged; each entry is one step for a migration ladder)
-    _ADDED_COLUMNS = (("runs", "parent_run", "TEXT"), ("samples", "launch", "INTEGER NOT NULL DEFAULT 1"))
-
-    def _add_missing_columns(self) -> None:
-        for table, col, decl in self._ADDED_COLUMNS:
-            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            if col not in have:
-                with self.tx() as db:
-                    have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}  # another process may have won
-                    if col not in have:
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+            notice(f"migrated the results store {self.path} from schema v{version} to v{SCHEMA_VERSION} "
+                   f"(the v{version} file is kept as {self.backup})")
+        elif self.backup:
+            self.backup.unlink(missing_ok=True)
+            self.backup = None
 
     # ---- runs -------------------------------------------------------------------------------
     def new_run(self, kind: str, plan: dict, *, command: str | None = None, env: dict | None = None,

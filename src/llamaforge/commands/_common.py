@@ -4,6 +4,7 @@ one red line and a non-zero exit, and small option parsers."""
 from __future__ import annotations
 
 import functools
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -18,9 +19,9 @@ from ..paths import Paths
 
 
 def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
-    """Like ``invoke.task`` but user errors print one line and exit non-zero (no traceback
-    unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed; options get only
-    the short flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
+    """Like ``invoke.task`` but user errors (and a damaged results store) print one line and exit
+    non-zero (no traceback unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed;
+    options get only the short flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
 
     def wrap(fn: Callable) -> Any:
         @functools.wraps(fn)
@@ -32,6 +33,14 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
                     raise
                 print_error(e)
                 sys.exit(e.exit_code)
+            except sqlite3.Error as e:   # the store went bad under us (a damaged page, a full disk)
+                if debug_enabled():
+                    raise
+                from ..store import store_error
+
+                err = store_error(paths().store_db, e)
+                print_error(err)
+                sys.exit(err.exit_code)
             except KeyboardInterrupt:
                 from ..proc import kill_all
 
