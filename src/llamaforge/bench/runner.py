@@ -46,6 +46,7 @@ from ..console import console, esc, notice
 from ..errors import BenchError, BuildError
 from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
+from ..locks import run_lock
 from ..quirks import describe_failure
 from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
@@ -598,6 +599,30 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
 def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None, kind: str,
                       label: str, retry_failed: bool, command: str | None, name: str | None, progress: bool,
                       allow_busy: bool, host_busy: dict | None, run_extra: dict | None) -> str:
+    with contextlib.ExitStack() as held:   # the per-run lock: one process measures a run at a time
+        if resume_run:
+            run = store.get_run(resume_run)
+            _check_same_builds(run, builds)
+            held.enter_context(run_lock(store.path, run.id))
+        return _run_sweep_body(plan, builds, store, held, resume_run=resume_run, kind=kind, label=label,
+                               retry_failed=retry_failed, command=command, name=name, progress=progress,
+                               allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra)
+
+
+def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
+    """A resume measures the run's own builds only: another --bin-dir (or other builds) would add a series."""
+    keys = list(run.plan.get("builds") or [])
+    other = [b.key for b in builds if b.key not in keys]
+    if other:
+        raise BenchError(f"run {run.id} ({run.status}) was measured with {', '.join(keys) or 'no builds'}; "
+                         f"resuming it with {', '.join(other)} would add a series to it",
+                         "resume with the run's own builds (the same --bin-dir), or start a new run for these")
+
+
+def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: contextlib.ExitStack, *,
+                    resume_run: str | None, kind: str, label: str, retry_failed: bool, command: str | None,
+                    name: str | None, progress: bool, allow_busy: bool, host_busy: dict | None,
+                    run_extra: dict | None) -> str:
     plan.build_keys = [b.key for b in builds]
     items: list[Item] = [(b, spec, e) for spec in plan.points for b in builds for e in engines_of(plan)]
     for b in builds:
@@ -619,6 +644,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
             adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
         run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
                                name=name, parent_run=(run_extra or {}).get("reproduces"))
+        held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:
         store.add_build(_build_manifest(b), run_id)
     t0 = time.monotonic()
