@@ -222,18 +222,31 @@ class Plan:
 # ------------------------------------------------------------------------------ parsing options
 
 _INT = r"-?\d+"
+MAX_VALUE = 100_000   # no option takes a layer/depth/ctx value beyond this when the model does not bound it
+MAX_POINTS = 4096     # values per option: a sweep of more points is a typo, not a plan
 
 
-def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int | None = None) -> list[int]:
+def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int | None = None,
+                   limit: int = MAX_VALUE) -> list[int]:
     """Parse ``0:40``, ``0:40:2``, ``0,2,5-8`` or ``12`` into a sorted list without duplicates.
 
-    Ranges are inclusive at both ends. ``upper`` (the model's layer count) bounds every value.
+    Ranges are inclusive at both ends. ``upper`` (the model's layer count) bounds every value, else
+    ``limit``; at most :data:`MAX_POINTS` values. Bounds are checked before a range is expanded.
     """
     if spec is None or str(spec).strip() == "":
         raise BenchError(f"empty {what} value", f"e.g. {what} 0:40:2 or {what} 0,2,5-8")
     text = str(spec).replace(" ", "")
     values: list[int] = []
     fix = f"write {what} as A:B (inclusive), A:B:STEP, or a list like 0,2,5-8"
+    hi = upper if upper is not None else limit
+
+    def bounded(part: str, a: int, b: int, step: int = 1) -> None:
+        # checked before a range is expanded: 0:100000000 must not build a list of 10^8 ints first
+        if b > hi:
+            where = f"the model's {upper} layers" if upper is not None else f"the largest {what} accepted ({hi})"
+            raise BenchError(f"{what} {part} goes beyond {where}", f"use values in 0..{hi}, e.g. {what} 0:{min(hi, 40)}")
+        if len(values) + (b - a) // step + 1 > MAX_POINTS * 8:
+            raise BenchError(f"{what} {spec} has too many values", f"give at most {MAX_POINTS} values in 0..{hi}")
     for part in text.split(","):
         if not part:
             raise BenchError(f"bad {what} value {spec!r} (empty item)", fix)
@@ -247,17 +260,22 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
                 raise BenchError(f"bad {what} range {part!r}: the step must be positive", fix)
             if b < a:
                 raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
+            bounded(part, a, b, step)
             values.extend(range(a, b + 1, step))
         elif re.fullmatch(r"\d+-\d+", part):
             a, b = (int(x) for x in part.split("-"))
             if b < a:
                 raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
+            bounded(part, a, b)
             values.extend(range(a, b + 1))
         elif re.fullmatch(_INT, part):
+            bounded(part, int(part), int(part))
             values.append(int(part))
         else:
             raise BenchError(f"bad {what} value {part!r}", fix)
     out = sorted(set(values))
+    if len(out) > MAX_POINTS:
+        raise BenchError(f"{what} {spec} has {len(out)} values", f"give at most {MAX_POINTS} values in 0..{hi}")
     if what == "--ncmoe" and out and out[0] < 0:
         raise BenchError(f"{what} values must be ≥ 0 (got {out[0]})", fix)
     if upper is not None and out and out[-1] > upper:
@@ -280,7 +298,8 @@ def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int
     if ngl is None or str(ngl).strip() == "":
         ngls = [-1]
     else:
-        ngls = parse_int_list(ngl, what="--ngl", upper=None)
+        # llama.cpp clamps -ngl to the layer count; 999 ("all") is the customary spelling
+        ngls = parse_int_list(ngl, what="--ngl", limit=max(999, (n_layers or 0) + 1))
         if any(v < -1 for v in ngls):
             raise BenchError(f"--ngl values must be ≥ -1 (got {ngl})", "-1 means all layers (llama.cpp's default)")
     return [PointSpec(n, g) for g in ngls for n in ncm]

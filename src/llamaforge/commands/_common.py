@@ -4,6 +4,7 @@ one red line and a non-zero exit, and small option parsers."""
 from __future__ import annotations
 
 import functools
+import math
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -72,3 +73,28 @@ def csv_list(value: str | None, *, what: str = "value") -> list[str]:
     if not items:
         raise ConfigError(f"empty {what} list", f"give a comma-separated list of {what}s")
     return items
+
+
+def as_int(value: Any, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer option (``--repeats 3``) or a ConfigError naming the option and the valid range."""
+    rng = (f"{minimum}..{maximum}" if maximum is not None else f"≥ {minimum}") if minimum is not None else None
+    try:
+        n = int(str(value).strip().replace("_", ""), 10) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(f"{what} {value!r} is not a whole number",
+                          f"give {what} a whole number" + (f" ({rng})" if rng else "")) from None
+    if (minimum is not None and n < minimum) or (maximum is not None and n > maximum):
+        raise ConfigError(f"{what} {n} is out of range", f"give {what} a whole number {rng}")
+    return n
+
+
+def as_float(value: Any, what: str, *, minimum: float | None = None, positive: bool = False) -> float:
+    """A number option (``--vram-budget 24``, ``--load-timeout 600``) or a ConfigError with the fix."""
+    need = "a number > 0" if positive else (f"a number ≥ {minimum:g}" if minimum is not None else "a number")
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{what} {value!r} is not a number", f"give {what} {need}") from None
+    if not math.isfinite(x) or (positive and x <= 0) or (minimum is not None and x < minimum):
+        raise ConfigError(f"{what} {value!r} is out of range", f"give {what} {need}")
+    return x

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..console import console, esc, info, notice
 from ..errors import BenchError, StoreError
 from ..store import Store
-from ._common import csv_list, lf_task, paths
+from ._common import as_float, as_int, csv_list, lf_task, paths
 
 _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., URL)",
@@ -74,6 +74,15 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
         split_extra,
     )
 
+    # numbers first: a typo fails in a blink, before any model is resolved, downloaded or generated
+    repeats = as_int(repeats, "--repeats", minimum=1, maximum=10_000)
+    prompt_tokens = as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
+    n_predict = as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
+    fitt = as_int(fitt, "--fitt", minimum=0) if fitt is not None else None
+    vram_budget = as_float(vram_budget, "--vram-budget", positive=True) if vram_budget is not None else None
+    threads = as_int(threads, "--threads", minimum=1, maximum=4096) if threads else None
+    load_timeout = as_float(load_timeout, "--load-timeout", positive=True)
+    request_timeout = as_float(request_timeout, "--request-timeout", positive=True)
     model_path = resolve_model(model, p).resolve()
     facts = read_facts(model_path)
     n_layers = facts.get("n_layers")
@@ -81,15 +90,15 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     points = make_points(ncmoe, ngl, n_layers=n_layers, n_experts=int(n_experts) if n_experts is not None else None,
                          model=model)
     return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
-                pins=pin_names, engine=engine, repeats=int(repeats), prompt_tokens=int(prompt_tokens),
-                n_predict=int(n_predict),
-                fit=FitOptions(fitt_mib=int(fitt) if fitt is not None else None,
-                               vram_budget_gib=float(vram_budget) if vram_budget is not None else None),
-                extra_args=split_extra(extra), threads=int(threads) if threads else None,
-                load_timeout_s=float(load_timeout), request_timeout_s=float(request_timeout),
-                bench_depths=parse_int_list(depths, what="--depths") if depths else [],
-                launches=int(launches), seed=int(seed) if seed is not None else None,
-                sentinel_every=int(sentinel_every) if sentinel_every is not None else None,
+                pins=pin_names, engine=engine, repeats=repeats, prompt_tokens=prompt_tokens, n_predict=n_predict,
+                fit=FitOptions(fitt_mib=fitt, vram_budget_gib=vram_budget),
+                extra_args=split_extra(extra), threads=threads, load_timeout_s=load_timeout,
+                request_timeout_s=request_timeout,
+                bench_depths=parse_int_list(depths, what="--depths", limit=1 << 24) if depths else [],
+                launches=as_int(launches, "--launches", minimum=1, maximum=1000),
+                seed=as_int(seed, "--seed", minimum=0) if seed is not None else None,
+                sentinel_every=as_int(sentinel_every, "--sentinel-every", minimum=0)
+                if sentinel_every is not None else None,
                 ctx=_int_option(ctx, "--ctx", None, minimum=16, fix="e.g. --ctx 8192, or leave it out to let llama.cpp fit"))
 
 

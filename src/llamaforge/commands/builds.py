@@ -11,7 +11,7 @@ from ..build import build as do_build
 from ..build.backends import parse_backends
 from ..console import console, esc
 from ..errors import ConfigError, VerifyError
-from ._common import csv_list, lf_task, paths, pins
+from ._common import as_int, csv_list, lf_task, paths, pins
 
 
 @lf_task(name="pins")
@@ -91,7 +91,7 @@ def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="
     pin_list = [ps.resolve(p) for p in (csv_list(pins, what="pin") or [None])]
     opts = BuildOptions(build_type=build_type, native=native, cuda_archs=cuda_archs,
                         cuda_fa_all_quants=fa_all_quants, defines=_defines(define), no_amx=bool(no_amx),
-                        jobs=int(jobs) if jobs else None, nvcc=nvcc, glslc=glslc, vulkan_include=vulkan_include,
+                        jobs=as_int(jobs, "--jobs", minimum=1, maximum=4096) if jobs else None, nvcc=nvcc, glslc=glslc, vulkan_include=vulkan_include,
                         verify=not no_verify, rebuild=rebuild)
     p = paths()
     results = []

@@ -8,14 +8,11 @@ from pathlib import Path
 from ..console import console, esc, info, print_error
 from ..errors import BuildError, ConfigError, LlamaforgeError
 from ..store import Store
-from ._common import lf_task, paths
+from ._common import as_int, lf_task, paths
 
 
-def _int(value, what: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{what} {value!r} is not a whole number", f"e.g. {what} 6") from None
+def _int(value, what: str) -> int:  # noqa: ANN001
+    return as_int(value, what)
 
 
 @lf_task(help={

@@ -70,8 +70,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
                       f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB"))
     points = ncmoe or f"0,{facts.n_layers // 2},{facts.n_layers}"
     plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
-                              ncmoe=points, ngl=None, repeats=int(repeats), engine="server",
-                              prompt_tokens=int(prompt_tokens), n_predict=int(n_predict), vram_budget=None, fitt=None,
+                              ncmoe=points, ngl=None, repeats=repeats, engine="server",
+                              prompt_tokens=prompt_tokens, n_predict=n_predict, vram_budget=None, fitt=None,
                               extra=None, threads=None, depths=None, load_timeout=600, request_timeout=900)
     if not plan.points:
         raise BenchError("no points to measure", "give --ncmoe")

@@ -15,7 +15,7 @@ from ..models.synth import synth as synth_model
 from ..models.synth import synth_plan, with_tokenizer
 from ..models.synth import twin as twin_model
 from ..models.vocab import find_vocab_dir
-from ._common import lf_task, paths
+from ._common import as_int, lf_task, paths
 
 
 def _gib(n: int) -> str:
@@ -26,8 +26,8 @@ def _vocab_dir(vocab_dir: str | None) -> Path | None:
     return Path(vocab_dir) if vocab_dir else find_vocab_dir(paths())
 
 
-def _overrides(**kw: int | None) -> dict[str, int]:
-    return {k: v for k, v in kw.items() if v is not None}
+def _overrides(**kw: int | str | None) -> dict[str, int]:
+    return {k: as_int(v, "--" + k.replace("_", "-"), minimum=1, maximum=1 << 20) for k, v in kw.items() if v is not None}
 
 
 def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
@@ -107,7 +107,7 @@ def info(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
     if json:
         print(jsonlib.dumps(facts.to_dict(), indent=2))
     else:
-        print_facts(facts, int(ctx))
+        print_facts(facts, as_int(ctx, "--ctx", minimum=1, maximum=1 << 31))
 
 
 
@@ -132,7 +132,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     if plan:
         from rich.table import Table
 
-        p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed))
+        p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0))
         t = Table("tensor", "shape", "type", "bytes", "why")
         for tp in p.tensors:
             t.add_row(esc(tp.name), "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", esc(tp.note or ""))
@@ -144,7 +144,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     if vd is None:
         raise ModelError("no llama.cpp models/ folder to take the tokenizer from", "pass --vocab-dir LLAMA_CPP/models")
     dest = Path(out) if out else paths().models / f"{preset}-{mix}.gguf"
-    r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=int(seed),
+    r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0),
                     vocab_dir=vd, overwrite=force)
     say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
@@ -154,7 +154,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
                "seed": "random seed", "force": "overwrite an existing output file"})
 def twin(c, src, out, seed=0, force=False):
     """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
-    r = twin_model(Path(src), Path(out), seed=int(seed), overwrite=force)
+    r = twin_model(Path(src), Path(out), seed=as_int(seed, "--seed", minimum=0), overwrite=force)
     say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s")
 

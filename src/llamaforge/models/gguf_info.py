@@ -22,6 +22,7 @@ GGUFs don't: 5 sliding-window layers, then 1 full).
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -186,13 +187,21 @@ def tensor_group(name: str, linear_layer: bool = False) -> str:
     return "other"
 
 
-def _as_int(v: Any, default: int = 0) -> int:
+_MAX_COUNT = 1 << 31
+
+
+def _as_int(v: Any, default: int = 0, key: str = "a count") -> int:
+    """A count from the metadata (an integer, or the largest of a per-layer array) — anything else
+    (a string where an int belongs, a negative or absurd value) is a :class:`ModelError`."""
     if v is None:
         return default
-    if isinstance(v, list):
-        vals = [int(x) for x in v if x is not None]
-        return max(vals) if vals else default
-    return int(v)
+    vals = [x for x in v if x is not None] if isinstance(v, list) else [v]
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x < _MAX_COUNT:
+            shown = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+            raise ModelError(f"the model's metadata {key} is {shown!r}, not a count (a whole number ≥ 0)",
+                             "use a GGUF written by llama.cpp or gguf-py; this one is damaged or crafted")
+    return int(max(vals)) if vals else default
 
 
 def _scalar_meta(kv: list[KV]) -> dict[str, Any]:
@@ -237,14 +246,15 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     md = plan.metadata()
     arch = plan.arch
     get = lambda k, d=None: md.get(f"{arch}.{k}", d)  # noqa: E731
+    num = lambda k, d=0: _as_int(get(k), d, key=f"{arch}.{k}")  # noqa: E731
     names = [t.name for t in plan.tensors]
     layer_tensors: dict[int, list[str]] = {}
     for n in names:
         m = _BLK.match(n)
         if m:
             layer_tensors.setdefault(int(m.group(1)), []).append(n)
-    n_layers = _as_int(get("block_count"), (max(layer_tensors) + 1) if layer_tensors else 0)
-    n_nextn = _as_int(get("nextn_predict_layers"), 0)
+    n_layers = num("block_count", (max(layer_tensors) + 1) if layer_tensors else 0)
+    n_nextn = num("nextn_predict_layers", 0)
     trunk = n_layers - n_nextn
     linear = sorted(i for i, ns in layer_tensors.items() if i < trunk and any(".ssm_" in x for x in ns))
     full = sorted(i for i, ns in layer_tensors.items() if i < trunk and i not in linear
@@ -254,13 +264,13 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     swa = [i for i in swa if i in full]
     full = [i for i in full if i not in set(swa)]
 
-    n_experts = _as_int(get("expert_count"))
-    n_used = _as_int(get("expert_used_count"))
-    n_embd = _as_int(get("embedding_length"))
-    n_head = _as_int(get("attention.head_count"))
-    n_head_kv = _as_int(get("attention.head_count_kv"), n_head)
-    head_k = _as_int(get("attention.key_length"), n_embd // n_head if n_head else 0)
-    head_v = _as_int(get("attention.value_length"), head_k)
+    n_experts = num("expert_count")
+    n_used = num("expert_used_count")
+    n_embd = num("embedding_length")
+    n_head = num("attention.head_count")
+    n_head_kv = num("attention.head_count_kv", n_head)
+    head_k = num("attention.key_length", n_embd // n_head if n_head else 0)
+    head_v = num("attention.value_length", head_k)
     embd = next((t for t in plan.tensors if t.name == "token_embd.weight"), None)
     vocab = embd.shape[1] if embd and len(embd.shape) > 1 else len(md.get("tokenizer.ggml.tokens", []) or [])
 
@@ -292,16 +302,16 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     weight_bytes = nonexp_bytes - embd_bytes + row + round(bytes_expert * frac)
 
     kv_per_ctx = len(full) * (head_k + head_v) * n_head_kv * 2
-    head_k_swa = _as_int(get("attention.key_length_swa"), head_k)
-    head_v_swa = _as_int(get("attention.value_length_swa"), head_v)
+    head_k_swa = num("attention.key_length_swa", head_k)
+    head_v_swa = num("attention.value_length_swa", head_v)
     kv_swa = len(swa) * (head_k_swa + head_v_swa) * n_head_kv * 2
     recurrent = 0
     if linear:
-        d_conv = _as_int(get("ssm.conv_kernel"))
-        d_state = _as_int(get("ssm.state_size"))
-        groups = _as_int(get("ssm.group_count"))
-        inner = _as_int(get("ssm.inner_size"))
-        v_heads = _as_int(get("ssm.time_step_rank"))
+        d_conv = num("ssm.conv_kernel")
+        d_state = num("ssm.state_size")
+        groups = num("ssm.group_count")
+        inner = num("ssm.inner_size")
+        v_heads = num("ssm.time_step_rank")
         conv_dim = 2 * d_state * groups + inner
         recurrent = len(linear) * ((d_conv - 1) * conv_dim + d_state * d_state * v_heads) * 4
 
@@ -317,7 +327,7 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
         path=path, arch=arch, name=str(name), n_layers=n_layers, full_attention_layers=full,
         linear_attention_layers=linear, n_experts=n_experts, n_experts_used=n_used,
         has_shared_expert=any("_shexp" in n for n in names), vocab_size=vocab,
-        n_ctx_train=_as_int(get("context_length")), n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+        n_ctx_train=num("context_length"), n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
         head_dim=head_k, file_bytes=file_bytes, tensor_count=len(plan.tensors), params_total=params_total,
         params_active=params_active, bytes_by_group=dict(sorted(by_group.items(), key=lambda kv: -kv[1])),
         types=types, bytes_by_type=by_type, weight_bytes_per_token=weight_bytes,
@@ -330,14 +340,15 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
 
 def _swa_layers(arch: str, md: dict[str, Any], get: Any, n_layers: int) -> tuple[list[int], int]:
     """(sliding-window layers, window) from the metadata, as llama.cpp decides them."""
-    n_swa = _as_int(get("attention.sliding_window"), 0)
+    n_swa = _as_int(get("attention.sliding_window"), 0, key=f"{arch}.attention.sliding_window")
     if n_swa <= 0:
         return [], 0
     pattern = get("attention.sliding_window_pattern")
     if isinstance(pattern, list) and pattern:
         return [i for i, v in enumerate(pattern[:n_layers]) if v], n_swa
     if pattern is not None and not isinstance(pattern, list):
-        n, dense_first = int(pattern), SWA_DEFAULT_PATTERN.get(arch, (0, False))[1]
+        n = _as_int(pattern, key=f"{arch}.attention.sliding_window_pattern")
+        dense_first = SWA_DEFAULT_PATTERN.get(arch, (0, False))[1]
     elif arch in SWA_DEFAULT_PATTERN:
         n, dense_first = SWA_DEFAULT_PATTERN[arch]
     else:

@@ -132,7 +132,10 @@ def parse_header(path: Path, *, keep_arrays: bool = True) -> Header:
                     nd = b.u32()
                     shape = tuple(b.u64() for _ in range(nd))
                     tensors.append(RawTensor(name, shape, b.u32(), b.u64()))
-                align = next((int(v) for k, v, _, _ in kv if k == "general.alignment"), 32)
+                align = next((v for k, v, _, _ in kv if k == "general.alignment"), 32)
+                if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1):
+                    raise ModelError(f"{path}: general.alignment is {align!r}, not a positive power of two",
+                                     "use a GGUF written by llama.cpp or gguf-py (the default alignment is 32)")
                 data_start = (b.pos + align - 1) // align * align
             except (EOFError, struct.error, ValueError) as e:
                 if isinstance(e, ModelError):
