@@ -308,17 +308,17 @@ def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False):
     p = paths()
     store = Store(p.store_db)
     v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                      min_effect=float(min_effect))
-    t = Table(title=f"run {v.child} reproduces run {v.parent}?")
+                      min_effect=as_float(min_effect, "--min-effect", minimum=0))
+    t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
         t.add_column(col)
     for pc in v.points:
         for m in pc.metrics or [None]:
-            t.add_row(pc.name, m.metric if m else "–", m.a.fmt() if m and m.a else "–", m.b.fmt() if m and m.b else "–",
-                      f"{m.change:+.1%}" if m and m.change is not None else "–",
-                      pc.status if m is None or m.agrees(float(min_effect)) is not False else "differs")
+            t.add_row(esc(pc.name), esc(m.metric) if m else "–", m.a.fmt() if m and m.a else "–",
+                      m.b.fmt() if m and m.b else "–", f"{m.change:+.1%}" if m and m.change is not None else "–",
+                      esc(pc.status) if m is None or m.agrees(float(min_effect)) is not False else "differs")
     console.print(t)
-    info(f"[bold]{v.line()}[/]  (report: `llamaforge report {v.child}`)")
+    info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
 
 
 TASKS = [bench, fitmap, runs, export, reproduce]
