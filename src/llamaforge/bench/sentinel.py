@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..console import console
+from ..console import console, esc
 from ..stats import cluster_summary
 from ..store import Point
 from .schedule import SENTINEL_LABEL
@@ -106,4 +106,4 @@ def drifted_points(flags: Sequence[DriftFlag]) -> set[tuple[str, int, int]]:
 
 def print_drift(flags: Sequence[DriftFlag]) -> None:
     for f in flags:
-        console.print(f"[yellow]⚠ {f.describe()}[/]", soft_wrap=True, highlight=False)
+        console.print(f"[yellow]⚠ {esc(f.describe())}[/]", soft_wrap=True, highlight=False)
