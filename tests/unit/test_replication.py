@@ -265,7 +265,8 @@ def test_samples_of_old_stores_count_as_one_launch(tmp_path):
     con = sqlite3.connect(db)
     con.executescript("CREATE TABLE s2 AS SELECT id, point_id, idx, warmup, test, prompt_n, prompt_ms, pp_tps, "
                       "predicted_n, predicted_ms, tg_tps, raw_json FROM samples; DROP TABLE samples; "
-                      "ALTER TABLE s2 RENAME TO samples;")
+                      "ALTER TABLE s2 RENAME TO samples;"
+                      "UPDATE meta SET value='1' WHERE key='schema_version';")  # stores without launch are v1
     con.close()
     with Store(db) as s:
         run = s.new_run("sweep", {})
