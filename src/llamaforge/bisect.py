@@ -280,7 +280,7 @@ class IncrementalBuilder:
 
     def _move_worktree(self, m: Any, sha: str) -> None:
         if (self.tree_dir / ".git").is_file():
-            r = proc.run(["git", "-C", str(self.tree_dir), "checkout", "--quiet", "--detach", "--force", sha], timeout=600)
+            r = proc.run(["git", "-C", str(self.tree_dir), "checkout", "--quiet", "--detach", "--force", sha, "--"], timeout=600)
             if r.ok:
                 proc.run(["git", "-C", str(self.tree_dir), "clean", "-fdq"], timeout=300)
                 return

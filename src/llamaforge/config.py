@@ -18,22 +18,81 @@ SOURCE_KINDS = ("git", "path", "tarball", "pypi")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 
 
+# Remote URL schemes a git source may use (``ext::``, ``fd::`` and friends run commands: refused).
+GIT_SCHEMES = ("https", "http", "ssh", "git", "file")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# scp-like ``[user@]host:path`` (what ``git clone git@github.com:o/r`` takes); the host may not start with "-"
+_SCP = re.compile(r"^(?:[A-Za-z0-9._~+-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)[^\s]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA_FRAGMENT = re.compile(r"^(?P<base>.*)#sha256=(?P<hex>[0-9A-Fa-f]{64})$")
+
+
+def source_problem(kind: str, arg: str, sha256: str | None = None) -> tuple[str, str] | None:
+    """Why ``kind:arg`` must not be used (problem, fix), or None when it is acceptable.
+
+    Pins files are written by others: an argument reaches git, pip and HTTP clients, so it must not
+    look like an option (``git:--upload-pack=CMD`` would run CMD), carry control characters or use
+    a transport that runs commands (``ext::``). Plain-http tarballs need a pinned sha256.
+    """
+    if _CONTROL.search(arg):
+        return "contains a control character", "remove it (pins are single-line strings)"
+    if arg.startswith("-"):
+        return "starts with \"-\" (it would be read as a command-line option)", \
+            "give a URL (https://...) or an absolute path"
+    if sha256 is not None and not _SHA256.match(sha256):
+        return f"sha256 {sha256!r} is not 64 hex digits", "copy the full sha256 (sha256sum FILE)"
+    if kind == "git":
+        m = _SCHEME.match(arg)
+        if m:
+            if m.group(1).lower() not in GIT_SCHEMES:
+                return (f"uses the URL scheme {m.group(1)!r}",
+                        f"use one of {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path")
+            if arg[m.end():].rpartition("@")[2].startswith("-"):
+                return "has a host starting with \"-\"", "fix the host name"
+        elif "::" in arg or not _SCP.match(arg):
+            return ("is not a git URL",
+                    f"use {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path "
+                    "(a local clone: \"path:DIR\")")
+    if kind == "tarball":
+        m = _SCHEME.match(arg)
+        if m and m.group(1).lower() not in ("https", "http", "file"):
+            return f"uses the URL scheme {m.group(1)!r}", "use https://, a file:// URL or a path"
+        if m and m.group(1).lower() == "http" and not sha256:
+            return ("is a plain-http download without a sha256 (anyone on the path could swap it)",
+                    "use https://, or append #sha256=<64 hex digits> to the URL")
+    return None
+
+
 @dataclass(frozen=True)
 class SourceSpec:
-    """One place a commit can come from: ``kind`` in SOURCE_KINDS and its argument."""
+    """One place a commit can come from: ``kind`` in SOURCE_KINDS and its argument.
+
+    Validated on construction (see :func:`source_problem`): an unsafe spec cannot exist."""
 
     kind: str
     arg: str = ""
     sha256: str | None = None
 
+    def __post_init__(self) -> None:
+        bad = source_problem(self.kind, self.arg, self.sha256)
+        if bad:
+            raise ConfigError(f"source {self.kind}:{self.arg!r} {bad[0]}", bad[1])
+
     @classmethod
-    def parse(cls, text: str, *, where: str = "pins.toml") -> SourceSpec:
+    def parse(cls, text: str, *, where: str = "pins.toml", sha256: str | None = None) -> SourceSpec:
         kind, _, arg = text.partition(":")
         kind = kind.strip()
         if kind not in SOURCE_KINDS:
             raise ConfigError(f"{where}: unknown source kind {kind!r} in {text!r}",
                               f"use one of {', '.join(SOURCE_KINDS)} (e.g. \"git\", \"pypi:llama-cpp-python==0.3.36\")")
         arg = arg.strip()
+        if kind == "tarball" and (m := _SHA_FRAGMENT.match(arg)):
+            frag = m.group("hex").lower()
+            if sha256 and sha256.lower() != frag:
+                raise ConfigError(f"{where}: source {text!r} has two different sha256s",
+                                  "keep one: the #sha256= fragment or the [pins.NAME.sha256] entry")
+            arg, sha256 = m.group("base"), frag
         if kind == "git" and not arg:
             arg = UPSTREAM_URL
         if kind in ("path", "tarball") and not arg:
@@ -41,7 +100,11 @@ class SourceSpec:
         if kind == "pypi" and not re.fullmatch(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+", arg):
             raise ConfigError(f"{where}: pypi source {text!r} must name an exact version",
                               "write \"pypi:llama-cpp-python==0.3.36\"")
-        return cls(kind, arg)
+        sha256 = sha256.lower() if sha256 else None
+        bad = source_problem(kind, arg, sha256)
+        if bad:
+            raise ConfigError(f"{where}: source {text!r} {bad[0]}", bad[1])
+        return cls(kind, arg, sha256)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.arg}" if self.arg else self.kind
@@ -106,10 +169,9 @@ def parse_pins(text: str, path: Path | None = None) -> Pins:
         sha = body.get("sha256", {}) or {}
         specs = []
         for s in srcs:
-            spec = SourceSpec.parse(str(s), where=f"{where}: pins.{name}")
-            if isinstance(sha, dict) and str(s) in sha:
-                spec = SourceSpec(spec.kind, spec.arg, str(sha[str(s)]).lower())
-            specs.append(spec)
+            given = sha.get(str(s)) if isinstance(sha, dict) else None
+            specs.append(SourceSpec.parse(str(s), where=f"{where}: pins.{name}",
+                                          sha256=str(given).strip().lower() if given is not None else None))
         bn = body.get("build_number")
         if bn is not None and not isinstance(bn, int):
             raise ConfigError(f"{where}: pins.{name}.build_number must be an integer", "e.g. build_number = 6000")

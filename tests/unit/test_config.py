@@ -49,5 +49,5 @@ def test_unknown_pin_names_the_known_ones():
 
 
 def test_sha256_per_source_is_attached():
-    pins = parse_pins('[pins.a]\ncommit = "abcdef0"\nsources = ["tarball:/x.tgz"]\n[pins.a.sha256]\n"tarball:/x.tgz" = "AB"\n')
-    assert pins.get("a").sources[0] == SourceSpec("tarball", "/x.tgz", "ab")
+    pins = parse_pins('[pins.a]\ncommit = "abcdef0"\nsources = ["tarball:/x.tgz"]\n[pins.a.sha256]\n"tarball:/x.tgz" = "ABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABAB"\n')
+    assert pins.get("a").sources[0] == SourceSpec("tarball", "/x.tgz", "abababababababababababababababababababababababababababababababab")

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import http.server
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -224,7 +225,9 @@ def test_tarball_url_is_downloaded_once_into_the_downloads_cache(paths: Paths, u
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/c4.tar.gz"
-        tree = checkout(Pin("t", upstream.c4[:9], (SourceSpec("tarball", url),)), paths)
+        digest = hashlib.sha256((served / "c4.tar.gz").read_bytes()).hexdigest()
+        spec = SourceSpec.parse(f"tarball:{url}#sha256={digest}")   # plain http needs a sha256
+        tree = checkout(Pin("t", upstream.c4[:9], (spec,)), paths)
     finally:
         server.shutdown()
         server.server_close()
@@ -327,8 +330,9 @@ def test_pypi_sdist_vendored_tree_is_imported_with_full_sha(paths: Paths, notice
 
 def test_pypi_sha256_unchecked_when_pypi_unreachable_says_so(paths: Paths, notices: list[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(providers, "PYPI_JSON_URL", "http://127.0.0.1:9/pypi/{name}/{version}/json")
-    monkeypatch.setattr(providers, "PYPI_SIMPLE_URL", "http://127.0.0.1:9/simple/{name}/")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
     fake_sdist(paths, new="0c1e57098")
     tree = checkout(Pin("default", "0c1e57098", (SourceSpec("pypi", "fake-cpp-python==0.9.1"),)), paths)
     assert tree.commit == "0c1e57098"

@@ -11,6 +11,16 @@ from ..store import Store
 from ._common import as_int, lf_task, paths
 
 
+def _source(value) -> str | None:  # noqa: ANN001
+    """``--source`` checked before anything runs (it reaches git: ``git:--upload-pack=...`` is refused)."""
+    if value is None:
+        return None
+    from ..config import SourceSpec
+
+    SourceSpec.parse(str(value), where="--source")
+    return str(value)
+
+
 def _int(value, what: str) -> int:  # noqa: ANN001
     return as_int(value, what)
 
@@ -39,6 +49,7 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     from ..compare import CompareRequest, Side, parse_effect, print_compare, run_compare
 
     p = paths()
+    source = _source(source)
     req = CompareRequest(
         base=Side("A", base, base_backend or backend, source), head=Side("B", head or base, head_backend or backend, source),
         model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=_int(rounds, "--rounds"),
@@ -82,7 +93,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
 
     p = paths()
     req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_threshold(threshold),
-                        model=model, repeats=_int(repeats, "--repeats"), source=source,
+                        model=model, repeats=_int(repeats, "--repeats"), source=_source(source),
                         n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))

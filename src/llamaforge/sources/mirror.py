@@ -42,6 +42,8 @@ IMPORT_DATE = "2000-01-01T00:00:00+0000"
 
 # A git that ignores the user's global/system config: imports must not run LFS or eol filters.
 _ISOLATED_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+# Transports a fetch may use: never ``ext::``/``fd::`` (they run commands), whatever a URL says.
+ALLOWED_PROTOCOLS = "https:http:ssh:git:file"
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -112,7 +114,10 @@ class Mirror:
         """Full sha of a commit named by ``ref`` (sha, abbreviation, ref name), or None."""
         if not (self.path / "HEAD").is_file():
             return None
-        res = self.git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], check=False, timeout=60)
+        if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+            return None
+        res = self.git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+                       check=False, timeout=60)
         out = res.output.strip().splitlines()
         return out[-1] if res.ok and out and _FULL_SHA.match(out[-1]) else None
 
@@ -162,24 +167,33 @@ class Mirror:
 
     def count(self, sha: str) -> int:
         """``git rev-list --count`` (what llama.cpp's CMake uses as the build number)."""
-        return int(self.git(["rev-list", "--count", sha], timeout=120).output.strip().splitlines()[-1])
+        return int(self.git(["rev-list", "--count", "--end-of-options", _sha(sha)],
+                            timeout=120).output.strip().splitlines()[-1])
 
     def is_ancestor(self, a: str, b: str) -> bool:
-        return self.git(["merge-base", "--is-ancestor", a, b], check=False, timeout=120).returncode == 0
+        return self.git(["merge-base", "--is-ancestor", "--end-of-options", _sha(a), _sha(b)],
+                        check=False, timeout=120).returncode == 0
 
     def first_parent_range(self, good: str, bad: str) -> list[str]:
         """Commits on bad's first-parent chain after good, oldest first."""
-        res = self.git(["rev-list", "--first-parent", "--reverse", f"{good}..{bad}"], timeout=300)
+        res = self.git(["rev-list", "--first-parent", "--reverse", "--end-of-options",
+                        f"{_sha(good)}..{_sha(bad)}"], timeout=300)
         return [line.strip() for line in res.output.splitlines() if _FULL_SHA.match(line.strip())]
 
     # -- writing --------------------------------------------------------------------------------
     def fetch(self, url: str, refspecs: Sequence[str], *, timeout: float = 3600,
               env: Mapping[str, str] | None = None) -> proc.Result:
-        """``git fetch`` from ``url`` (no network check here; callers probe first)."""
+        """``git fetch`` from ``url`` (no network check here; callers probe first).
+
+        ``--`` ends the options, so a URL like ``--upload-pack=CMD`` is a (bad) repository name,
+        never an option; only the transports in ALLOWED_PROTOCOLS may be used."""
+        if any(r.startswith("-") for r in refspecs):
+            raise SourceError(f"refusing a refspec that looks like an option: {refspecs}", "report this as a bug")
         with self.locked():
             return self.git(["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=60",
-                             "fetch", "--no-tags", "--prune", "--quiet", url, *refspecs],
-                            env=env, timeout=timeout, check=False)
+                             "fetch", "--no-tags", "--prune", "--quiet", "--", url, *refspecs],
+                            env={"GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS, **(env or {})},
+                            timeout=timeout, check=False)
 
     def keep(self, ref: str, sha: str) -> None:
         with self.locked():
@@ -222,7 +236,7 @@ class Mirror:
                 shutil.rmtree(where, ignore_errors=True)
             self.git(["worktree", "prune"], timeout=120)
             where.parent.mkdir(parents=True, exist_ok=True)
-            res = self.git(["worktree", "add", "--detach", "--force", str(where), commit],
+            res = self.git(["worktree", "add", "--detach", "--force", "--", str(where), _sha(commit)],
                            timeout=1800, check=False)
             if not res.ok:
                 shutil.rmtree(where, ignore_errors=True)
@@ -248,6 +262,13 @@ class Mirror:
             return False
         deleted = proc.run(["git", "-C", str(where), "ls-files", "--deleted"], timeout=300)
         return deleted.ok and not deleted.output.strip()
+
+
+def _sha(sha: str) -> str:
+    """``sha`` when it is a full commit id (what every git call below takes), else SourceError."""
+    if not _FULL_SHA.match(sha):
+        raise SourceError(f"not a full commit id: {sha!r}", "report this as a bug")
+    return sha
 
 
 def _last_line(res: proc.Result) -> str:

@@ -11,9 +11,10 @@ contradicts the pin (wrong vendored commit, wrong sha256): that is refused at on
 * ``path:DIR``  the same from a local clone or mirror (no network).
 * ``tarball:URL-or-FILE``  a source archive of the pinned commit, downloaded once into
                 ``Paths.downloads/tarballs/``, extracted and imported.
-* ``pypi:NAME==VER``  the llama-cpp-python sdist (``pip download`` so the user's index settings
-                apply), cached in ``Paths.downloads``; sha256 checked; its CHANGELOG must name the
-                pinned commit; ``vendor/llama.cpp`` is imported.
+* ``pypi:NAME==VER``  the llama-cpp-python sdist, fetched from pip's configured index (see
+                :mod:`.pyindex`; never through pip, which would run its build hooks), cached in
+                ``Paths.downloads``; sha256 checked before it is opened; its CHANGELOG must name
+                the pinned commit; ``vendor/llama.cpp`` is imported.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,13 +35,10 @@ from ..config import UPSTREAM_URL, SourceSpec
 from ..console import err_console, notice
 from ..errors import SourceError
 from ..paths import Paths
-from . import archives
+from . import archives, pyindex
 from .mirror import Mirror, slug
 
-PYPI_JSON_URL = "https://pypi.org/pypi/{name}/{version}/json"
-PYPI_SIMPLE_URL = "https://pypi.org/simple/{name}/"
 FETCH_TIMEOUT = 3600.0
-PIP_TIMEOUT = 1800.0
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -150,17 +146,28 @@ def provide_tarball(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths,
         return done
     arg = spec.arg
     if arg.startswith(("http://", "https://")):
-        base = unquote(Path(urlparse(arg).path).name) or "source.tar.gz"
+        base = unquote(Path(urlparse(arg).path).name).replace("\\", "_")
+        base = base if base not in ("", ".", "..") else "source.tar.gz"
         file = paths.downloads / "tarballs" / f"{hashlib.sha1(arg.encode()).hexdigest()[:12]}-{base}"
         if not file.is_file():
+            if arg.startswith("http://") and not spec.sha256:   # SourceSpec refuses this; never download it
+                raise SourceMismatch(f"{spec}: plain-http download without a sha256",
+                                     "use https://, or append #sha256=<64 hex digits> to the URL")
             archives.download(arg, file)
+            try:
+                _check_pinned_sha256(spec, file, archives.sha256_of(file))
+            except SourceMismatch:
+                file.unlink(missing_ok=True)   # a wrong download never stays in the cache
+                raise
     else:
         file = Path(unquote(urlparse(arg).path) if arg.startswith("file://") else arg).expanduser()
         file = file if file.is_absolute() else paths.workspace / file
         if not file.is_file():
             raise SourceError(f"tarball {file} does not exist", f"fix the path in \"{spec}\"")
     digest = archives.sha256_of(file)
-    _check_pinned_sha256(spec, file, digest)
+    _check_pinned_sha256(spec, file, digest)   # before anything reads the archive
+    if not spec.sha256 and arg.startswith("https://"):
+        notice(f"sha256 of {file.name} is unchecked (no #sha256= in the source): {digest}")
     upstream = commit
     recorded = archives.git_archive_commit(file)
     if recorded:
@@ -184,45 +191,49 @@ def cached_sdist(paths: Paths, name: str, version: str) -> Path | None:
     return None
 
 
-def pip_download(paths: Paths, name: str, version: str) -> Path:
-    """``pip download`` the sdist (the user's index settings apply) into ``Paths.downloads``."""
-    with tempfile.TemporaryDirectory(prefix="lf-pip-", dir=paths.downloads) as tmp:
-        args = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                "--no-build-isolation", "--disable-pip-version-check", "-d", tmp, f"{name}=={version}"]
-        with err_console.status(f"pip download {name}=={version} (sdist)"):
-            res = proc.run(args, timeout=PIP_TIMEOUT)
-        files = sorted(Path(tmp).glob("*.tar.gz"))
-        if not res.ok or not files:
-            raise SourceError(f"pip download {name}=={version} failed: {_last(res)}",
-                              "check the network / pip index settings, or put the sdist in " + str(paths.downloads))
-        dest = paths.downloads / files[0].name
-        shutil.move(str(files[0]), dest)
-    return dest
+def download_sdist(paths: Paths, name: str, version: str, pinned: str | None) -> tuple[Path, str, str]:
+    """Fetch the sdist of ``name==version`` from pip's configured indexes into ``Paths.downloads``.
+
+    No pip: ``pip download`` would run the sdist's build hooks (metadata preparation) before its
+    sha256 could be checked. The bytes are hashed BEFORE the file is put in place or opened; the
+    hash must match ``pinned`` (pins.toml) or the index's. Returns (file, sha256, how checked)."""
+    timeout = (archives.CONNECT_TIMEOUT, 30.0)
+    names = _sdist_names(name, version)
+    with err_console.status(f"looking up {name}=={version} (sdist) on the package index"):
+        found = pyindex.find(name, names, timeout)
+    if found is None:
+        raise SourceError(f"no package index lists {names[0]}",
+                          "check the version and the pip index settings (pip config list), or put the sdist in "
+                          + str(paths.downloads))
+    expected = pinned or found.sha256
+    if not expected:
+        raise SourceMismatch(f"{found.index} gives no sha256 for {found.filename}",
+                             "add its sha256 for this source to pins.toml ([pins.NAME.sha256])")
+    part = paths.downloads / (found.filename + ".unverified")
+    try:
+        pyindex.fetch(found, part, archives.download)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise SourceError(f"cannot fetch {found.url}: {e}", "check the index settings and the network") from e
+    ok, digest = pyindex.sha256_ok(part, expected)
+    if not ok:
+        part.unlink(missing_ok=True)
+        raise SourceMismatch(f"{found.filename} from {found.url} has sha256 {digest}, "
+                             f"{'pins.toml' if pinned else found.index} says {expected}",
+                             "the index or the network served other bytes; check the index, or fix sha256 in pins.toml")
+    dest = paths.downloads / found.filename
+    part.replace(dest)
+    return dest, digest, "checked against pins.toml" if pinned else f"checked against {found.index}"
 
 
 def pypi_sha256(name: str, version: str, filename: str) -> tuple[str, str] | None:
-    """PyPI's sha256 for ``filename`` of ``name==version`` and where it came from (the JSON API,
-    else the PEP 691 simple index, which pip itself uses); None when neither can be asked."""
-    timeout = (archives.CONNECT_TIMEOUT, 30)
+    """The sha256 pip's index lists for ``filename`` of ``name==version`` and which index said
+    so; None when no index can be asked or none lists it with a hash."""
     try:
-        r = requests.get(PYPI_JSON_URL.format(name=name, version=version), timeout=timeout)
-        if r.ok:
-            for u in r.json().get("urls", []):
-                if u.get("filename") == filename and u.get("digests", {}).get("sha256"):
-                    return str(u["digests"]["sha256"]).lower(), "PyPI JSON API"
-    except (requests.RequestException, ValueError):
-        pass
-    try:
-        norm = re.sub(r"[-_.]+", "-", name).lower()
-        r = requests.get(PYPI_SIMPLE_URL.format(name=norm), timeout=timeout,
-                         headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-        if r.ok:
-            for f in r.json().get("files", []):
-                if f.get("filename") == filename and f.get("hashes", {}).get("sha256"):
-                    return str(f["hashes"]["sha256"]).lower(), "PyPI simple index"
-    except (requests.RequestException, ValueError):
-        pass
-    return None
+        found = pyindex.find(name, [filename], (archives.CONNECT_TIMEOUT, 30.0))
+    except SourceError:
+        return None
+    return (found.sha256, found.index) if found and found.sha256 else None
 
 
 def record_check(file: Path, digest: str, checked: str) -> None:
@@ -244,21 +255,24 @@ def provide_pypi(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths, pi
     if done:
         return done
     name, _, version = spec.arg.partition("==")
-    file = cached_sdist(paths, name, version) or pip_download(paths, name, version)
-    digest = archives.sha256_of(file)
-    if spec.sha256:
-        _check_pinned_sha256(spec, file, digest)
-        checked = "checked against pins.toml"
-    else:
-        found = pypi_sha256(name, version, file.name)
-        if found is None:
-            notice(f"sha256 of {file.name} is unchecked (PyPI not reachable or file not listed): {digest}")
-            checked = "unchecked"
-        elif found[0] != digest:
-            raise SourceMismatch(f"{file.name} has sha256 {digest}, {found[1]} says {found[0]}",
-                                 f"delete {file} and run again to download it afresh")
+    file = cached_sdist(paths, name, version)
+    if file is None:
+        file, digest, checked = download_sdist(paths, name, version, spec.sha256)
+    else:   # a file already in the cache (or put there by the user): check it the same way
+        digest = archives.sha256_of(file)
+        if spec.sha256:
+            _check_pinned_sha256(spec, file, digest)
+            checked = "checked against pins.toml"
         else:
-            checked = f"checked against {found[1]}"
+            found = pypi_sha256(name, version, file.name)
+            if found is None:
+                notice(f"sha256 of {file.name} is unchecked (no package index reachable, or it lists no hash): {digest}")
+                checked = "unchecked"
+            elif found[0] != digest:
+                raise SourceMismatch(f"{file.name} has sha256 {digest}, {found[1]} says {found[0]}",
+                                     f"delete {file} and run again to download it afresh")
+            else:
+                checked = f"checked against {found[1]}"
     named, head = sdist_vendored_commit(file, version)
     vendored = named or head
     if vendored is None:
