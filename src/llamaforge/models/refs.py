@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from ..errors import ModelError
 from ..files import sha256_hash
@@ -42,6 +42,26 @@ def split_hash(ref: str) -> tuple[str, str | None]:
     if not frag.startswith("sha256="):
         raise ModelError(f"bad fragment in {redact_url(ref)!r}", "only #sha256=<64 hex digits> is understood")
     return base, frag[len("sha256="):]
+
+
+def _inside(dest: Path, root: Path, ref: str) -> Path:
+    if not dest.resolve().is_relative_to(root.resolve()):
+        raise ModelError(f"model reference {redact_url(ref)!r} points outside the model cache", "name a file inside the repository")
+    return dest
+
+
+def hf_cache_path(spec: str, paths: Paths) -> Path:
+    """Where ``hf:OWNER/REPO/FILE`` lives: ``Paths.model_cache/hf/OWNER/REPO/FILE``. References are
+    written by others: absolute paths, backslashes, ``.``/``..`` and empty parts are refused, so no
+    reference can read or write outside the cache."""
+    parts = spec.split("/")
+    bad = (spec.startswith("/") or "\\" in spec or len(parts) < 3
+           or any(p in ("", ".", "..") or any(ord(c) < 32 or c == "\x7f" for c in p) for p in parts))
+    if bad:
+        raise ModelError(f"bad Hugging Face reference hf:{spec!r}: it must be OWNER/REPO/PATH with plain "
+                         "names (no '..', '.', empty parts, backslashes or a leading '/')",
+                         "write hf:OWNER/REPO/FILE.gguf")
+    return _inside(paths.model_cache / "hf" / Path(*parts), paths.model_cache / "hf", f"hf:{spec}")
 
 
 def synth_cache_path(preset: str, mix: str, paths: Paths, vocab_file: Path, seed: int = 0) -> Path:
@@ -100,15 +120,15 @@ def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, prog
         return out
     if ref.startswith("hf:"):
         spec, sha = split_hash(ref[len("hf:"):])
+        dest = hf_cache_path(spec, paths)
         url = hf_url(spec)
-        dest = paths.model_cache / "hf" / spec.strip("/")
         return _cached_or_download(url, dest, sha, ref, progress)
     if ref.startswith(("https://", "http://")):
         url, sha = split_hash(ref)
-        name = Path(urlparse(url).path).name
-        if name in ("", ".", "..") or "\\" in name:
-            name = "model.gguf"
+        name = unquote(Path(urlparse(url).path).name).replace("\\", "_")
+        name = name if name not in ("", ".", "..") else "model.gguf"
         dest = paths.model_cache / "url" / hashlib.sha256(url.encode()).hexdigest()[:12] / name
+        _inside(dest, paths.model_cache / "url", ref)
         return _cached_or_download(url, dest, sha, ref, progress)
     p = Path(ref).expanduser()
     if p.is_file():
