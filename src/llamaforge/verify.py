@@ -1,6 +1,8 @@
 """Verify a build: right commit, sees its backend's device, capabilities recorded.
 
-* ``--version`` must report the pinned commit (non-git sources get ``-DLLAMA_BUILD_COMMIT``).
+* ``--version`` must report the pinned commit — a consistency check only: llamaforge passes
+  ``-DLLAMA_BUILD_COMMIT`` itself, so the proof of the commit is the source tree id recorded in
+  the manifest (:mod:`llamaforge.build.integrity`), re-checked here with the binaries' sha256.
 * ``--list-devices`` must show a device of the built backend (``CUDA0: ...`` / ``Vulkan0: ...``);
   otherwise fail loudly — "built for CUDA but the binary sees only Vulkan0" is the trap the seed's
   user fell into (a distribution package that was the Vulkan build).
@@ -163,6 +165,13 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
             env, devices, listing = env2, devs2, listing2
             cpu_vulkan = True
     problems, fixes = diagnose(build.backend, build.commit, version, devices)
+    # --version only echoes the LLAMA_BUILD_COMMIT llamaforge injected; what proves the build is
+    # the pinned commit is the recorded source tree (build.integrity), and its binaries' sha256
+    from .build.integrity import binary_problems, source_problems
+
+    for bad in binary_problems(build.dir, build.manifest) + source_problems(build.manifest):
+        problems.append(bad)
+        fixes.append(f"rebuild: `llamaforge build --backends {build.backend} --rebuild`")
     caps: dict[str, Any] = {"devices": [asdict(d) for d in devices]}
     vk = parse_vulkan_lines(listing)
     if vk:

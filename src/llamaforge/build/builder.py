@@ -9,8 +9,10 @@ A build key is (commit, backend, CMake flags, toolchain fingerprint); its direct
     out/                 the CMake build tree (ninja when present)
     build.log            configure + build output
     manifest.json        written LAST and atomically: key, flags, toolchain, timings, binaries
-                         (sha256), the options each binary's --help lists (``options``),
-                         capabilities, verification. Its presence is the cache hit.
+                         (sha256), the options each binary's --help lists (``options``), the
+                         source tree id and its evidence, capabilities, verification. It is a
+                         cache hit only while the worktree is still clean at that tree and the
+                         binaries still hash to the recorded sha256 (:mod:`.integrity`).
     .lock                flock: concurrent builds of one key are serialised
 
 An interrupted build never leaves a manifest, so it is never reused (the next build resumes
@@ -34,12 +36,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import proc
 from ..config import Pin
-from ..console import console, esc
+from ..console import console, esc, notice
 from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
+from .integrity import binary_problems, source_evidence
 from .options import probe_build
 from .toolchain import Toolchain, discover
 
@@ -122,6 +125,33 @@ def read_manifest(d: Path) -> dict | None:
         except OSError:
             return None
     return m
+
+
+def hit_problems(d: Path, m: dict, evidence: dict) -> list[str]:
+    """Why a complete manifest must not be reused for a source with ``evidence`` (empty: reuse it)."""
+    recorded = (m.get("source") or {}).get("tree")
+    if not recorded:
+        return ["it records no source tree (built by an older llamaforge)"]
+    if recorded != evidence["tree"]:
+        return [f"it was built from source tree {recorded[:12]}, but the source is {evidence['tree'][:12]}"]
+    return binary_problems(d, m)
+
+
+def _valid_hit(d: Path, evidence: dict, *, quiet: bool = False) -> dict | None:
+    """The manifest of ``d`` when it may be reused; else None (tampered binaries are removed, so
+    the rebuild relinks them instead of trusting their timestamps)."""
+    m = read_manifest(d)
+    if m is None:
+        return None
+    why = hit_problems(d, m, evidence)
+    if not why:
+        return m
+    if not quiet:
+        notice(f"cached build {d.name} is not reused: {why[0]}; rebuilding")
+    if binary_problems(d, m):
+        for info in (m.get("binaries") or {}).values():
+            (d / info["path"]).unlink(missing_ok=True)
+    return None
 
 
 def _locked(path: Path):  # noqa: ANN202
@@ -216,6 +246,7 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
                                backends=(backend.name,))
     flags = cmake_flags(backend, tc, opts)   # raises ToolchainError with the fix
     tree = tree or checkout(pin, paths)
+    evidence = source_evidence(tree)      # a dirty worktree is refused before anything is reused or built
     flags["LLAMA_BUILD_COMMIT"] = tree.commit[:9]
     if tree.build_number is not None:
         flags["LLAMA_BUILD_NUMBER"] = str(tree.build_number)
@@ -224,20 +255,19 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
     key, key_content = make_key(tree.commit, backend.name, flags, tc.fingerprint(backend.name),
                                 native_cpu() if is_native(flags) else None)
     d = build_dir_for(paths, key)
-    if build_dir is not None and not opts.rebuild and read_manifest(d) is None:
-        with _locked(build_dir.parent / f"{build_dir.name}.lock"):
-            b = _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, build_dir)
-        return publish(b, d)
-
-    if not opts.rebuild and (m := read_manifest(d)):
+    if not opts.rebuild and (m := _valid_hit(d, evidence)):
         console.print("[green]cached[/] " + esc(f"{backend.name} build {key} ({pin.name} @ {tree.commit[:9]})"), soft_wrap=True)
         return _checked(Build.from_manifest(d, m), opts, paths)
+    if build_dir is not None:
+        with _locked(build_dir.parent / f"{build_dir.name}.lock"):
+            b = _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, build_dir, evidence)
+        return publish(b, d)
 
     with _locked(d.parent / f"{key}.lock"):
-        if not opts.rebuild and (m := read_manifest(d)):   # built by another process meanwhile
+        if not opts.rebuild and (m := _valid_hit(d, evidence, quiet=True)):   # built by another process meanwhile
             b = Build.from_manifest(d, m)
         else:
-            return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d)
+            return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d, evidence)
     return _checked(b, opts, paths)
 
 
@@ -259,7 +289,7 @@ def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
 
 
 def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
-                  key: str, key_content: dict, d: Path) -> Build:
+                  key: str, key_content: dict, d: Path, evidence: dict) -> Build:
     d.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         (d / MANIFEST).unlink()          # from here on the build is not valid until finished
@@ -309,6 +339,10 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     t_build = time.monotonic() - t1
     _check_step("build", backend, r, log)
 
+    after = source_evidence(tree)
+    if after["tree"] != evidence["tree"]:
+        raise BuildError(f"the source in {tree.path} changed during the build ({evidence['tree'][:12]} → {after['tree'][:12]})",
+                         "leave the worktree alone while building, and build again", str(log))
     binaries = {}
     for t in targets:
         p = out / "bin" / t
@@ -327,7 +361,10 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
         "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
         "source": {"origin": tree.origin, "path": str(tree.path), "native_git": tree.native_git,
-                   "subject": getattr(tree, "subject", "")},
+                   "subject": getattr(tree, "subject", ""), "tree": evidence["tree"], "evidence": evidence},
+        # --version reports the LLAMA_BUILD_COMMIT llamaforge passed in: it shows which flags the
+        # binary was built with, not which source; source.evidence is what proves the commit
+        "commit_check": "source.evidence (tree id); --version only shows the injected LLAMA_BUILD_COMMIT",
         "flags": flags, "toolchain": tc.to_dict(), "fingerprint": tc.fingerprint(backend.name),
         "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental},
         "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
@@ -415,5 +452,9 @@ def find_build(paths: Paths, pin_ref: str | None, backend: str, pins=None) -> Bu
         why = runs_here(cands[0].manifest)[1]
         raise BuildError(f"the {backend} build of pin {pin.name} ({cands[0].key}) is {why}",
                          f"build it for this CPU: `llamaforge build --backends {backend} --pins {pin.name}`")
-    cands = here
-    return max(cands, key=lambda b: b.manifest.get("built_at", 0))
+    b = max(here, key=lambda b: b.manifest.get("built_at", 0))
+    bad = binary_problems(b.dir, b.manifest)
+    if bad:
+        raise BuildError(f"{backend} build {b.key}: {bad[0]}",
+                         f"rebuild it: `llamaforge build --backends {backend} --pins {pin.name}`")
+    return b
