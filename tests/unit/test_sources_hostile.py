@@ -210,7 +210,8 @@ def test_pypi_sdist_is_hash_checked_and_imported_without_running_its_build_hooks
         monkeypatch.setattr(http.server.SimpleHTTPRequestHandler, "guess_type",
                             lambda self, path: "application/vnd.pypi.simple.v1+json")
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)   # this machine's pip config must not add indexes
-    monkeypatch.setenv("PIP_INDEX_URL", f"{base}/simple/")
+    # an index URL with credentials (as in pip.conf): they must not end up in messages or records
+    monkeypatch.setenv("PIP_INDEX_URL", f"{base}/simple/".replace("http://", "http://user:s3cret@"))
     monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
 
     tree = checkout(Pin(
@@ -219,6 +220,7 @@ def test_pypi_sdist_is_hash_checked_and_imported_without_running_its_build_hooks
     assert (tree.path / "CMakeLists.txt").is_file() and tree.commit == "0c1e57098"
     record = (paths.downloads / (sdist.name + ".sha256")).read_text()
     assert digest in record and f"checked against {base}/simple/fake-cpp-python/" in record
+    assert "s3cret" not in record
 
 
 def test_pypi_sdist_with_a_wrong_index_hash_is_refused_and_not_kept(

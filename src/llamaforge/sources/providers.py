@@ -214,11 +214,11 @@ def download_sdist(paths: Paths, name: str, version: str, pinned: str | None) ->
         pyindex.fetch(found, part, archives.download)
     except OSError as e:
         part.unlink(missing_ok=True)
-        raise SourceError(f"cannot fetch {found.url}: {e}", "check the index settings and the network") from e
+        raise SourceError(f"cannot fetch {found.public_url}: {e}", "check the index settings and the network") from e
     ok, digest = pyindex.sha256_ok(part, expected)
     if not ok:
         part.unlink(missing_ok=True)
-        raise SourceMismatch(f"{found.filename} from {found.url} has sha256 {digest}, "
+        raise SourceMismatch(f"{found.filename} from {found.public_url} has sha256 {digest}, "
                              f"{'pins.toml' if pinned else found.index} says {expected}",
                              "the index or the network served other bytes; check the index, or fix sha256 in pins.toml")
     dest = paths.downloads / found.filename

@@ -35,7 +35,19 @@ class IndexFile:
     filename: str
     url: str
     sha256: str | None
-    index: str           # the index page it was listed on
+    index: str           # the index page it was listed on, without credentials or query (for messages)
+
+    @property
+    def public_url(self) -> str:
+        return public(self.url)
+
+
+def public(url: str) -> str:
+    """``url`` without user:password, query or fragment: safe to print and store."""
+    u = urlparse(url)
+    host = u.hostname or ""
+    netloc = host + (f":{u.port}" if u.port else "")
+    return u._replace(netloc=netloc, query="", fragment="").geturl()
 
 
 def pip_indexes() -> list[str]:
@@ -104,14 +116,14 @@ def list_files(index: str, project: str, timeout: tuple[float, float]) -> list[I
         for f in json.loads(text).get("files", []):
             sha = (f.get("hashes") or {}).get("sha256")
             files.append(IndexFile(str(f.get("filename", "")), urljoin(page, str(f.get("url", ""))),
-                                   str(sha).lower() if sha else None, page))
+                                   str(sha).lower() if sha else None, public(page)))
         return files
     parser = _Links()
     parser.feed(text)
     for href, name in parser.links:
         url, _, frag = href.partition("#")
         sha = frag[len("sha256="):].lower() if frag.startswith("sha256=") else None
-        files.append(IndexFile(name or unquote(Path(urlparse(url).path).name), urljoin(page, url), sha, page))
+        files.append(IndexFile(name or unquote(Path(urlparse(url).path).name), urljoin(page, url), sha, public(page)))
     return files
 
 
@@ -123,7 +135,7 @@ def find(project: str, filenames: list[str], timeout: tuple[float, float]) -> In
         try:
             files = list_files(index, project, timeout)
         except (requests.RequestException, OSError, ValueError) as e:
-            errors.append(f"{index}: {type(e).__name__}")
+            errors.append(f"{public(index)}: {type(e).__name__}")
             continue
         asked += 1
         for f in files:
@@ -143,9 +155,13 @@ def fetch(f: IndexFile, dest: Path, download) -> Path:  # noqa: ANN001 - downloa
         shutil.copyfile(unquote(u.path), dest)
         return dest
     if u.scheme not in ("http", "https"):
-        raise SourceError(f"{f.index} links {f.filename} to an unsupported URL {f.url!r}",
+        raise SourceError(f"{f.index} links {f.filename} to an unsupported URL {f.public_url!r}",
                           "use an index that serves files over http(s) or file://")
-    return download(f.url, dest)
+    try:
+        return download(f.url, dest)
+    except SourceError as e:   # its message carries the URL as given, which may hold index credentials
+        cause = type(e.__cause__).__name__ if e.__cause__ else "error"
+        raise SourceError(f"cannot download {f.public_url} ({cause})", e.fix) from None
 
 
 def sha256_ok(path: Path, expected: str) -> tuple[bool, str]:
