@@ -26,6 +26,7 @@ TOOL_C = r"""
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("version: %d (%s)\n", NUMBER, COMMIT); return 0; }
     if (argc > 1 && strcmp(argv[1], "--list-devices") == 0) { printf("Available devices:\n"); return 0; }
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) { printf("-m,    --model FNAME    model path\n"); return 0; }
     return 0;
 }
 """
