@@ -109,7 +109,7 @@ def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny
     n_layers = read_facts(tiny_model)["n_layers"]
     cmd = [sys.executable, "-c", "from llamaforge.cli import main; main()", "bench", "--model", str(tiny_model),
            "--backends", "cpu", "--ncmoe", f"0:{n_layers}", "--repeats", "1", "--prompt-tokens", "128",
-           "--n-predict", "8", "--threads", "2"]
+           "--n-predict", "8", "--threads", "2", "--launches", "1"]  # a point is complete after one start
     db = tmp_path / "results" / "llamaforge.sqlite"
     bench = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

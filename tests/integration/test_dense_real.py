@@ -40,7 +40,7 @@ def test_dense_model_ngl_sweep_end_to_end_and_ncmoe_refused(cpu_build, tiny_gemm
     assert len(lines) == 1 and "not a MoE model" in lines[0] and "--ngl" in lines[0], refused.stderr
     assert not (results / "llamaforge.sqlite").exists() or not Store(results / "llamaforge.sqlite").list_runs()
 
-    r = _cli(["bench", "--model", str(tiny_gemma3), "--backends", "cpu", "--ngl", "0,4,-1", "--repeats", "2",
+    r = _cli(["bench", "--model", str(tiny_gemma3), "--backends", "cpu", "--ngl", "0,4,-1", "--repeats", "2", "--launches", "1",
               "--prompt-tokens", "160", "--n-predict", "8", "--threads", "2", "--name", "dense-ngl"], results)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with Store(results / "llamaforge.sqlite") as store:
