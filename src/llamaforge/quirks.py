@@ -108,7 +108,7 @@ _EXPLAIN = {
     "out of memory": "out of memory",
     "AMX": "llama.cpp's AMX path (AMX buffers in the log; known to crash in gcc-12 builds on AMX CPUs — "
            "the no-repack quirk or `build --no-amx` avoids it)",
-    "lavapipe": "Mesa lavapipe (a CPU Vulkan device; Mesa 22.3 crashes on long prompts at the default ubatch)",
+    "lavapipe": "Mesa lavapipe (a CPU Vulkan device; Mesa 22.3 crashes on long prompts)",
     "CPU_REPACK": "CPU weight repacking (CPU_REPACK buffers in the log; the no-repack quirk avoids that path)",
 }
 

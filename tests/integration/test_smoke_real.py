@@ -125,7 +125,7 @@ def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_poi
         assert len(pts) == 4 and all(p.status == "ok" for p in pts), [(p.build_key, p.failure_detail) for p in pts]
         vk = [p for p in pts if p.build_key == vulkan_build.key]
         cpu = [p for p in pts if p.build_key == cpu_build.key]
-        assert all("-ub" in p.command for p in vk) and not any("-ub" in p.command for p in cpu)
+        assert not any("-ub" in p.command for p in vk + cpu)   # a smaller ubatch made lavapipe crash
         assert all(p.prompt_tokens and p.prompt_tokens > 2000 for p in cpu)        # the default, untouched
         assert all(p.prompt_tokens and p.prompt_tokens < 2000 for p in vk)
         assert run.plan["runtime"][vulkan_build.key]["notes"]

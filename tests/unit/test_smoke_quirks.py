@@ -222,16 +222,15 @@ def test_recorded_quirks_reach_server_bench_and_fit_params_and_no_quirks_disable
     assert "--no-repack" not in server_args(b, off.model_path, off.points[0], off)
 
 
-def test_cpu_vulkan_devices_get_a_small_ubatch_and_a_capped_prompt():
+def test_cpu_vulkan_devices_get_a_capped_prompt_and_no_ubatch_change():
     b = FakeBuild("vk", Path("/nonexistent"), backend="vulkan",
                   manifest={"verification": {"devices": [{"name": "llvmpipe (LLVM 15.0.6, 256 bits)"}]}})
     plan = Plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=2500)
     rt = adjust.compute(b, plan)
-    assert rt.args["llama-server"] == ["-ub", str(adjust.CPU_VULKAN_UBATCH)]
+    assert rt.args == {} and rt.notes
     assert adjust.prompt_tokens(b, plan) == adjust.CPU_VULKAN_PROMPT_TOKENS < 2500
-    user = Plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=100,
-                extra_args=["-ub", "64"])
-    rt = adjust.compute(b, user)
+    short = Plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=100)
+    rt = adjust.compute(b, short)
     assert rt.args == {} and rt.prompt_tokens is None
     gpu = FakeBuild("vk2", Path("/nonexistent"), backend="vulkan",
                     manifest={"capabilities": {"vulkan_cpu_device": False},
