@@ -103,6 +103,7 @@ class Verification:
     capabilities: dict = field(default_factory=dict)
     smoke: dict | None = None
     quirks: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)      # facts that are not problems (e.g. external binaries)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,9 +170,14 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     # the pinned commit is the recorded source tree (build.integrity), and its binaries' sha256
     from .build.integrity import binary_problems, source_problems
 
-    for bad in binary_problems(build.dir, build.manifest) + source_problems(build.manifest):
-        problems.append(bad)
-        fixes.append(f"rebuild: `llamaforge build --backends {build.backend} --rebuild`")
+    notes: list[str] = []
+    if build.manifest.get("external"):
+        # --bin-dir: binaries llamaforge did not build; --version is all there is to say which commit
+        notes.append("external binaries: the commit is what --version reports; no source tree proves it")
+    else:
+        for bad in binary_problems(build.dir, build.manifest) + source_problems(build.manifest):
+            problems.append(bad)
+            fixes.append(f"rebuild: `llamaforge build --backends {build.backend} --rebuild`")
     caps: dict[str, Any] = {"devices": [asdict(d) for d in devices]}
     vk = parse_vulkan_lines(listing)
     if vk:
@@ -184,7 +190,8 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     if cu:
         caps["cuda_devices"] = cu
     runtime_env = {k: val for k, val in env.items() if k.startswith(("GGML_", "CUDA_", "VK_"))}
-    v = Verification(not problems, problems, fixes, version, [asdict(d) for d in devices], runtime_env, caps)
+    v = Verification(not problems, problems, fixes, version, [asdict(d) for d in devices], runtime_env, caps,
+                     notes=notes)
     if smoke and v.ok:
         _smoke_into(v, build, model, env, paths, quirks)
     elif smoke:

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from llamaforge.bench import server as server_mod
+from llamaforge.bench.adjust import CPU_VULKAN_PROMPT_TOKENS
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
 from llamaforge.bench.runner import run_sweep
@@ -74,7 +75,9 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
         assert sum(s.warmup for s in p.samples) == 1
         assert len(p.measured("pp_tps")) == 2 and len(p.measured("tg_tps")) == 2
         assert all(v > 0 for v in p.measured("pp_tps") + p.measured("tg_tps"))
-        assert 200 < p.prompt_tokens <= 256 and all(s.prompt_n == p.prompt_tokens for s in p.samples)
+        # lavapipe runs with a shorter prompt (bench.adjust); elsewhere the prompt asked for
+        cap = CPU_VULKAN_PROMPT_TOKENS if any_build.capabilities.get("vulkan_cpu_device") else QUICK["prompt_tokens"]
+        assert 0.75 * cap < p.prompt_tokens <= cap and all(s.prompt_n == p.prompt_tokens for s in p.samples)
         assert all(s.predicted_n == 16 for s in p.samples)
         assert "--n-cpu-moe" in p.command or p.ncmoe == 0
     assert store.get_run(run).status == "done"

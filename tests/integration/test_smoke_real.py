@@ -19,6 +19,7 @@ import pytest
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.runner import measure_point
 from llamaforge.build import Build
+from llamaforge.files import sha256_file
 from llamaforge.models import model_facts
 from llamaforge.store import Store
 from llamaforge.verify import apply_to_manifest, verify_build
@@ -65,6 +66,10 @@ def crashing_build(cpu_build: Build, tmp_path) -> Build:
         w.write_text(_WRAPPER.format(real=cpu_build.binary(name)))
         w.chmod(0o755)
     manifest = {k: v for k, v in cpu_build.manifest.items() if k not in ("smoke", "quirks", "verification")}
+    # what a build of these wrappers would record: their own bytes (verify re-hashes every binary)
+    manifest["binaries"] = {name: {"path": f"out/bin/{name}", "size": (bin_dir / name).stat().st_size,
+                                   "sha256": sha256_file(bin_dir / name)}
+                            for name in ("llama-server", "llama-bench", "llama-fit-params")}
     manifest["key"] = cpu_build.key + "-wrapped"
     return Build(manifest["key"], "cpu", cpu_build.commit, cpu_build.pin, tmp_path / "wrapped", manifest)
 

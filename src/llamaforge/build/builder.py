@@ -257,7 +257,7 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
     d = build_dir_for(paths, key)
     if not opts.rebuild and (m := _valid_hit(d, evidence)):
         console.print("[green]cached[/] " + esc(f"{backend.name} build {key} ({pin.name} @ {tree.commit[:9]})"), soft_wrap=True)
-        return _checked(Build.from_manifest(d, m), opts, paths)
+        return _checked(Build.from_manifest(d, _reused_for(m, tree, evidence)), opts, paths)
     if build_dir is not None:
         with _locked(build_dir.parent / f"{build_dir.name}.lock"):
             b = _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, build_dir, evidence)
@@ -265,10 +265,21 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
 
     with _locked(d.parent / f"{key}.lock"):
         if not opts.rebuild and (m := _valid_hit(d, evidence, quiet=True)):   # built by another process meanwhile
-            b = Build.from_manifest(d, m)
+            b = Build.from_manifest(d, _reused_for(m, tree, evidence))
         else:
             return _build_locked(paths, pin, backend, opts, tc, tree, flags, key, key_content, d, evidence)
     return _checked(b, opts, paths)
+
+
+def _reused_for(m: dict, tree, evidence: dict) -> dict:
+    """The manifest of a cache hit as this caller sees it: the same tree id, but the worktree this
+    caller checked (another workspace sharing the build root may have built it from its own copy),
+    so ``Build.source_dir`` and ``verify`` look at the files that were just proven clean."""
+    src = dict(m.get("source") or {})
+    if src.get("path") == str(tree.path):
+        return m
+    src.update(path=str(tree.path), evidence=evidence, built_from=src.get("path"))
+    return {**m, "source": src}
 
 
 def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
