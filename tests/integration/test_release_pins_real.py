@@ -84,7 +84,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
         pts = store.points(run.id)
         keys = {pt.build_key for pt in pts}
         assert keys == {builds[oldest.name].key, builds[newest.name].key}
-        assert pts and all(pt.status == "ok" for pt in pts), [(pt.build_key, pt.ncmoe, pt.status, pt.failure_class, pt.failure_detail) for pt in pts]
+        assert pts and all(pt.status == "ok" for pt in pts), [(pt.build_key, pt.ncmoe, pt.status, pt.failure_class, pt.failure_detail, pt.log_tail[-800:]) for pt in pts if pt.status != "ok"]
         assert {pt.ncmoe for pt in pts} == {0, 2}
         for pt in pts:
             # ncmoe 2 went through the binary's own option (or its -ot form), never an unknown flag
