@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,39 @@ class SweepState:
     """Per-run caches shared by the points of a run."""
 
     prompts: dict[str, Prompt] = field(default_factory=dict)   # by build key (tokenizers may differ)
+    # builds whose server rejects non-UTF-8 output (HTTP 500): token ids banned in their requests
+    banned: dict[str, list[int]] = field(default_factory=dict)
+    banned_why: dict[str, str] = field(default_factory=dict)
+
+
+#: what a llama-server whose output parser rejects invalid UTF-8 answers (llama.cpp 78d2f5246 and near it)
+_OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
+
+
+def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
+              state: SweepState, extra: dict) -> dict:
+    """One ``/completion``; when the server rejects its own output as malformed (not whole UTF-8),
+    retry once with the model's incomplete-UTF-8 tokens banned, and keep them banned for this build."""
+    banned = state.banned.get(build.key)
+    try:
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned)
+    except PointFailure as e:
+        if banned is not None or e.cls != "bad-response" or not _OUTPUT_PARSE_ERROR.search(e.detail):
+            raise
+        from ..models.utf8 import incomplete_utf8_tokens
+
+        banned = incomplete_utf8_tokens(model_path)
+        if not banned:
+            raise
+        state.banned[build.key] = banned
+        state.banned_why[build.key] = e.detail[:300]
+        notice(f"{build.key}: llama-server rejected its own non-UTF-8 output ({e.detail[:120]}); "
+               f"measuring with the model's {len(banned)} incomplete-UTF-8 tokens banned (logit_bias)")
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned)
+    if banned is not None:
+        extra["output_guard"] = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
+                                 "how": "logit_bias false for tokens that are not whole UTF-8 (models.utf8)"}
+    return resp
 
 
 # ----------------------------------------------------------------------------------------- fit
@@ -265,13 +299,13 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         if plan.warmup:
             on_phase("warm-up")
             t0 = time.monotonic()
-            resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s)
+            resp = _complete(session, build, model_path, prompt, plan, state, extra)
             point.t_warmup_s = time.monotonic() - t0
             point.samples.append(_sample(0, True, resp))
         t0 = time.monotonic()
         for i in range(plan.repeats):
             on_phase(f"measuring {i + 1}/{plan.repeats}")
-            resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s)
+            resp = _complete(session, build, model_path, prompt, plan, state, extra)
             s = _sample(i + 1, False, resp)
             point.samples.append(s)
             if s.predicted_n is not None and s.predicted_n != plan.n_predict:

@@ -316,10 +316,14 @@ class ServerSession:
             raise
         return d.get("prompt") if isinstance(d, dict) else None
 
-    def complete(self, prompt: list[int] | str, n_predict: int, *, timeout: float) -> dict:
-        """One measured ``/completion``: greedy, no prompt cache, EOS ignored."""
-        body = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": False,
-                "temperature": 0, "stream": False}
+    def complete(self, prompt: list[int] | str, n_predict: int, *, timeout: float,
+                 banned: list[int] | None = None) -> dict:
+        """One measured ``/completion``: greedy, no prompt cache, EOS ignored; ``banned`` token ids
+        are never generated (``logit_bias`` false; see :mod:`llamaforge.models.utf8`)."""
+        body: dict[str, Any] = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": False,
+                                "temperature": 0, "stream": False}
+        if banned:
+            body["logit_bias"] = [[int(t), False] for t in banned]
         d = self._request("POST", "/completion", timeout=timeout, json=body)
         if not isinstance(d, dict) or "timings" not in d:
             raise PointFailure("bad-response", "/completion answered without timings",

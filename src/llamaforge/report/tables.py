@@ -123,6 +123,19 @@ def context_notes(data: ReportData) -> list[str]:
     return out
 
 
+def output_guard_notes(data: ReportData) -> list[str]:
+    """One line per series whose server rejected its own non-UTF-8 output (measured with tokens banned)."""
+    out = []
+    for s in data.series:
+        guarded = [r for r in s.rows if r.point is not None and (r.point.extra or {}).get("output_guard")]
+        if guarded:
+            g = (guarded[0].point.extra or {})["output_guard"]
+            out.append(f"{s.name}: llama-server rejected its own non-UTF-8 output, so {len(guarded)} of {len(s.rows)} "
+                       f"points were measured with {g.get('banned_tokens')} incomplete-UTF-8 tokens banned "
+                       "(logit_bias; the generated text differs, the work per token does not).")
+    return out
+
+
 def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | None = None) -> Table:
     """Every point of one series (failed ones show their class instead of numbers)."""
     t = Table(["ncmoe", "status", "context", "VRAM MiB", "GPU model/ctx/compute MiB", "RSS MiB",
@@ -428,6 +441,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         summ.notes.append("Between-process spread was not measured (one server start per point); see Replication.")
     summ.notes += drift_notes(drift_flags(full.points))
     summ.notes.extend(context_notes(full))
+    summ.notes.extend(output_guard_notes(full))
     out.append(summ)
     rep = reproduction_section(full)
     if rep is not None:
