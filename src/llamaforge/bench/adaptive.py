@@ -1,0 +1,403 @@
+"""Adaptive offload sweep: the exhaustive sweep's conclusions from a fraction of its points.
+
+A pure algorithm, independent of how a point is measured: :func:`adaptive_sweep` calls
+``measure(series, x)`` (``series`` a backend or build, ``x`` an ``-ncmoe`` value) and gets a
+:class:`PointSummary` (median tg with its 95 % CI and its count), or ``None`` for a failed point.
+Calling it again for the same point means "one more launch" (an anomaly's confirmation) and
+returns the summary over all launches so far. The real sweep (``bench --ncmoe auto``) measures
+through the runner; ``benchmarks/adaptive_replay.py`` reads stored samples instead.
+
+What a user wants from a sweep are :class:`Conclusions`: where the native context is first
+reached (the *threshold*, fixed exactly by the fit map beforehand), the fastest setting at native
+context per series (the *sweet spot*), which series wins in each region, and the points that
+break the trend (*anomalies*: faster than a lower-ncmoe neighbour beyond both CIs).
+
+1. **Coarse grid** per series: both ends of the domain, the threshold and its neighbours.
+2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone-decreasing
+   tg. An interval is *settled* when the two ends' CIs overlap (nothing to explain), when a
+   bisection showed its midpoint on the chord (within the CIs plus ``tolerance``), or when no
+   domain point lies inside. Otherwise it is bisected, the widest unexplained change first; the split
+   prefers a full-attention boundary (``ncmoe = L + 1`` for a full-attention layer ``L``) near the
+   middle, where the layer structure may break the trend. Intervals where the winning series flips are
+   bisected first (to place the crossing); a point faster than its lower neighbour beyond the CIs
+   gets ``confirm_launches`` more launches before it is reported as an anomaly.
+3. **Stop** when every interval is settled (``stopped = "stable"``), at ``max_points`` measured
+   points (all series together; confirmations do not count) or at ``time_budget_s``.
+
+Unmeasured domain points get linearly interpolated values (:attr:`AdaptiveResult.interpolated`),
+which are never used as measurements: conclusions rest on measured points, except the winner of a
+region, which compares interpolated curves where a series has no measurement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: how much faster (relative) a point must be than its lower-ncmoe neighbour to be an anomaly
+MIN_EFFECT = 0.05
+
+
+@dataclass(frozen=True)
+class PointSummary:
+    """Median tg of a point with its 95 % CI and its count (launches, or requests)."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    n: int = 1
+
+    @property
+    def half(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+    def overlaps(self, other: PointSummary) -> bool:
+        return self.ci_low <= other.ci_high and other.ci_low <= self.ci_high
+
+    def to_dict(self) -> dict:
+        return {"median": self.median, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+
+
+Measure = Callable[[str, int], "PointSummary | None"]
+
+
+@dataclass
+class AdaptiveOptions:
+    max_points: int | None = None      # measured points, all series together
+    time_budget_s: float | None = None
+    tolerance: float = 0.05            # relative slack of the chord test
+    confirm_launches: int = 1          # extra launches for a point that breaks the trend
+    min_effect: float = MIN_EFFECT
+
+    def to_dict(self) -> dict:
+        return {"max_points": self.max_points, "time_budget_s": self.time_budget_s, "tolerance": self.tolerance,
+                "confirm_launches": self.confirm_launches, "min_effect": self.min_effect}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Why a point was measured (in the order they were)."""
+
+    series: str
+    x: int
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"series": self.series, "ncmoe": self.x, "reason": self.reason}
+
+
+@dataclass
+class Conclusions:
+    threshold: dict[str, int | None]          # first x whose fitted context reaches native, per series
+    sweet_spot: dict[str, int | None]         # fastest measured x at native context, per series
+    regions: list[tuple[int, int, str]]       # (first x, last x, winner or "tie"); several series only
+    anomalies: dict[str, list[int]]           # x faster than its lower measured neighbour beyond CIs
+
+    def to_dict(self) -> dict:
+        return {"threshold": self.threshold, "sweet_spot": self.sweet_spot,
+                "regions": [list(r) for r in self.regions], "anomalies": self.anomalies}
+
+
+@dataclass
+class AdaptiveResult:
+    domain: list[int]
+    measured: dict[str, dict[int, PointSummary]]
+    interpolated: dict[str, dict[int, float]]   # medians of unmeasured points, never measurements
+    choices: list[Choice]
+    conclusions: Conclusions
+    stopped: str                                # stable | max-points | time-budget | exhausted
+    confirmations: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def n_measured(self) -> int:
+        return sum(len(v) for v in self.measured.values())
+
+    def to_dict(self) -> dict:
+        return {"domain": self.domain, "stopped": self.stopped, "n_measured": self.n_measured,
+                "chosen": [c.to_dict() for c in self.choices],
+                "confirmed": [{"series": s, "ncmoe": x} for s, x in self.confirmations],
+                "interpolated": {s: sorted(v) for s, v in self.interpolated.items()},
+                "conclusions": self.conclusions.to_dict()}
+
+
+# ---------------------------------------------------------------------------------- pure helpers
+
+
+def native_threshold(ctx: Mapping[int, int | None], native: int | None) -> int | None:
+    """The lowest x whose fitted context reaches ``native`` (``None``: never, or native unknown)."""
+    if not native:
+        return None
+    hits = [x for x, c in ctx.items() if c is not None and c >= native]
+    return min(hits) if hits else None
+
+
+def is_anomaly(lower: PointSummary, upper: PointSummary, min_effect: float = MIN_EFFECT) -> bool:
+    """``upper`` (more experts on the CPU) faster than ``lower`` beyond both CIs and by ``min_effect``."""
+    return upper.ci_low > lower.ci_high and upper.median >= lower.median * (1 + min_effect)
+
+
+def coarse_grid(domain: Sequence[int], threshold: int | None) -> list[tuple[int, str]]:
+    """Both ends of the domain, the threshold and its neighbours in the domain."""
+    dom = sorted(domain)
+    out: dict[int, str] = {dom[0]: "end", dom[-1]: "end"}
+    if threshold is not None:
+        i = min(range(len(dom)), key=lambda k: (abs(dom[k] - threshold), dom[k]))
+        for k, why in ((i, "threshold"), (i - 1, "below threshold"), (i + 1, "above threshold")):
+            if 0 <= k < len(dom):
+                out.setdefault(dom[k], why)
+    return sorted(out.items())
+
+
+def split_point(domain: Sequence[int], a: int, b: int, boundaries: Sequence[int] = ()) -> int | None:
+    """A domain point strictly inside (a, b): a boundary in the middle half if there is one, else
+    the point nearest the middle (``None`` if there is none)."""
+    inner = [x for x in domain if a < x < b]
+    if not inner:
+        return None
+    mid = (a + b) / 2
+    quarter = (b - a) / 4
+    near = [x for x in inner if x in set(boundaries) and abs(x - mid) <= quarter]
+    return min(near or inner, key=lambda x: (abs(x - mid), x))
+
+
+def _harmonic(a: float, b: float, f: float) -> float:
+    """Interpolate ``a`` → ``b`` at fraction ``f`` in time per token (1/tg): llama.cpp's time per token
+    grows by about the same amount for each layer whose experts move to the CPU."""
+    if a <= 0 or b <= 0:
+        return a + f * (b - a)
+    return 1.0 / ((1 - f) / a + f / b)
+
+
+def interpolate(points: Mapping[int, PointSummary], x: int) -> PointSummary | None:
+    """Median and CI at ``x`` from its measured neighbours, linear in time per token (n = 0)."""
+    if x in points:
+        return points[x]
+    lo = max((k for k in points if k < x), default=None)
+    hi = min((k for k in points if k > x), default=None)
+    if lo is None or hi is None:
+        return None
+    f = (x - lo) / (hi - lo)
+    a, b = points[lo], points[hi]
+    return PointSummary(_harmonic(a.median, b.median, f), _harmonic(a.ci_low, b.ci_low, f),
+                        _harmonic(a.ci_high, b.ci_high, f), 0)
+
+
+def on_chord(a: tuple[int, PointSummary], m: tuple[int, PointSummary], b: tuple[int, PointSummary],
+             tolerance: float) -> bool:
+    """Whether the midpoint's median lies on the chord of its ends within the CIs plus ``tolerance``."""
+    chord = interpolate({a[0]: a[1], b[0]: b[1]}, m[0])
+    assert chord is not None
+    return abs(m[1].median - chord.median) <= m[1].half + chord.half + tolerance * abs(chord.median)
+
+
+# ---------------------------------------------------------------------------------- conclusions
+
+
+def winner_at(measured: Mapping[str, Mapping[int, PointSummary]], x: int) -> str | None:
+    """The series fastest at ``x`` beyond every other's CI, ``"tie"`` where CIs overlap, ``None``
+    where a series has neither a measurement nor an interpolation at ``x`` (or there is one series)."""
+    if len(measured) < 2:
+        return None
+    vals = {s: interpolate(pts, x) for s, pts in measured.items()}
+    if any(v is None for v in vals.values()):
+        return None
+    best = max(vals, key=lambda s: vals[s].median)  # type: ignore[union-attr]
+    others = [v for s, v in vals.items() if s != best]
+    return best if all(vals[best].ci_low > o.ci_high for o in others) else "tie"  # type: ignore[union-attr]
+
+
+def winner_regions(measured: Mapping[str, Mapping[int, PointSummary]],
+                   domain: Sequence[int]) -> list[tuple[int, int, str]]:
+    """``(first x, last x, winner)`` runs over the domain (see :func:`winner_at`)."""
+    out: list[tuple[int, int, str]] = []
+    for x in sorted(domain):
+        w = winner_at(measured, x)
+        if w is None:
+            continue
+        if out and out[-1][2] == w:
+            out[-1] = (out[-1][0], x, w)
+        else:
+            out.append((x, x, w))
+    return out
+
+
+def find_anomalies(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
+    """Measured x faster than the next lower measured x beyond both CIs (:func:`is_anomaly`)."""
+    xs = sorted(points)
+    return [b for a, b in zip(xs, xs[1:], strict=False) if is_anomaly(points[a], points[b], min_effect)]
+
+
+def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[str, Mapping[int, int | None]],
+             native: int | None, domain: Sequence[int], min_effect: float = MIN_EFFECT) -> Conclusions:
+    """The conclusions from measured points (an exhaustive sweep's too: pass all of its points)."""
+    threshold: dict[str, int | None] = {}
+    sweet: dict[str, int | None] = {}
+    for s, pts in measured.items():
+        c = {x: v for x, v in (ctx.get(s) or {}).items() if x in domain}
+        t = threshold[s] = native_threshold(c, native)
+        at_native = [x for x in pts if t is not None and (c.get(x) or 0) >= (native or 0)]
+        sweet[s] = max(at_native, key=lambda x: (pts[x].median, -x)) if at_native else None
+    return Conclusions(threshold, sweet, winner_regions(measured, domain),
+                       {s: find_anomalies(pts, min_effect) for s, pts in measured.items()})
+
+
+# ---------------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class _State:
+    series: list[str]
+    domain: list[int]
+    measure: Measure
+    opts: AdaptiveOptions
+    clock: Callable[[], float]
+    boundaries: list[int]
+    measured: dict[str, dict[int, PointSummary]] = field(default_factory=dict)
+    failed: dict[str, set[int]] = field(default_factory=dict)
+    passed: dict[str, set[tuple[int, int, int]]] = field(default_factory=dict)   # (p, q, r): q on chord p–r
+    choices: list[Choice] = field(default_factory=list)
+    confirmations: list[tuple[str, int]] = field(default_factory=list)
+    t0: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.measured = {s: {} for s in self.series}
+        self.failed = {s: set() for s in self.series}
+        self.passed = {s: set() for s in self.series}
+        self.t0 = self.clock()
+
+    def stop_reason(self) -> str | None:
+        n = sum(len(v) + len(self.failed[s]) for s, v in self.measured.items())
+        if self.opts.max_points is not None and n >= self.opts.max_points:
+            return "max-points"
+        if self.opts.time_budget_s is not None and self.clock() - self.t0 >= self.opts.time_budget_s:
+            return "time-budget"
+        return None
+
+    def take(self, s: str, x: int, reason: str) -> None:
+        self.choices.append(Choice(s, x, reason))
+        r = self.measure(s, x)
+        if r is None:
+            self.failed[s].add(x)
+        else:
+            self.measured[s][x] = r
+
+    def confirm(self, s: str, x: int) -> None:
+        """More launches of a point that breaks the trend (each point confirmed once)."""
+        if (s, x) in self.confirmations:
+            return
+        self.confirmations.append((s, x))
+        for _ in range(self.opts.confirm_launches):
+            r = self.measure(s, x)
+            if r is not None:
+                self.measured[s][x] = r
+
+    def inner(self, s: str, a: int, b: int) -> bool:
+        return any(a < x < b and x not in self.failed[s] for x in self.domain)
+
+    def evidence(self, s: str, a: int, b: int) -> int:
+        """How many passed chord tests span the interval (a, b) with both arms at least half its width
+        (a test whose arm is short says little about a wide interval next to it); two settle it.
+        Tests through a point that is now an anomaly no longer count."""
+        odd = set(find_anomalies(self.measured[s], self.opts.min_effect))
+        half = (b - a) / 2
+        return sum(1 for p, q, r in self.passed[s]
+                   if p <= a and b <= r and min(q - p, r - q) >= half and not odd & {p, q, r})
+
+    def check_chords(self) -> None:
+        """Record every triple of consecutive trend points (anomalies left out) whose middle lies on
+        the chord of its ends; a triple that passed once stays evidence for the span it covers."""
+        for s, pts in self.measured.items():
+            odd = set(find_anomalies(pts, self.opts.min_effect))
+            seq = [x for x in sorted(pts) if x not in odd]
+            for p, q, r in zip(seq, seq[1:], seq[2:], strict=False):
+                if on_chord((p, pts[p]), (q, pts[q]), (r, pts[r]), self.opts.tolerance):
+                    self.passed[s].add((p, q, r))
+
+
+def above_trend(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
+    """Measured x above the chord of its measured neighbours beyond both CIs and by ``min_effect``:
+    a suspected anomaly whose lower neighbour in the domain has not been measured yet."""
+    xs = sorted(points)
+    out = []
+    for p, q, r in zip(xs, xs[1:], xs[2:], strict=False):
+        chord = interpolate({p: points[p], r: points[r]}, q)
+        if chord is not None and is_anomaly(chord, points[q], min_effect):
+            out.append(q)
+    return out
+
+
+def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
+    """Points next to an anomaly or a suspect: the domain point just below it (which decides whether it
+    is an anomaly) and the one just above (where it ends)."""
+    pts = st.measured[s]
+    dom = [x for x in st.domain if x not in st.failed[s]]
+    out = []
+    for x in sorted(set(find_anomalies(pts, st.opts.min_effect)) | set(above_trend(pts, st.opts.min_effect))):
+        i = dom.index(x)
+        if i > 0 and dom[i - 1] not in pts:
+            out.append((2.0, s, dom[i - 1], f"just below {x}, which breaks the trend"))
+        if i + 1 < len(dom) and dom[i + 1] not in pts:
+            out.append((1.5, s, dom[i + 1], f"just above {x}, which breaks the trend"))
+    return out
+
+
+def _candidates(st: _State) -> list[tuple[float, str, int, str]]:
+    """What to measure next as (priority, series, x, reason), the highest priority first: the crossing
+    of two series, the neighbours of anomalies, then bisections of unsettled intervals."""
+    out = []
+    for s, pts in st.measured.items():
+        out += _neighbours(st, s)
+        dom = [x for x in st.domain if x not in st.failed[s]]
+        xs = sorted(pts)
+        for a, b in zip(xs, xs[1:], strict=False):
+            m = split_point(dom, a, b, st.boundaries)
+            if m is None:
+                continue
+            wa, wb = winner_at(st.measured, a), winner_at(st.measured, b)
+            if wa and wb and "tie" not in (wa, wb) and wa != wb:
+                out.append((3.0 + (b - a) / 1e3, s, m, f"bisect {a}–{b}: winner changes ({wa} → {wb})"))
+            elif not pts[a].overlaps(pts[b]) and (ev := st.evidence(s, a, b)) < 2:
+                change = abs(pts[a].median - pts[b].median) / max(pts[a].median, pts[b].median, 1e-9)
+                why = "off the trend of its neighbours" if ev == 0 else "on one chord, check again"
+                out.append(((0.5 if ev else 1.0) * change, s, m, f"bisect {a}–{b}: {why}"))
+    return sorted(out, key=lambda c: (-c[0], c[1], c[2]))
+
+
+def _confirm_anomalies(st: _State) -> None:
+    for s, pts in st.measured.items():
+        for x in find_anomalies(pts, st.opts.min_effect):
+            st.confirm(s, x)
+
+
+def adaptive_sweep(series: Sequence[str], domain: Sequence[int], measure: Measure, *,
+                   ctx: Mapping[str, Mapping[int, int | None]], native: int | None,
+                   full_attention_layers: Sequence[int] = (), options: AdaptiveOptions | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> AdaptiveResult:
+    """Choose, measure and refine points until the conclusions are stable or a budget is spent."""
+    opts = options or AdaptiveOptions()
+    dom = sorted(set(domain))
+    st = _State(list(series), dom, measure, opts, clock, [layer + 1 for layer in full_attention_layers])
+    stopped = None
+    for s in st.series:
+        t = native_threshold({x: v for x, v in (ctx.get(s) or {}).items() if x in dom}, native)
+        for x, why in coarse_grid(dom, t):
+            if (stopped := st.stop_reason()) is not None:
+                break
+            st.take(s, x, why)
+    while stopped is None:
+        _confirm_anomalies(st)
+        st.check_chords()
+        cands = _candidates(st)
+        if not cands:
+            stopped = "stable"
+            break
+        if (stopped := st.stop_reason()) is not None:
+            break
+        _, s, x, reason = cands[0]
+        st.take(s, x, reason)
+    _confirm_anomalies(st)
+    interp = {s: {x: v.median for x in dom if x not in pts and (v := interpolate(pts, x)) is not None}
+              for s, pts in st.measured.items()}
+    return AdaptiveResult(dom, st.measured, interp, st.choices,
+                          conclude(st.measured, ctx, native, dom, opts.min_effect), stopped, st.confirmations)

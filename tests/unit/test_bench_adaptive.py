@@ -1,0 +1,165 @@
+"""The adaptive sweep's algorithm on synthetic tg curves (no llama.cpp: the curves are the fakes)."""
+
+import random
+
+import pytest
+
+from llamaforge.bench.adaptive import (
+    AdaptiveOptions,
+    PointSummary,
+    adaptive_sweep,
+    coarse_grid,
+    conclude,
+    interpolate,
+    native_threshold,
+    split_point,
+)
+
+N = 40
+DOMAIN = list(range(N + 1))
+FA = [3, 7, 11, 15, 19, 23, 27, 31, 35, 39]   # full attention every 4th layer (Qwen3.5-MoE-like)
+NATIVE = 262144
+
+
+def smooth(x: int) -> float:
+    """Time per token grows linearly with the layers whose experts are on the CPU."""
+    return 1000.0 / (5.0 + 0.45 * x)
+
+
+def ctx_curve(threshold: int) -> dict[int, int]:
+    return {x: NATIVE if x >= threshold else NATIVE - 20000 * (threshold - x) for x in DOMAIN}
+
+
+def summary(v: float, rel: float = 0.02) -> PointSummary:
+    return PointSummary(v, v * (1 - rel), v * (1 + rel), 2)
+
+
+class Curve:
+    """A measure() callback over curve functions per series, counting its calls."""
+
+    def __init__(self, fns, rel=0.02):
+        self.fns, self.rel, self.calls = fns, rel, []
+
+    def __call__(self, s, x):
+        self.calls.append((s, x))
+        v = self.fns[s](x, sum(1 for c in self.calls if c == (s, x)))
+        return None if v is None else summary(v, self.rel)
+
+
+def run(fns, *, threshold=6, native=NATIVE, options=None, rel=0.02):
+    curve = Curve(fns, rel)
+    res = adaptive_sweep(sorted(fns), DOMAIN, curve, ctx={s: ctx_curve(threshold) for s in fns}, native=native,
+                         full_attention_layers=FA, options=options)
+    return res, curve
+
+
+def test_the_threshold_is_the_first_point_whose_fitted_context_reaches_native():
+    assert native_threshold(ctx_curve(6), NATIVE) == 6
+    assert native_threshold({0: 100, 1: 200}, 300) is None
+    assert native_threshold({0: 100}, None) is None
+
+
+def test_the_coarse_grid_holds_the_ends_the_threshold_and_its_neighbours():
+    assert [x for x, _ in coarse_grid(DOMAIN, 6)] == [0, 5, 6, 7, 40]
+    assert [x for x, _ in coarse_grid(DOMAIN, 0)] == [0, 1, 40]
+    assert [x for x, _ in coarse_grid([0, 4, 8, 12], 5)] == [0, 4, 8, 12]   # snapped to the stored points
+
+
+def test_bisection_prefers_a_full_attention_boundary_near_the_middle():
+    assert split_point(DOMAIN, 7, 40, [b + 1 for b in FA]) == 24
+    assert split_point(DOMAIN, 0, 3, [b + 1 for b in FA]) == 1
+    assert split_point(DOMAIN, 4, 5, []) is None
+
+
+def test_interpolation_is_linear_in_time_per_token():
+    pts = {0: summary(smooth(0)), 40: summary(smooth(40))}
+    assert interpolate(pts, 20).median == pytest.approx(smooth(20))
+    assert interpolate(pts, 20).n == 0
+    assert interpolate({0: summary(1.0)}, 5) is None
+
+
+def test_a_smooth_curve_stops_stable_with_few_points_and_the_right_conclusions():
+    res, _ = run({"cuda": lambda x, k: smooth(x)})
+    assert res.stopped == "stable"
+    assert res.n_measured <= len(DOMAIN) // 3
+    assert res.conclusions.threshold == {"cuda": 6} and res.conclusions.sweet_spot == {"cuda": 6}
+    assert res.conclusions.anomalies == {"cuda": []}
+    for x, v in res.interpolated["cuda"].items():
+        assert v == pytest.approx(smooth(x), rel=0.02)
+        assert x not in res.measured["cuda"]
+
+
+def test_a_step_is_located_to_adjacent_points():
+    res, _ = run({"cuda": lambda x, k: smooth(x) * (0.5 if x >= 22 else 1.0)})
+    assert {21, 22} <= set(res.measured["cuda"])
+    assert res.stopped == "stable"
+    assert res.conclusions.anomalies == {"cuda": []}
+
+
+def test_a_persistent_spike_is_confirmed_reported_and_becomes_the_sweet_spot():
+    res, curve = run({"vulkan": lambda x, k: smooth(x) * (3.0 if x == 24 else 1.0)})
+    assert res.conclusions.anomalies == {"vulkan": [24]}
+    assert res.conclusions.sweet_spot == {"vulkan": 24}
+    assert ("vulkan", 24) in res.confirmations
+    assert curve.calls.count(("vulkan", 24)) == 2          # one confirmation launch
+    assert {23, 25} <= set(res.measured["vulkan"])          # the spike's neighbours were measured
+
+
+def test_a_spike_that_does_not_survive_its_confirmation_is_not_an_anomaly():
+    res, _ = run({"vulkan": lambda x, k: smooth(x) * (3.0 if x == 24 and k == 1 else 1.0)})
+    assert res.conclusions.anomalies == {"vulkan": []}
+    assert res.conclusions.sweet_spot == {"vulkan": 6}
+
+
+def test_noise_within_the_cis_gives_no_false_anomalies():
+    rng = random.Random(7)
+    noise = {x: rng.uniform(-0.03, 0.03) for x in DOMAIN}
+    res, _ = run({"cuda": lambda x, k: smooth(x) * (1 + noise[x])}, rel=0.05)
+    assert res.conclusions.anomalies == {"cuda": []}
+    assert res.conclusions.sweet_spot == {"cuda": 6}
+    assert res.stopped == "stable"
+    assert res.n_measured <= len(DOMAIN) // 2
+
+
+def test_it_does_not_stop_when_one_midpoint_happens_to_lie_on_the_chord():
+    # 150 → 75 → 50 in two steps; the first midpoint (20) lies exactly on the chord of the ends
+    def stairs(x, k):
+        return 150.0 if x < 10 else 75.0 if x < 30 else 50.0
+
+    res, _ = run({"cpu": stairs}, native=None)
+    assert res.measured["cpu"][20].median == pytest.approx(interpolate(
+        {0: summary(150.0), 40: summary(50.0)}, 20).median)
+    assert {9, 10, 29, 30} <= set(res.measured["cpu"])
+    assert res.stopped == "stable"
+
+
+def test_the_crossing_of_two_series_is_located_and_regions_named():
+    res, _ = run({"a": lambda x, k: smooth(x) * 1.5 if x < 17 else smooth(x) * 0.7,
+                  "b": lambda x, k: smooth(x)})
+    assert {16, 17} <= set(res.measured["a"]) | set(res.measured["b"])
+    regions = res.conclusions.regions
+    assert regions[0][2] == "a" and regions[0][0] == 0 and regions[-1][2] == "b" and regions[-1][1] == N
+    assert max(hi for lo, hi, w in regions if w == "a") == 16
+
+
+def test_the_point_budget_and_the_time_budget_stop_it():
+    res, _ = run({"cuda": lambda x, k: smooth(x) * (0.5 if x >= 22 else 1.0)},
+                 options=AdaptiveOptions(max_points=7))
+    assert res.n_measured == 7 and res.stopped == "max-points"
+    ticks = iter(range(1000))
+    curve = Curve({"cuda": lambda x, k: smooth(x)})
+    res = adaptive_sweep(["cuda"], DOMAIN, curve, ctx={"cuda": ctx_curve(6)}, native=NATIVE,
+                         options=AdaptiveOptions(time_budget_s=3), clock=lambda: float(next(ticks)))
+    assert res.stopped == "time-budget" and res.n_measured < 5
+
+
+def test_a_failed_point_is_not_measured_again_and_not_concluded_on():
+    res, curve = run({"cuda": lambda x, k: None if x == 6 else smooth(x)})
+    assert 6 not in res.measured["cuda"] and curve.calls.count(("cuda", 6)) == 1
+    assert res.conclusions.sweet_spot == {"cuda": 7}
+
+
+def test_conclusions_of_an_exhaustive_sweep_use_every_point():
+    pts = {x: summary(smooth(x) * (2 if x == 30 else 1)) for x in DOMAIN}
+    c = conclude({"vulkan": pts}, {"vulkan": ctx_curve(6)}, NATIVE, DOMAIN)
+    assert c.anomalies == {"vulkan": [30]} and c.sweet_spot == {"vulkan": 6} and c.regions == []
