@@ -19,6 +19,7 @@ from .commands import bench as bench_cmds
 from .commands import builds as build_cmds
 from .commands import compare as compare_cmds
 from .commands import demo as demo_cmds
+from .commands import fleet as fleet_cmds
 from .commands import model as model_cmds
 from .commands import report as report_cmds
 from .invoke_help import install as install_help_fix
@@ -32,6 +33,7 @@ def make_collection() -> Collection:
         for t in getattr(mod, "TASKS", []):
             ns.add_task(t)
     ns.add_collection(Collection.from_module(model_cmds, name="model"))
+    ns.add_collection(Collection.from_module(fleet_cmds, name="fleet"))
     ns.configure({"run": {"echo": False}})
     return ns
 

@@ -111,6 +111,8 @@ def collect_env() -> dict:
     gpus, driver, cuda = _nvml_gpus()
     env: dict[str, Any] = {
         "host": platform.node(),
+        # a stable name for this machine across runs (fleet hosts set it from fleet.toml's machine = "...")
+        "machine": os.environ.get("LLAMAFORGE_MACHINE") or platform.node(),
         "os": platform.platform(),
         "kernel": platform.release(),
         "python": sys.version.split()[0],

@@ -58,3 +58,7 @@ class BenchError(LlamaforgeError):
 
 class StoreError(LlamaforgeError):
     """Unknown run, empty run, bad store."""
+
+
+class FleetError(LlamaforgeError):
+    """A fleet host is unreachable, lacks Python, runs another llamaforge, or a remote step failed."""

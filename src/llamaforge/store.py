@@ -356,6 +356,16 @@ class Store:
                          _j(env or {}), parent_run))
         return run_id
 
+    def put_run(self, run: Run) -> None:
+        """Insert ``run`` with its own id, or update the stored run of that id (imports: ``fleet``)."""
+        self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
+                        " summary_json, parent_run) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
+                        " kind=excluded.kind, name=excluded.name, status=excluded.status, updated=excluded.updated,"
+                        " command=excluded.command, plan_json=excluded.plan_json, env_json=excluded.env_json,"
+                        " summary_json=excluded.summary_json",
+                        (run.id, run.kind, run.name, run.status, run.created, run.updated, redact_text(run.command),
+                         _j(redact_obj(run.plan)), _j(run.env or {}), _j(run.summary), run.parent_run))
+
     def child_runs(self, run_id: str) -> list[Run]:
         """Runs that reproduce ``run_id`` (oldest first)."""
         rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY created", (run_id,))
@@ -420,6 +430,10 @@ class Store:
                         (key, manifest.get("backend"), manifest.get("pin"), manifest.get("commit"), _j(manifest)))
         if run_id:
             self.db.execute("INSERT OR IGNORE INTO run_builds VALUES (?, ?)", (run_id, key))
+
+    def link_build(self, run_id: str, key: str) -> None:
+        """Link an already stored build to a run."""
+        self.db.execute("INSERT OR IGNORE INTO run_builds VALUES (?, ?)", (run_id, key))
 
     def builds_for_run(self, run_id: str) -> list[dict]:
         rows = self.db.execute("SELECT b.manifest_json FROM builds b JOIN run_builds rb ON rb.build_key=b.key"

@@ -299,9 +299,13 @@ def _label_order(label: str) -> tuple:
 def load(store: Store, run_id: str) -> ReportData:
     """Everything a report needs from the store. Raises StoreError (unknown run) or ReportError."""
     run = store.get_run(run_id)
-    builds = store.builds_for_run(run.id)
+    machine_of: dict[str, str] = {}   # fleet runs: series label → machine
+    if run.kind == "fleet":
+        run, builds, points, machine_of = _fleet_inputs(store, run)
+    else:
+        builds = store.builds_for_run(run.id)
+        points = store.points(run.id)
     by_key = {b.get("key"): b for b in builds if isinstance(b, dict)}
-    points = store.points(run.id)
     if not points:
         raise ReportError(f"run {run.id} has no points (status: {run.status})",
                           "measure it first (`llamaforge bench ... --resume`), or pick another run")
@@ -316,21 +320,28 @@ def load(store: Store, run_id: str) -> ReportData:
         b = by_key.get(key) or store.get_build(key) or {}
         return str(b.get("backend") or key.split("-")[0] or "?")
 
-    keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
+    order = list(dict.fromkeys(machine_of.values()))
+    if machine_of:   # fleet: machine by machine (fleet.toml's order), then backends
+        keys = sorted(groups, key=lambda k: (order.index(machine_of[k[2]]), backend_rank(backend_of(k[0])),
+                                             _label_order(k[2]), k[0], k[1]))
+    else:
+        keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
     engines = {k[1] for k in keys}
     names: list[str] = []
     for k in keys:
         base = backend_name(backend_of(k[0]))
-        same = [o for o in keys if backend_name(backend_of(o[0])) == base]
+        machine = machine_of.get(k[2])
+        same = [o for o in keys if backend_name(backend_of(o[0])) == base and machine_of.get(o[2]) == machine]
         parts = [base]
         if len({o[0] for o in same}) > 1:  # two builds of one backend: tell them apart by pin/commit
             b = by_key.get(k[0]) or {}
             parts.append(str(b.get("pin") or (b.get("commit") or k[0])[:9]))
-        if k[2]:
-            parts.append(k[2][:12])
+        label = k[2].partition("/")[2] if machine else k[2]
+        if label:
+            parts.append(label[:12])
         if len(engines) > 1:
             parts.append(k[1])
-        name = " ".join(parts)
+        name = (f"{machine} · " if machine else "") + " ".join(parts)
         while name in names:
             name += "'"
         names.append(name)
@@ -350,6 +361,38 @@ def load(store: Store, run_id: str) -> ReportData:
     return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
                       full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id), axis=axis,
                       reproductions=_reproductions(store, run), points=points)
+
+
+def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point], dict[str, str]]:
+    """A fleet run's hosts' imported runs as one: their builds and points (each point's label prefixed
+    with its machine, ``machine/label``, so every machine × build is its own series), a plan taken from
+    the first host's run (model, options) plus the fleet's, and an environment per machine."""
+    import dataclasses
+
+    from ..fleet.run import fleet_children
+
+    builds: list[dict] = []
+    points: list[Point] = []
+    machine_of: dict[str, str] = {}
+    plan: dict = {}
+    env: dict = {}
+    for machine, child_id in fleet_children(store, run.id):
+        try:
+            child = store.get_run(child_id)
+        except StoreError:
+            continue
+        plan = plan or dict(child.plan)
+        env[machine] = {k: child.env.get(k) for k in ("host", "cpu_model", "cpu_cores_logical", "ram_total_mib",
+                                                       "gpus", "nvidia_driver", "os", "llamaforge") if k in child.env}
+        seen = {b.get("key") for b in builds}
+        builds += [b for b in store.builds_for_run(child.id) if b.get("key") not in seen]
+        for p in store.points(child.id):
+            if p.label != SENTINEL_LABEL:
+                p.label = f"{machine}/{p.label}" if p.label else machine
+                machine_of[p.label] = machine
+            points.append(p)
+    plan = {**plan, "fleet": run.plan.get("fleet"), "fleet_hosts": (run.summary or {}).get("hosts")}
+    return dataclasses.replace(run, plan=plan, env=env), builds, points, machine_of
 
 
 def _reproductions(store: Store, run: Run) -> list[dict]:

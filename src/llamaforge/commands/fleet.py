@@ -1,0 +1,188 @@
+"""``fleet.*`` tasks: ``install``, ``doctor``, ``build``, ``bench`` on the hosts of ``fleet.toml``
+(thin: parse options, call :mod:`llamaforge.fleet.run`, print one table)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.table import Table
+
+from ..console import console, esc, info
+from ..errors import FleetError
+from ._common import as_float, as_int, csv_list, lf_task, paths
+
+_COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
+                "fleet": "the fleet file (default: fleet.toml next to pins.toml)"}
+
+
+def _hosts(fleet: str | None, hosts: str | None):  # noqa: ANN202
+    from ..fleet.config import FLEET_FILE, load_fleet
+
+    f = load_fleet(Path(fleet) if fleet else paths().workspace / FLEET_FILE)
+    return f, f.select(csv_list(hosts, what="host") if hosts else None)
+
+
+def _failures(outcomes, what: str) -> None:  # noqa: ANN001
+    bad = [o for o in outcomes if not o.ok]
+    if bad:
+        first = bad[0]
+        raise FleetError(f"{what} failed on {len(bad)} of {len(outcomes)} host(s); first: {first.error}",
+                         first.fix or "see the table above")
+
+
+def _progress(hosts):  # noqa: ANN001, ANN202
+    from ..fleet.jobs import Progress
+
+    return Progress([h.name for h in hosts])
+
+
+@lf_task(help=_COMMON_HELP)
+def install(c, hosts=None, fleet=None):
+    """Build a wheel of this checkout and install it into a venv in each host's workspace (the host's own
+    package index settings apply); print each host's llamaforge and Python version."""
+    from ..fleet.install import build_wheel
+    from ..fleet.run import install_all
+
+    f, hs = _hosts(fleet, hosts)
+    with tempfile.TemporaryDirectory(prefix="llamaforge-fleet-") as tmp:
+        wheel = build_wheel(Path(tmp))
+        info(esc(f"built {wheel.name}"))
+        with _progress(hs) as pr:
+            outs = install_all(hs, wheel, paths().pins_file, pr)
+    t = Table(title="fleet install")
+    for col in ("host", "machine", "llamaforge", "python", "error"):
+        t.add_column(col, overflow="fold")
+    by = {o.host: o for o in outs}
+    for h in hs:
+        o = by[h.name]
+        v = o.value or {}
+        t.add_row(esc(h.name), esc(h.machine), esc(v.get("version", "-")), esc(v.get("python", "-")),
+                  esc(o.error or ""))
+    console.print(t)
+    _failures(outs, "install")
+
+
+@lf_task(help=_COMMON_HELP)
+def doctor(c, hosts=None, fleet=None):
+    """One table, hosts × backends: can build, can run, devices, and why not (with the fix)."""
+    from ..fleet.run import doctor_all
+
+    f, hs = _hosts(fleet, hosts)
+    with _progress(hs) as pr:
+        outs = doctor_all(hs, pr)
+    yes = {True: "[green]yes[/]", False: "[red]no[/]", None: "[dim]?[/]"}
+    t = Table(title="fleet doctor")
+    for col in ("host", "backend", "build", "run", "devices", "why not / fix"):
+        t.add_column(col, overflow="fold")
+    by = {o.host: o for o in outs}
+    for h in hs:
+        o = by[h.name]
+        if not o.ok:
+            t.add_row(esc(h.name), "-", yes[False], yes[False], "-", esc(f"{o.error} → {o.fix}"))
+            continue
+        for b in o.value.get("backends") or []:
+            t.add_row(esc(h.name), esc(b.get("backend")), yes.get(b.get("can_build"), "?"),
+                      yes.get(b.get("can_run"), "?"), esc("\n".join(b.get("devices") or [])),
+                      esc("\n".join(f"{p} → {fx}" for p, fx in b.get("reasons") or [])))
+    console.print(t)
+    _failures(outs, "doctor")
+
+
+@lf_task(iterable=["define"], help={**_COMMON_HELP,
+                                   "backends": "comma-separated backends (default: each host's backends in fleet.toml, else cpu)",
+                                   "pins": "comma-separated pin names or commits (default: the default pin)",
+                                   "jobs": "parallel compile jobs on each host (default: its core count)",
+                                   "rebuild": "ignore cached builds", "no_verify": "skip verification after building",
+                                   "native": "GGML_NATIVE (default on)", "build_type": "CMake build type",
+                                   "cuda_archs": "CUDA architectures", "define": "extra CMake -D NAME=VALUE (repeatable)"})
+def build(c, backends=None, pins=None, jobs=None, rebuild=False, no_verify=False, native=True, build_type=None,
+          cuda_archs=None, define=None, hosts=None, fleet=None):
+    """Build (or reuse) llama.cpp on every host at once (`llamaforge build` there, same options)."""
+    from ..fleet.run import build_all
+
+    f, hs = _hosts(fleet, hosts)
+    opts = {"pins": pins, "jobs": as_int(jobs, "--jobs", minimum=1, maximum=4096) if jobs else None,
+            "rebuild": bool(rebuild), "no_verify": bool(no_verify), "no_native": not native or None,
+            "build_type": build_type, "cuda_archs": cuda_archs, "define": list(define or []) or None}
+    with _progress(hs) as pr:
+        outs = build_all(hs, paths().pins_file, backends, opts, pr)
+    t = Table(title="fleet build")
+    for col in ("host", "machine", "status", "last line"):
+        t.add_column(col, overflow="fold")
+    by = {o.host: o for o in outs}
+    for h in hs:
+        o = by[h.name]
+        last = (o.value or o.tail or [""])[-1] if o.ok else f"{o.error} → {o.fix}"
+        t.add_row(esc(h.name), esc(h.machine), "[green]ok[/]" if o.ok else "[red]failed[/]", esc(last))
+    console.print(t)
+    _failures(outs, "build")
+
+
+_BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "engine", "prompt_tokens", "n_predict",
+               "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout", "request_timeout", "ctx", "seed",
+               "sentinel_every", "allow_busy", "allow_broken", "no_quirks")
+
+
+def _bench_help() -> dict[str, str]:
+    from .bench import _BENCH_HELP
+
+    h = {k: _BENCH_HELP[k] for k in _BENCH_PASS if k in _BENCH_HELP}
+    return {**h, **_COMMON_HELP,
+            "backends": "comma-separated builds (default: each host's backends in fleet.toml, else cpu)",
+            "name": "a name for the fleet run",
+            "resume": "continue fleet run RUN: only the hosts (and, on each, the points) not done yet",
+            "detach": "start the sweeps in their own sessions and return (they outlive the connection); "
+                      "collect them later with --resume"}
+
+
+@lf_task(help=_bench_help())
+def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats=None, launches=None, engine=None,
+          prompt_tokens=None, n_predict=None, vram_budget=None, fitt=None, extra=None, threads=None, depths=None,
+          load_timeout=None, request_timeout=None, ctx=None, seed=None, sentinel_every=None, allow_busy=False,
+          allow_broken=False, no_quirks=False, name=None, resume=None, detach=False, hosts=None, fleet=None):
+    """Sweep on every host at once (`llamaforge bench` there, same options; synthetic models are made on each
+    host), pull each host's run back (export + sha256), import it into the local store and link the imports
+    as one fleet run. A failing host is recorded with its error; the others finish.
+
+    Example: inv fleet.bench --model synth:tiny-qwen35moe --ncmoe 0:8:4 ; inv report latest"""
+    from ..fleet.run import bench_all
+    from ..store import Store
+
+    if not resume and not model:
+        raise FleetError("no model given", "pass --model PATH-on-the-hosts or a reference (synth:tiny-qwen35moe, hf:...)")
+    for opt, lo in (("repeats", 1), ("launches", 1), ("prompt_tokens", 1), ("n_predict", 1), ("threads", 1),
+                    ("fitt", 0), ("seed", 0), ("sentinel_every", 0), ("ctx", 16)):
+        v = locals()[opt]
+        if v is not None:
+            as_int(v, "--" + opt.replace("_", "-"), minimum=lo)
+    for opt in ("vram_budget", "load_timeout", "request_timeout"):
+        if locals()[opt] is not None:
+            as_float(locals()[opt], "--" + opt.replace("_", "-"), positive=True)
+    options = {k: v for k, v in locals().items() if k in _BENCH_PASS}
+    f, hs = _hosts(fleet, hosts)
+    p = paths()
+    with Store(p.store_db) as store, _progress(hs) as pr:
+        run_id = bench_all(store, p, f, hs, backends=backends, options=options, resume=resume, detach=bool(detach),
+                           command=" ".join(sys.argv), name=name, progress=pr)
+    with Store(p.store_db) as store:
+        run = store.get_run(run_id)
+    _print_fleet_run(run)
+    info(f"fleet run: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`)"))
+    bad = {h: s for h, s in ((run.summary or {}).get("hosts") or {}).items() if s.get("status") == "failed"}
+    if bad:
+        h, s = next(iter(bad.items()))
+        raise FleetError(f"{len(bad)} host(s) failed; first: {s.get('error')}",
+                         (s.get("fix") or "fix it") + f"; then `inv fleet.bench --resume {run_id}`")
+
+
+def _print_fleet_run(run) -> None:  # noqa: ANN001
+    t = Table(title=esc(f"fleet run {run.id} ({run.status})"))
+    for col in ("host", "machine", "status", "imported run", "error"):
+        t.add_column(col, overflow="fold")
+    for h, s in ((run.summary or {}).get("hosts") or {}).items():
+        color = {"ok": "green", "failed": "red"}.get(str(s.get("status")), "yellow")
+        t.add_row(esc(h), esc(s.get("machine")), f"[{color}]{esc(s.get('status'))}[/]", esc(s.get("run") or "-"),
+                  esc(s.get("error") or ""))
+    console.print(t)

@@ -1,0 +1,86 @@
+"""Runs ON a fleet host, in its venv: ``python -m llamaforge.fleet.agent COMMAND -- ARGS``.
+
+Prints one JSON line the controller reads (never rich tables to scrape):
+  info              llamaforge version, Python, machine name
+  doctor            the backends this host can build and run (``build.doctor.check``)
+  run-status NAME   the stored run NAME (``exists``, ``id``, ``status``, point counts)
+  sha256 FILE       the file's sha256 and size
+An error is ``{"error": ..., "fix": ...}`` with exit 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..errors import LlamaforgeError
+
+
+def info() -> dict:
+    import llamaforge
+
+    return {"version": __version__, "python": platform.python_version(), "node": platform.node(),
+            "machine": os.environ.get("LLAMAFORGE_MACHINE"), "module": str(Path(llamaforge.__file__).parent)}
+
+
+def doctor() -> dict:
+    from ..build.doctor import check
+
+    return {"backends": [{"backend": s.backend, "can_build": s.can_build, "can_run": s.can_run,
+                          "devices": s.devices, "reasons": [list(r) for r in s.reasons], "tested": s.tested}
+                         for s in check()]}
+
+
+def run_status(name: str) -> dict:
+    from ..paths import Paths
+    from ..store import Store
+
+    db = Paths.default().store_db
+    if not db.is_file():
+        return {"exists": False}
+    with Store(db) as store:
+        row = store.db.execute("SELECT id FROM runs WHERE name=? ORDER BY created DESC LIMIT 1", (name,)).fetchone()
+        if row is None:
+            return {"exists": False}
+        run = store.get_run(row[0])
+        pts = store.points(run.id, with_samples=False)
+        return {"exists": True, "id": run.id, "status": run.status, "points": len(pts),
+                "ok": sum(1 for p in pts if p.status == "ok")}
+
+
+def sha256(path: str) -> dict:
+    h = hashlib.sha256()
+    p = Path(path)
+    with p.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"sha256": h.hexdigest(), "size": p.stat().st_size}
+
+
+COMMANDS = {"info": info, "doctor": doctor, "run-status": run_status, "sha256": sha256}
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if a != "--"]
+    if not args or args[0] not in COMMANDS:
+        print(json.dumps({"error": f"unknown agent command {args[:1]}", "fix": f"use one of {sorted(COMMANDS)}"}))
+        return 2
+    try:
+        out = COMMANDS[args[0]](*args[1:])
+    except LlamaforgeError as e:
+        print(json.dumps({"error": e.message, "fix": e.fix}))
+        return 2
+    except (OSError, TypeError) as e:
+        print(json.dumps({"error": f"{args[0]}: {e}", "fix": "check the host's workspace"}))
+        return 2
+    print(json.dumps(out, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""Import a run exported on a fleet host (``llamaforge export RUN --format json``) into the local store.
+
+The imported run gets the id ``<remote id>.<machine>``, the machine name in its environment
+(``env.machine``) and the fleet run in its plan (``plan.fleet``). Importing the same export again, or a
+later export of the same run (after ``--resume``), replaces points key by key: nothing is duplicated.
+A build whose key is already stored keeps its stored manifest (the key fixes the compile inputs) and is
+only linked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..errors import FleetError
+from ..store import Point, Run, Sample, Store
+
+_POINT_FIELDS = ("build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "failure_detail",
+                 "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib", "vram_total_mib",
+                 "rss_peak_mib", "mem_breakdown", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
+                 "t_measure_s", "command", "build_info", "extra", "started", "finished")
+_SAMPLE_FIELDS = ("idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms",
+                  "tg_tps", "raw", "launch")
+
+
+def imported_id(remote_id: str, machine: str) -> str:
+    return f"{remote_id}.{machine}"
+
+
+def _bad(what: str) -> FleetError:
+    return FleetError(f"the pulled export is malformed: {what}",
+                      "re-run the fleet command with --resume (the export is made again on the host)")
+
+
+def parse_export(text: str) -> dict:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise _bad(f"not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("run"), dict) or not isinstance(doc.get("points"), list):
+        raise _bad("no run/points")
+    if not isinstance(doc["run"].get("id"), str) or not doc["run"]["id"]:
+        raise _bad("the run has no id")
+    return doc
+
+
+def _point(run_id: str, d: Any) -> Point:
+    if not isinstance(d, dict) or not isinstance(d.get("build_key"), str) or not isinstance(d.get("engine"), str):
+        raise _bad("a point without build_key/engine")
+    p = Point(run_id=run_id, **{k: d.get(k) for k in _POINT_FIELDS if k in d})
+    p.ncmoe = int(p.ncmoe or 0)
+    p.ngl = int(p.ngl if p.ngl is not None else -1)
+    p.label = str(p.label or "")
+    for s in d.get("samples") or []:
+        if not isinstance(s, dict):
+            raise _bad("a sample is not an object")
+        p.samples.append(Sample(**{k: s[k] for k in _SAMPLE_FIELDS if k in s}))
+    return p
+
+
+def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: str | None) -> str:
+    """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id."""
+    r = doc["run"]
+    rid = imported_id(r["id"], machine)
+    env = dict(r.get("env") or {})
+    env.update(machine=machine, fleet_host=host)
+    plan = dict(r.get("plan") or {})
+    plan["fleet"] = {"run": fleet_run, "host": host, "machine": machine, "remote_run": r["id"]}
+    now = time.time()
+    store.put_run(Run(id=rid, kind=str(r.get("kind") or "sweep"), name=r.get("name"), status=str(r.get("status") or "?"),
+                      created=float(r.get("created") or now), updated=now, command=r.get("command"), plan=plan,
+                      env=env, summary=r.get("summary")))
+    for m in doc.get("builds") or []:
+        if not isinstance(m, dict) or not isinstance(m.get("key"), str):
+            raise _bad("a build without key")
+        if store.get_build(m["key"]) is None:
+            store.add_build(dict(m, machine=machine), rid)
+        else:
+            store.link_build(rid, m["key"])
+    for d in doc["points"]:
+        store.record_point(_point(rid, d))
+    return rid

@@ -1,0 +1,188 @@
+"""One Fabric ``Connection`` per fleet host, and the only place remote command lines are made.
+
+Fabric's ``Connection.run`` takes a shell command string. Every command here is built from an argument
+list with :func:`shlex.join` (each operand quoted), behind ``cd -- DIR &&`` and ``exec env -- NAME=VALUE``
+(``--`` before operands), so a value from ``fleet.toml`` or an option can never become shell syntax.
+Connection failures become one :class:`FleetError` line naming the host and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import FleetError
+from .config import FleetHost, Target
+
+VENV = "venv"
+
+
+def command_line(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> str:
+    """``cd -- CWD && exec env -- K=V ... ARGV`` with every operand quoted (no shell syntax from data)."""
+    if not argv:
+        raise ValueError("empty command")
+    line = ""
+    if cwd:
+        line += f"cd -- {shlex.quote(cwd)} && "
+    if env:
+        line += "exec env -- " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " "
+    else:
+        line += "exec "
+    return line + shlex.join([str(a) for a in argv])
+
+
+def _connection(target: Target, identity: str | None, gateway: Any = None, timeout: float = 15.0) -> Any:
+    from fabric import Connection
+
+    kwargs: dict[str, Any] = {"connect_timeout": timeout}
+    if identity:
+        kwargs["connect_kwargs"] = {"key_filename": [identity], "look_for_keys": False, "allow_agent": False}
+    return Connection(target.host, user=target.user, port=target.port, gateway=gateway, **kwargs)
+
+
+def unreachable(host: FleetHost, exc: BaseException) -> FleetError:
+    """The one-line error for a host SSH cannot reach or log in to."""
+    import paramiko
+
+    what = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, paramiko.AuthenticationException):
+        return FleetError(f"host {host.name} ({host.target}): SSH login refused ({what})",
+                          "check the user and key (identity = \"...\" in fleet.toml, or ~/.ssh/config)")
+    if isinstance(exc, socket.gaierror):
+        return FleetError(f"host {host.name} ({host.target}): unknown host name ({what})",
+                          "fix target in fleet.toml (or add the alias to ~/.ssh/config)")
+    return FleetError(f"host {host.name} ({host.target}) is unreachable ({what})",
+                      "check that the machine is up, sshd runs there, and the target/port in fleet.toml")
+
+
+class Remote:
+    """A fleet host over SSH: ``run`` an argument list in its workspace, ``put``/``get`` files."""
+
+    def __init__(self, host: FleetHost, *, timeout: float = 15.0) -> None:
+        self.host = host
+        gw = _connection(host.gateway, host.identity, timeout=timeout) if host.gateway else None
+        self.conn = _connection(host.target, host.identity, gw, timeout)
+        self._workspace: str | None = None
+
+    def open(self) -> Remote:
+        import paramiko
+
+        try:
+            self.conn.open()
+        except (OSError, paramiko.SSHException, EOFError) as e:
+            raise unreachable(self.host, e) from None
+        return self
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Remote:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- paths ---------------------------------------------------------------------------
+    @property
+    def workspace(self) -> str:
+        """The host's workspace as an absolute path (a relative one is under the login's home)."""
+        if self._workspace is None:
+            ws = self.host.workspace
+            if not ws.startswith("/"):
+                home = self.run_raw("pwd").stdout.strip() or "."
+                ws = posixpath.join(home, ws)
+            self._workspace = posixpath.normpath(ws)
+        return self._workspace
+
+    def ws(self, *parts: str) -> str:
+        return posixpath.join(self.workspace, *parts)
+
+    @property
+    def venv_python(self) -> str:
+        return self.ws(VENV, "bin", "python")
+
+    @property
+    def llamaforge(self) -> str:
+        return self.ws(VENV, "bin", "llamaforge")
+
+    def env(self) -> dict[str, str]:
+        """The environment of every llamaforge command on the host: workspace, machine name, plain output."""
+        return {"LLAMAFORGE_WORKSPACE": self.workspace, "LLAMAFORGE_MACHINE": self.host.machine,
+                "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "160", **self.host.env}
+
+    # ---- running -------------------------------------------------------------------------
+    def run_raw(self, line: str, **kw: Any) -> Any:
+        """``Connection.run`` of a line made by :func:`command_line` (or a constant); hidden, never raises
+        on a non-zero exit."""
+        import paramiko
+
+        kw.setdefault("hide", True)
+        try:
+            return self.conn.run(line, warn=True, in_stream=False, **kw)
+        except (OSError, paramiko.SSHException, EOFError) as e:
+            raise unreachable(self.host, e) from None
+
+    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+            stream: IO[str] | None = None, pty: bool = False, check: bool = True, what: str | None = None) -> Any:
+        """Run ``argv`` on the host; ``stream`` receives the output as it comes (``pty``: the remote process
+        is the session's, so it gets SIGHUP when the connection is lost)."""
+        line = command_line(argv, cwd=cwd, env=env)
+        kw: dict[str, Any] = {"pty": pty}
+        if stream is not None:
+            kw.update(hide=False, out_stream=stream, err_stream=stream)
+        r = self.run_raw(line, **kw)
+        if check and r.exited != 0:
+            tail = _last_line(r.stdout + "\n" + r.stderr)
+            raise FleetError(f"host {self.host.name}: {what or argv[0]} failed (exit {r.exited}): {tail}",
+                             "see the host's output above; fix it there and run the fleet command again")
+        return r
+
+    def python_ok(self, python: str) -> str:
+        """The host Python's version, or a FleetError when it is missing or older than 3.11."""
+        r = self.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], check=False)
+        if r.exited == 127 or not r.stdout.strip():
+            raise FleetError(f"host {self.host.name} has no Python at {python!r}",
+                             "install Python >= 3.11 there, or set python = \"/path/to/python3\" for the host in fleet.toml")
+        ver = r.stdout.strip().splitlines()[-1]
+        if tuple(int(x) for x in ver.split(".")[:2]) < (3, 11):
+            raise FleetError(f"host {self.host.name}: {python} is Python {ver}, llamaforge needs >= 3.11",
+                             "install a newer Python there and set python = \"...\" for the host in fleet.toml")
+        return ver
+
+    def agent(self, command: str, *args: str) -> dict:
+        """``python -m llamaforge.fleet.agent COMMAND -- ARGS`` in the host's venv: its one JSON line."""
+        r = self.run([self.venv_python, "-m", "llamaforge.fleet.agent", command, "--", *args],
+                     cwd=self.workspace, env=self.env(), check=False)
+        lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
+        if r.exited == 127 or (r.exited != 0 and not lines and "No such file" in r.stderr + r.stdout):
+            raise FleetError(f"host {self.host.name}: llamaforge is not installed in {self.ws(VENV)}",
+                             "run `inv fleet.install` (or `llamaforge fleet.install`)")
+        if not lines:
+            raise FleetError(f"host {self.host.name}: agent {command} failed: {_last_line(r.stderr + r.stdout)}",
+                             "run `inv fleet.install` again; if it persists, run it there by hand to see why")
+        out = json.loads(lines[-1])
+        if out.get("error"):
+            raise FleetError(f"host {self.host.name}: {out['error']}", out.get("fix") or "see the host")
+        return out
+
+    def mkdir(self, path: str) -> None:
+        self.run(["mkdir", "-p", "--", path], what="mkdir")
+
+    def put(self, local: Path, remote: str) -> None:
+        self.conn.put(str(local), remote=remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self.conn.get(remote, local=str(local))
+
+
+def _last_line(text: str) -> str:
+    lines = [x.strip() for x in text.replace("\r", "\n").splitlines() if x.strip()]
+    errs = [x for x in lines if x.lower().startswith("error")]
+    line = (errs or lines or ["(no output)"])[-1]
+    return line if len(line) <= 300 else line[:300] + "…"
