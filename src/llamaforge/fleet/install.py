@@ -47,7 +47,7 @@ def build_wheel(out_dir: Path, checkout: Path | None = None) -> Path:
                 shutil.copy2(p, stage / name)
         for old in out_dir.glob("llamaforge-*.whl"):
             old.unlink()
-        r = run_local([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+        r = run_local([sys.executable, "-m", "pip", "wheel", "--no-deps",
                        "--disable-pip-version-check", "-q", "-w", str(out_dir), "--", str(stage)], timeout=600)
         wheels = sorted(out_dir.glob("llamaforge-*.whl"))
         if not r.ok or not wheels:

@@ -8,11 +8,12 @@ Connection failures become one :class:`FleetError` line naming the host and the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import shlex
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,11 +175,23 @@ class Remote:
         self.run(["mkdir", "-p", "--", path], what="mkdir")
 
     def put(self, local: Path, remote: str) -> None:
-        self.conn.put(str(local), remote=remote)
+        with self._copying(f"copying {local.name} to {remote}"):
+            self.conn.put(str(local), remote=remote)
 
     def get(self, remote: str, local: Path) -> None:
         local.parent.mkdir(parents=True, exist_ok=True)
-        self.conn.get(remote, local=str(local))
+        with self._copying(f"copying {remote} back"):
+            self.conn.get(remote, local=str(local))
+
+    @contextlib.contextmanager
+    def _copying(self, what: str) -> Iterator[None]:
+        import paramiko
+
+        try:
+            yield
+        except (OSError, paramiko.SSHException, EOFError) as e:
+            raise FleetError(f"host {self.host.name}: {what} over SFTP failed ({' '.join(str(e).split()) or type(e).__name__})",
+                             "check the host's sshd has the sftp subsystem and the workspace is writable") from None
 
 
 def _last_line(text: str) -> str:

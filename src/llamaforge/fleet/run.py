@@ -86,7 +86,8 @@ def build_all(hosts: list[FleetHost], pins_file: Path, backends: str | None, opt
             r.put(pins_file, r.ws("pins.toml"))
             argv = [r.llamaforge, "build", f"--backends={host_backends(h, backends)}", *option_args(options)]
             r.run(argv, cwd=r.workspace, env=r.env(), stream=sink, pty=True, what="llamaforge build")
-            return list(sink.tail)
+            # the build's own verdicts ("cached cpu build KEY ...", "built ...") lead the summary
+            return [x for x in sink.tail if x.startswith(("cached ", "built "))] or list(sink.tail)[-1:]
 
     return list(for_each_host(hosts, job, progress))
 
@@ -97,7 +98,7 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
     plan = {"fleet": {"file": str(fleet.path) if fleet.path else None,
                       "hosts": {h.name: {"machine": h.machine, "target": str(h.target)} for h in hosts}},
             "bench_args": option_args(options),
-            "backends": {h.name: host_backends(h, backends) for h in hosts}}
+            "host_backends": {h.name: host_backends(h, backends) for h in hosts}}
     run_id = store.new_run(FLEET_KIND, plan, command=command, name=name, env={})
     store.set_run_summary(run_id, {"hosts": {h.name: {"machine": h.machine, "status": "pending"} for h in hosts}})
     return run_id
@@ -127,7 +128,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
             name = remote_run_name(fleet_run, h.name)
             st = r.agent("run-status", name)
             if not st.get("exists"):
-                argv = [r.llamaforge, "bench", f"--backends={plan['backends'][h.name]}", *plan["bench_args"],
+                argv = [r.llamaforge, "bench", f"--backends={plan['host_backends'][h.name]}", *plan["bench_args"],
                         f"--name={name}"]
             elif st.get("status") != "done":
                 sink.line(f"resuming run {st.get('id')} ({st.get('points')} points stored)")
