@@ -1,0 +1,233 @@
+"""Fleet: fleet.toml is strict (one clear line per mistake), remote command lines are quoted, host
+failures are recorded while the others finish, imports are de-duplicated, and a fleet report has a
+series per machine × backend. (Real SSH: tests/integration/test_fleet_real.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from llamaforge.bench.export import export_run
+from llamaforge.errors import ConfigError, FleetError, LlamaforgeError
+from llamaforge.fleet import run as fleet_run
+from llamaforge.fleet.config import Target, parse_fleet
+from llamaforge.fleet.jobs import LineSink, for_each_host
+from llamaforge.fleet.merge import import_run, parse_export
+from llamaforge.fleet.remote import command_line
+from llamaforge.paths import Paths
+from llamaforge.store import Point, Sample, Store
+
+GOOD = """
+[hosts.desk]
+target = "alice@desk.lan:2222"
+workspace = "~/lf"
+machine = "rtx3090"
+backends = ["cuda", "vulkan"]
+gateway = "me@bastion"
+[hosts.desk.env]
+LLAMAFORGE_BUILD_ROOT = "/data/b"
+
+[hosts.cloud]
+target = "h200-box"
+"""
+
+
+def test_fleet_toml_gives_typed_hosts_in_file_order():
+    f = parse_fleet(GOOD)
+    desk, cloud = f.select(None)
+    assert (desk.name, desk.machine, desk.workspace, desk.backends) == ("desk", "rtx3090", "lf", ("cuda", "vulkan"))
+    assert desk.target == Target("desk.lan", "alice", 2222) and desk.gateway == Target("bastion", "me")
+    assert desk.env == {"LLAMAFORGE_BUILD_ROOT": "/data/b"}
+    assert (cloud.target, cloud.machine, cloud.workspace, cloud.python) == (Target("h200-box"), "cloud", "llamaforge",
+                                                                          "python3")
+    assert [h.name for h in f.select(["cloud"])] == ["cloud"]
+
+
+def test_unknown_host_name_is_one_line_listing_the_hosts():
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(GOOD).select(["desk", "nope"])
+    assert "unknown host 'nope'" in e.value.message and "desk, cloud" in e.value.fix and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("target", ["-oProxyCommand=touch /tmp/x", "a b", "host;rm -rf /", "$(id)@h", "u@h:99999",
+                                    "u@h:0", "h:22:33", "", "`id`"])
+def test_hostile_or_bad_targets_are_refused(target):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = {json.dumps(target)}\n')
+    assert "target" in e.value.message and e.value.fix
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ('[hosts."a b"]\ntarget = "h"', "host name"),
+    ('[hosts.x]\ntarget = "h"\nmachine = "../etc"', "machine"),
+    ('[hosts.x]\ntarget = "h"\nworkspace = "-rf"', "workspace"),
+    ('[hosts.x]\ntarget = "h"\nworkspace = "~bob/x"', "another user"),
+    ('[hosts.x]\ntarget = "h"\npython = "python3 -c evil"', "python"),
+    ('[hosts.x]\ntarget = "h"\nbackends = ["cuda", "opencl"]', "unknown backend"),
+    ('[hosts.x]\ntarget = "h"\ntargte = "typo"', "unknown key 'targte'"),
+    ('[hosts.x]\ntarget = "h"\n[hosts.x.env]\n"A;B" = "1"', "environment variable name"),
+    ('[hosts.x]\ntarget = "h"\n[hosts.y]\ntarget = "h2"\nmachine = "x"', "same machine name"),
+    ('[hosts.x]\nworkspace = "w"', "no target"),
+    ("hosts = 3", "defines no hosts"),
+    ("[hosts.x", "not valid TOML"),
+])
+def test_bad_fleet_files_say_what_and_how_to_fix(body, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(body)
+    assert needle in e.value.message and e.value.fix
+
+
+def test_command_line_quotes_every_operand_so_a_shell_runs_exactly_the_argv(tmp_path):
+    hostile = ["$(touch pwned)", "; touch pwned2", "a b", "'quote'", "--model=-x", "*", "\\"]
+    d = tmp_path / "dir with $(space)"
+    d.mkdir()
+    line = command_line(["printf", "%s\\n", *hostile], cwd=str(d), env={"LF_X": "v; touch pwned3"})
+    assert line.startswith("cd -- ") and "exec env -- " in line
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.splitlines() == hostile
+    assert not list(tmp_path.rglob("pwned*"))
+    env_line = command_line(["sh", "-c", 'printf %s "$LF_X"'], env={"LF_X": "v; touch pwned3"})
+    assert subprocess.run(["sh", "-c", env_line], capture_output=True, text=True, cwd=tmp_path).stdout == "v; touch pwned3"
+
+
+def test_bench_options_become_glued_flags():
+    args = fleet_run.option_args({"model": "-weird.gguf", "ncmoe": "0:8:4", "allow_busy": True, "seed": None,
+                                  "no_quirks": False, "define": ["A=1", "B=2"]})
+    assert args == ["--model=-weird.gguf", "--ncmoe=0:8:4", "--allow-busy", "--define=A=1", "--define=B=2"]
+
+
+def test_line_sink_splits_carriage_returns_and_strips_colour():
+    seen = []
+
+    class P:
+        def update(self, host, line):
+            seen.append((host, line))
+
+    s = LineSink(P(), "h")  # type: ignore[arg-type]
+    s.write("\x1b[32mok\x1b[0m\r\npart")
+    s.write("ial\rnext\n\n")
+    s.close()
+    assert seen == [("h", "ok"), ("h", "partial"), ("h", "next")]
+
+
+def test_a_failing_host_is_recorded_while_the_others_finish():
+    f = parse_fleet('[hosts.a]\ntarget = "a"\n[hosts.b]\ntarget = "b"\n[hosts.c]\ntarget = "c"\n')
+
+    def job(h, sink):
+        sink.line(f"working on {h.name}")
+        if h.name == "a":
+            raise FleetError("host a is unreachable (refused)", "start sshd")
+        if h.name == "b":
+            raise RuntimeError("surprise")
+        return h.name.upper()
+
+    outs = {o.host: o for o in for_each_host(f.select(None), job)}
+    assert outs["c"].ok and outs["c"].value == "C"
+    assert not outs["a"].ok and outs["a"].error == "host a is unreachable (refused)" and outs["a"].fix == "start sshd"
+    assert not outs["b"].ok and "RuntimeError: surprise" in outs["b"].error and outs["b"].tail == ["working on b"]
+
+
+# ---- merge / fleet run ---------------------------------------------------------------------------
+def _remote_run(store: Store, machine: str, tg: float, ncmoe: tuple[int, ...] = (0, 4)) -> str:
+    plan = {"model": {"ref": "synth:tiny", "path": "/m/tiny.gguf", "facts": {"arch": "qwen35moe", "n_layers": 8}},
+            "backends": ["cpu"]}
+    run = store.new_run("sweep", plan, env={"machine": machine, "cpu_model": f"{machine} CPU"}, name="fleet-x")
+    store.add_build({"key": "0c1e57098-cpu-k", "backend": "cpu", "pin": "default", "commit": "0c1e57098"}, run)
+    for n in ncmoe:
+        p = Point(run, "0c1e57098-cpu-k", "server", ncmoe=n, n_ctx=4096, prompt_tokens=64, n_predict=8)
+        p.samples = [Sample(0, True, pp_tps=1.0, tg_tps=1.0)] + [Sample(i, False, pp_tps=100.0 + i, tg_tps=tg + i)
+                                                                 for i in (1, 2, 3)]
+        store.record_point(p)
+    store.set_run_status(run, "done")
+    return run
+
+
+def test_import_is_machine_tagged_and_deduplicated(tmp_path):
+    with Store(tmp_path / "remote.sqlite") as remote, Store(tmp_path / "local.sqlite") as local:
+        rid = _remote_run(remote, "m1", 10.0)
+        doc = parse_export(export_run(remote, rid, "json"))
+        a = import_run(local, doc, machine="m1", host="h1", fleet_run="F")
+        b = import_run(local, doc, machine="m1", host="h1", fleet_run="F")
+        assert a == b == f"{rid}.m1"
+        run = local.get_run(a)
+        assert run.env["machine"] == "m1" and run.plan["fleet"] == {"run": "F", "host": "h1", "machine": "m1",
+                                                                     "remote_run": rid}
+        pts = local.points(a)
+        assert len(pts) == 2 and all(len(p.samples) == 4 for p in pts)
+        assert [s.tg_tps for s in pts[0].samples if not s.warmup] == [11.0, 12.0, 13.0]
+        assert local.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 8
+
+
+def test_malformed_export_is_one_line():
+    for text in ("not json", "[]", '{"run": {}, "points": []}'):
+        with pytest.raises(FleetError) as e:
+            parse_export(text)
+        assert "malformed" in e.value.message and e.value.fix
+
+
+def _fake_fleet(tmp_path: Path):
+    f = parse_fleet('[hosts.a]\ntarget = "a"\nmachine = "box-a"\n[hosts.b]\ntarget = "b"\nmachine = "box-b"\n')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pins.toml").write_text("")
+    return f, Paths(ws)
+
+
+def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_path, monkeypatch):
+    f, paths = _fake_fleet(tmp_path)
+    remote_dbs = {"a": tmp_path / "ra.sqlite", "b": tmp_path / "rb.sqlite"}
+    calls: list[str] = []
+    broken = {"b"}
+
+    def fake_job(fleet_id, plan, pins_file, local_dir, detach):
+        def job(h, sink):
+            calls.append(h.name)
+            if h.name in broken:
+                raise FleetError(f"host {h.name} ({h.target}) is unreachable (refused)", "start sshd")
+            with Store(remote_dbs[h.name]) as rs:
+                rid = _remote_run(rs, h.machine, 10.0 if h.name == "a" else 20.0)
+                out = local_dir / f"{h.name}.json"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(export_run(rs, rid, "json"))
+            return {"export": str(out), "sha256": "x", "remote_run": rid, "bench_error": None, "remote_status": "done"}
+        return job
+
+    monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
+    with Store(paths.store_db) as store:
+        fid = fleet_run.bench_all(store, paths, f, f.select(None), options={"model": "synth:tiny"})
+        run = store.get_run(fid)
+        hosts = run.summary["hosts"]
+        assert run.kind == "fleet" and run.status == "partial"
+        assert hosts["a"]["status"] == "ok" and hosts["a"]["run"].endswith(".box-a")
+        assert hosts["b"]["status"] == "failed" and "unreachable" in hosts["b"]["error"]
+        assert run.plan["bench_args"] == ["--model=synth:tiny"] and run.plan["host_backends"] == {"a": "cpu", "b": "cpu"}
+        broken.clear()
+        calls.clear()
+        assert fleet_run.bench_all(store, paths, f, [], resume=fid) == fid
+        assert calls == ["b"]                       # a was done: not touched again
+        run = store.get_run(fid)
+        assert run.status == "done" and {h["status"] for h in run.summary["hosts"].values()} == {"ok"}
+        assert fleet_run.fleet_children(store, fid) == [("box-a", hosts["a"]["run"]),
+                                                        ("box-b", run.summary["hosts"]["b"]["run"])]
+
+        from llamaforge.report.data import load
+
+        data = load(store, fid)
+        assert [s.name for s in data.series] == ["box-a · CPU", "box-b · CPU"]
+        assert [r.ncmoe for r in data.series[1].rows] == [0, 4]
+        assert data.series[1].rows[0].tg == [21.0, 22.0, 23.0]
+        assert set(data.env) == {"box-a", "box-b"} and data.model_ref == "synth:tiny"
+
+
+def test_resume_of_a_non_fleet_run_or_changed_machine_is_one_line(tmp_path):
+    f, paths = _fake_fleet(tmp_path)
+    with Store(paths.store_db) as store:
+        rid = _remote_run(store, "m", 1.0)
+        with pytest.raises(FleetError, match="not a fleet run"):
+            fleet_run.bench_all(store, paths, f, [], resume=rid)
+        fid = store.new_run("fleet", {"fleet": {"hosts": {"a": {"machine": "old-name"}}}})
+        with pytest.raises(LlamaforgeError, match="machine 'box-a' in fleet.toml but 'old-name'"):
+            fleet_run.bench_all(store, paths, f, [], resume=fid)
