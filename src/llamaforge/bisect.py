@@ -41,6 +41,7 @@ from .console import console, esc, notice
 from .errors import BuildError, LlamaforgeError
 from .files import file_lock
 from .mdtext import md_code, md_text
+from .records import build_manifest
 from .stats import compare, summarize
 from .store import Probe, Run, Store
 
@@ -367,7 +368,7 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
     def do_build(sha: str) -> Any:
         started[sha] = time.time()
         b = builder(sha)
-        store.add_build({**(b.manifest or {}), "key": b.key, "backend": b.backend, "pin": b.pin, "commit": b.commit}, run_id)
+        store.add_build(build_manifest(b), run_id)
         return b
 
     def do_measure(sha: str, b: Any) -> list[float]:

@@ -37,6 +37,7 @@ from rich.table import Table
 from .console import console, esc, notice
 from .errors import ConfigError, LlamaforgeError
 from .mdtext import md_code, md_text
+from .records import build_manifest
 from .stats import ClusteredComparison, cluster_summary, compare_clustered
 from .store import Point, Probe, Run, Store
 
@@ -166,7 +167,7 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     run_id = store.new_run("compare", pj, command=command, env=collect_env(),
                            name=f"compare {req.base.describe()} vs {req.head.describe()}")
     for bb in (a, b):
-        store.add_build({**(bb.manifest or {}), "key": bb.key, "backend": bb.backend, "pin": bb.pin, "commit": bb.commit}, run_id)
+        store.add_build(build_manifest(bb), run_id)
     by_side = {"A": a, "B": b}
     spent = {"A": 0.0, "B": 0.0}
     order = schedule(req.n_rounds, len(plan.points))

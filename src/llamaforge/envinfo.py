@@ -2,19 +2,29 @@
 
 GPU name / driver / clocks / memory and bus width / theoretical memory bandwidth via NVML when
 there is an NVIDIA driver; CUDA and Vulkan versions from ``nvidia-smi`` / ``vulkaninfo --summary``
-when present; CPU model, cores, RAM, OS, Python. Everything missing is simply absent.
+when present; CPU model, cores, RAM and its measured bandwidth, OS, Python. Everything missing is
+simply absent. The shape is :class:`llamaforge.records.Environment`.
+
+Host RAM bandwidth (``ram_bandwidth_gbps``) is *measured*, because nothing unprivileged reports it
+(DMI needs root, and a container hides it): every allowed core copies its share of a buffer much
+larger than any cache, the best of a few rounds is kept, and read + written bytes are counted (as
+STREAM's Copy does). It is what a CPU backend can stream, so it is the CPU's bound in the roofline.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import re
 import shutil
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import psutil
 
 from . import proc
@@ -27,6 +37,43 @@ def _cpu_model() -> str:
                 if line.lower().startswith("model name"):
                     return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+COPY_MIB = 256        # per round (source + destination: 512 MiB), split over the threads: beyond the caches
+COPY_ROUNDS = 3
+
+
+@functools.cache
+def ram_bandwidth_gbps(threads: int | None = None, mib: int = COPY_MIB, rounds: int = COPY_ROUNDS) -> float | None:
+    """Measured host RAM copy bandwidth, GB/s (read + written bytes); None if it fails. Measured once per
+    process (a machine's RAM does not change between the runs of one command).
+
+    numpy's copy releases the GIL, so ``threads`` (default: the allowed cores) copy in parallel; with
+    several cores one thread is measured too and the better kept (a busy host can make threads slower)."""
+    n = max(1, threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    one = _copy_gbps(1, mib, rounds) if n > 1 and threads is None else None
+    many = _copy_gbps(n, mib, rounds)
+    best = max((v for v in (one, many) if v), default=None)
+    return round(best, 1) if best else None
+
+
+def _copy_gbps(n: int, mib: int, rounds: int) -> float | None:
+    """The best of ``rounds`` parallel copies of ``mib`` MiB split over ``n`` threads (the first round
+    also faults the pages in, so it rarely counts)."""
+    per = max(1, mib * 2**20 // n)
+    try:
+        src = [np.ones(per, dtype=np.uint8) for _ in range(n)]
+        dst = [np.empty_like(a) for a in src]
+        best = 0.0
+        with ThreadPoolExecutor(n) as pool:
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                list(pool.map(lambda i: np.copyto(dst[i], src[i]), range(n)))
+                dt = time.perf_counter() - t0
+                best = max(best, 2 * per * n / dt / 1e9 if dt > 0 else 0.0)
+    except (MemoryError, RuntimeError):
+        return None
+    return best if best > 0 else None
 
 
 def _nvml_gpus() -> tuple[list[dict], str | None, str | None]:
@@ -106,7 +153,7 @@ def _tool_versions() -> dict[str, str]:
 
 
 def collect_env() -> dict:
-    """A JSON-able description of this machine (takes ~a second)."""
+    """A JSON-able description of this machine (takes a second or two: the RAM bandwidth is measured)."""
     vm = psutil.virtual_memory()
     gpus, driver, cuda = _nvml_gpus()
     env: dict[str, Any] = {
@@ -122,6 +169,7 @@ def collect_env() -> dict:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "ram_total_mib": vm.total // (1024 * 1024),
         "ram_available_mib": vm.available // (1024 * 1024),
+        "ram_bandwidth_gbps": ram_bandwidth_gbps(),
         "gpus": gpus,
         "nvidia_driver": driver,
         "cuda_driver": cuda,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .records import Environment, RunPlan, to_json
 from .redact import redact_obj, redact_text
 
 _SCHEMA = """
@@ -158,6 +159,15 @@ class Run:
     env: dict
     summary: dict | None
     parent_run: str | None = None     # the run this one reproduces
+
+    @property
+    def plan_record(self) -> RunPlan:
+        """The plan as a typed record (older shapes migrated; see :mod:`llamaforge.records`)."""
+        return RunPlan.from_json(self.plan)
+
+    @property
+    def env_record(self) -> Environment:
+        return Environment.from_json(self.env)
 
 
 @dataclass
@@ -346,8 +356,12 @@ class Store:
             self.backup = None
 
     # ---- runs -------------------------------------------------------------------------------
-    def new_run(self, kind: str, plan: dict, *, command: str | None = None, env: dict | None = None,
-                name: str | None = None, parent_run: str | None = None) -> str:
+    def new_run(self, kind: str, plan: dict | RunPlan, *, command: str | None = None,
+                env: dict | Environment | None = None, name: str | None = None, parent_run: str | None = None) -> str:
+        """A new run (status ``running``). The plan and env are stored as versioned records: a dict passes
+        through :class:`RunPlan` / :class:`Environment` (unknown keys kept, older shapes migrated)."""
+        plan = to_json(plan if isinstance(plan, RunPlan) else RunPlan.from_json(plan))
+        env = to_json(env if isinstance(env, Environment) else Environment.from_json(env or {}))
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
         now = time.time()
         self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
@@ -419,7 +433,8 @@ class Store:
     def set_run_summary(self, run_id: str, summary: dict) -> None:
         self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(summary), time.time(), run_id))
 
-    def update_run_env(self, run_id: str, env: dict) -> None:
+    def update_run_env(self, run_id: str, env: dict | Environment) -> None:
+        env = to_json(env if isinstance(env, Environment) else Environment.from_json(env))
         self.db.execute("UPDATE runs SET env_json=?, updated=? WHERE id=?", (_j(env), time.time(), run_id))
 
     # ---- builds -----------------------------------------------------------------------------

@@ -257,13 +257,13 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
 
 
 def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
-    import report_fake
+    import run_fake
 
     from llamaforge.report.data import load
     from llamaforge.report.tables import build_sections
     from llamaforge.store import Point, Sample
 
-    st, run = report_fake.build(tmp_path, backends=("cpu",), points=False)
+    st, run = run_fake.build(tmp_path, backends=("cpu",), points=False)
     for n, status in ((0, "unsupported"), (1, "unsupported"), (2, "refused")):
         p = Point(run, "cpu-0c1e570-abcd", "server", ncmoe=n, n_ctx=4096, extra={"fit_status": status},
                   samples=[Sample(1, False, "", 64, 1.0, 100.0, 8, 1.0, 10.0)])

@@ -158,13 +158,13 @@ def test_like_wildcards_in_a_reference_are_literal(runs, ref):
 
 
 def test_tasks_find_runs_by_name(tmp_path, monkeypatch, capsys):
-    import report_fake
+    import run_fake
     from invoke import Context
 
     from llamaforge.commands.report import report
 
     monkeypatch.setenv("LLAMAFORGE_RESULTS", str(tmp_path))
-    store, run_id = report_fake.build(tmp_path, db="llamaforge.sqlite")
+    store, run_id = run_fake.build(tmp_path, db="llamaforge.sqlite")
     name = store.get_run(run_id).name
     store.close()
     assert name, "the fake run has a name"

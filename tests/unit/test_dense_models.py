@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import report_fake
+import run_fake
 from gguf import GGUFValueType as VT
 from models_fake import fake_vocab
 
@@ -157,7 +157,7 @@ def test_bench_task_refuses_ncmoe_on_a_dense_model_in_one_line(gemma, tmp_path, 
 
 # ---- report: the ngl axis ------------------------------------------------------------------------
 def _ngl_run(tmp: Path):
-    store, run_id = report_fake.build(tmp, backends=("cpu",), points=False)
+    store, run_id = run_fake.build(tmp, backends=("cpu",), points=False)
     store.db.execute("UPDATE runs SET plan_json=? WHERE id=?", (
         '{"model": {"ref": "synth:tiny-gemma3", "facts": {"n_layers": 8, "n_ctx_train": 4096, '
         '"n_experts": 0, "weight_bytes_per_token": 30000000, "kv_bytes_per_token_ctx": 256, '
@@ -201,7 +201,7 @@ def test_report_of_an_ncmoe_sweep_keeps_the_ncmoe_axis(tmp_path):
     from llamaforge.report import data as rdata
     from llamaforge.report import tables
 
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     d = rdata.load(store, run_id)
     assert d.axis == "ncmoe" and tables.summary_table(d).columns[2] == "ncmoe"
     store.close()

@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-import report_fake
+import run_fake
 from markdown_it import MarkdownIt
 
 from llamaforge import bisect as bis
@@ -64,7 +64,7 @@ def test_store_neither_keeps_nor_shows_url_secrets(tmp_path):
 @pytest.fixture
 def old_store_with_secrets(tmp_path):
     """A run written before redaction existed: the secrets sit in the database itself."""
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     plan = store.get_run(run_id).plan
     plan["model"]["ref"] = PRESIGNED + "#frag_secret"
     plan["fit"] = {}          # a real plan's shape (the fake's ``True`` is enough for reports, not for jsonl)
@@ -103,7 +103,7 @@ def test_md_text_and_md_code_keep_html_and_markdown_inert():
 
 
 def test_report_md_renders_hostile_run_names_model_paths_and_logs_as_text(tmp_path):
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     plan = store.get_run(run_id).plan
     plan["model"]["ref"] = "/models/" + HOSTILE + ".gguf"
     store.db.execute("UPDATE runs SET name=?, plan_json=?, command=? WHERE id=?",

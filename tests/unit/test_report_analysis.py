@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from llamaforge.records import ModelFactsRecord
 from llamaforge.report import analysis as an
-from llamaforge.report.data import Row, full_attention_layers, split_breakdown
+from llamaforge.report.data import Row, split_breakdown
 
 NATIVE = 1000
 
@@ -74,7 +75,7 @@ def test_anomaly_compares_only_within_a_series_and_skips_failed_neighbours():
 
 
 def test_roofline_is_bytes_per_token_times_generation_speed():
-    facts = {"bytes_per_token_base": 2_000_000_000, "kv_bytes_per_token_ctx": 20_480}
+    facts = ModelFactsRecord(bytes_per_token_ctx0=2_000_000_000, kv_bytes_per_token_ctx=20_480)
     r = row(0, 4096, [100.0, 100.0, 100.0])
     r.prompt_tokens, r.n_predict = 2000, 1000
     rp = an.roofline(r, facts, 4000.0)
@@ -83,7 +84,7 @@ def test_roofline_is_bytes_per_token_times_generation_speed():
     assert rp.achieved_gbs == pytest.approx(rp.bytes_per_token * 100 / 1e9)
     assert rp.fraction == pytest.approx(rp.achieved_gbs / 4000.0)
     assert an.roofline(r, facts, None).fraction is None
-    assert an.roofline(r, {}, 4000.0) is None
+    assert an.roofline(r, ModelFactsRecord(), 4000.0) is None
 
 
 def test_split_breakdown_sums_gpu_devices_and_host_buffers():
@@ -101,9 +102,12 @@ def test_split_breakdown_sums_gpu_devices_and_host_buffers():
 
 
 def test_full_attention_layers_from_list_or_interval():
-    assert full_attention_layers({"full_attention_layers": [7, 3]}) == [3, 7]
-    assert full_attention_layers({"full_attention_interval": 4, "n_layers": 12}) == [3, 7, 11]
-    assert full_attention_layers({"full_attention_layers": 10}) == []
+    def fal(d: dict) -> list[int]:
+        return ModelFactsRecord.from_json(d).full_attention_layer_list()
+
+    assert fal({"full_attention_layers": [7, 3]}) == [3, 7]
+    assert fal({"full_attention_interval": 4, "n_layers": 12}) == [3, 7, 11]
+    assert fal({"full_attention_layers": 10}) == []
 
 
 def test_llama_bench_points_read_one_test_per_metric():
@@ -130,10 +134,13 @@ def test_split_breakdown_reads_the_runners_devices_host_other_shape():
 
 
 def test_bytes_per_token_falls_back_to_model_facts_fields():
-    assert an.base_bytes_per_token({"bytes_per_token_ctx0": 123}) == 123
-    assert an.base_bytes_per_token({"weight_bytes_per_token": 100, "recurrent_state_bytes": 20}) == 120
-    assert an.base_bytes_per_token({}) is None
-    assert an.bytes_per_token({"weight_bytes_per_token": 100, "kv_bytes_per_token_ctx": 2}, 10) == 120
+    def rec(**kw) -> ModelFactsRecord:
+        return ModelFactsRecord.from_json(kw)
+
+    assert rec(bytes_per_token_ctx0=123).base_bytes_per_token() == 123
+    assert rec(weight_bytes_per_token=100, recurrent_state_bytes=20).base_bytes_per_token() == 120
+    assert rec().base_bytes_per_token() is None
+    assert rec(weight_bytes_per_token=100, kv_bytes_per_token_ctx=2).bytes_per_token(10) == 120
 
 
 def test_roofline_of_a_llama_bench_point_uses_the_tg_tests_context():
@@ -142,4 +149,5 @@ def test_roofline_of_a_llama_bench_point_uses_the_tg_tests_context():
     assert an.bench_context("pp512") is None
     r = row(0, 4096, [50.0, 50.0])
     r.tg_test, r.prompt_tokens, r.n_predict = "tg16", 256, 16
-    assert an.roofline(r, {"bytes_per_token_base": 1000, "kv_bytes_per_token_ctx": 10}, None).context_used == 8
+    facts = ModelFactsRecord(bytes_per_token_ctx0=1000, kv_bytes_per_token_ctx=10)
+    assert an.roofline(r, facts, None).context_used == 8

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import report_fake
+import run_fake
 from invoke import Context
 
 from llamaforge.commands.report import TASKS, report
@@ -20,7 +20,7 @@ def test_report_task_is_exported():
 
 
 def test_report_latest_writes_into_results_reports_run_id(results, capsys):
-    store, run_id = report_fake.build(results, db="llamaforge.sqlite")
+    store, run_id = run_fake.build(results, db="llamaforge.sqlite")
     store.close()
     report(Context(), run="latest")
     out_dir = results / "reports" / run_id
@@ -30,7 +30,7 @@ def test_report_latest_writes_into_results_reports_run_id(results, capsys):
 
 
 def test_report_out_option_and_min_effect(results, tmp_path):
-    store, run_id = report_fake.build(results, db="llamaforge.sqlite")
+    store, run_id = run_fake.build(results, db="llamaforge.sqlite")
     store.close()
     report(Context(), run=run_id[:12], out=str(tmp_path / "mine"), min_effect="0.5")
     md = (tmp_path / "mine" / "report.md").read_text()
@@ -42,7 +42,7 @@ def test_report_out_option_and_min_effect(results, tmp_path):
     ({"run": "latest", "min_effect": "lots"}, "is not a number"),
 ])
 def test_report_bad_input_is_one_line_without_traceback(results, capsys, kwargs, message):
-    store, _ = report_fake.build(results, db="llamaforge.sqlite")
+    store, _ = run_fake.build(results, db="llamaforge.sqlite")
     store.close()
     with pytest.raises(SystemExit) as exc:
         report(Context(), **kwargs)

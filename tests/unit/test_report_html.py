@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import report_fake
+import run_fake
 from PIL import Image
 
 from chromium_render import CHROMIUM, render_in_chromium
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is
 
 
 def test_fake_report_renders_in_chromium_with_tables_and_images(tmp_path):
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     rp = write_report(store, run_id, tmp_path / "out")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report-fake.png"

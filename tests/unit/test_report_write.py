@@ -1,23 +1,26 @@
-"""write_report on a store populated with a realistic fake sweep (see report_fake.py)."""
+"""write_report on a store populated with a realistic fake sweep (see run_fake.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import shlex
 
 import numpy as np
 import pytest
-import report_fake
+import run_fake
 from matplotlib import image as mpimg
 
 from llamaforge.errors import StoreError
+from llamaforge.records import GpuInfo
 from llamaforge.report import ReportError, build_report, write_report
 from llamaforge.stats import summarize
 
 
 @pytest.fixture
 def fake(tmp_path):
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     yield store, run_id, tmp_path
     store.close()
 
@@ -54,7 +57,7 @@ def test_summary_numbers_in_markdown_equal_the_stores_samples(fake):
     by = {(r[0], r[1]): r for r in rows}
     points = {(p.build_key.split("-")[0], p.ncmoe): p for p in store.points(run_id)}
     first = by[("Vulkan", "first ncmoe with native context")]
-    assert first[2] == "5" and first[3] == f"{report_fake.NATIVE:,}"
+    assert first[2] == "5" and first[3] == f"{run_fake.NATIVE:,}"
     p = points[("vulkan", 5)]
     for col, metric in ((6, "pp_tps"), (7, "tg_tps")):
         med, n = _median_n(first[col])
@@ -148,12 +151,14 @@ def test_roofline_uses_device_bandwidth_or_says_unknown(fake):
     roof = next(s for s in sections if s.id == "roofline").tables[0].data
     vk1 = next(d for d in roof if d["series"] == "Vulkan" and d["ncmoe"] == 1)
     p = next(p for p in store.points(run_id) if p.build_key.startswith("vulkan") and p.ncmoe == 1)
-    want_bytes = report_fake.FACTS["bytes_per_token_base"] + report_fake.FACTS["kv_bytes_per_token_ctx"] * (512 + 32)
+    want_bytes = run_fake.FACTS.bytes_per_token_ctx0 + run_fake.FACTS.kv_bytes_per_token_ctx * (512 + 32)
     assert vk1["bytes_per_token"] == want_bytes
     assert vk1["achieved_gbs"] == pytest.approx(want_bytes * float(np.median(p.measured("tg_tps"))) / 1e9)
     assert vk1["fraction"] == pytest.approx(vk1["achieved_gbs"] / 40.0)
+    cpu1 = next(d for d in roof if d["series"] == "CPU" and d["ncmoe"] == 1)
+    assert cpu1["fraction"] == pytest.approx(cpu1["achieved_gbs"] / run_fake.ENV.ram_bandwidth_gbps)
 
-    env = dict(report_fake.ENV, gpus=[{"name": "llvmpipe"}], cpu="Fake CPU")
+    env = dataclasses.replace(run_fake.ENV, gpus=[GpuInfo(name="llvmpipe")], ram_bandwidth_gbps=None)
     store.update_run_env(run_id, env)
     md = write_report(store, run_id, tmp / "out2").md.read_text()
     rows = _md_table(md, "| series | device | ncmoe |")
@@ -161,14 +166,14 @@ def test_roofline_uses_device_bandwidth_or_says_unknown(fake):
 
 
 def test_single_backend_report_says_why_comparison_is_absent(tmp_path):
-    store, run_id = report_fake.build(tmp_path, backends=("cpu",))
+    store, run_id = run_fake.build(tmp_path, backends=("cpu",))
     md = write_report(store, run_id, tmp_path / "out").md.read_text()
     assert "Comparison between backends absent: this run has only one series (CPU)" in md
     assert "| scenario | ratio |" not in md
 
 
 def test_run_with_only_failed_points_still_reports_with_reasons(tmp_path):
-    store, run_id = report_fake.build(tmp_path, all_failed=True)
+    store, run_id = run_fake.build(tmp_path, all_failed=True)
     rp = write_report(store, run_id, tmp_path / "out")
     md = rp.md.read_text()
     assert rp.pngs == []
@@ -177,7 +182,7 @@ def test_run_with_only_failed_points_still_reports_with_reasons(tmp_path):
 
 
 def test_run_without_points_is_a_report_error(tmp_path):
-    store, run_id = report_fake.build(tmp_path, points=False)
+    store, run_id = run_fake.build(tmp_path, points=False)
     with pytest.raises(ReportError, match="has no points"):
         write_report(store, run_id, tmp_path / "out")
 
@@ -195,7 +200,7 @@ def test_min_effect_out_of_range_is_a_report_error(fake):
 
 
 def test_compare_run_splits_series_by_label_and_reads_b_over_a(tmp_path):
-    store, run_id = report_fake.build(tmp_path, backends=("cpu",), kind="compare", labels=("A", "B"))
+    store, run_id = run_fake.build(tmp_path, backends=("cpu",), kind="compare", labels=("A", "B"))
     md = write_report(store, run_id, tmp_path / "out").md.read_text()
     rows = _md_table(md, "| scenario | ratio |")
     assert rows and all(r[1] == "CPU B/CPU A" for r in rows)
@@ -206,7 +211,7 @@ def test_bisect_run_lists_probes_and_plots_speed_per_commit(tmp_path):
     from llamaforge.store import Probe
 
     commits = ("aaaa111", "bbbb222")
-    store, run_id = report_fake.build(tmp_path, backends=("cpu",), kind="bisect", labels=commits)
+    store, run_id = run_fake.build(tmp_path, backends=("cpu",), kind="bisect", labels=commits)
     for i, c in enumerate(commits):
         store.add_probe(Probe(run_id, i, c + "0" * 33, subject=f"commit {i}", verdict="good" if i == 0 else "bad"))
     rp = write_report(store, run_id, tmp_path / "out")
@@ -215,19 +220,36 @@ def test_bisect_run_lists_probes_and_plots_speed_per_commit(tmp_path):
     assert [(r[0], r[3]) for r in rows] == [("0", "good"), ("1", "bad")]
 
 
-def test_roofline_reads_envinfos_gbps_key_and_cpu_model(fake):
+def test_roofline_reads_what_envinfo_writes(fake):
+    """The keys collect_env writes (memory_bandwidth_gbps per GPU, cpu_model, ram_bandwidth_gbps) reach the roofline."""
+    from llamaforge.envinfo import collect_env
+
     store, run_id, tmp = fake
-    store.update_run_env(run_id, {"gpus": [{"name": "llvmpipe", "memory_bandwidth_gbps": 80.0}],
-                                  "cpu_model": "Fake Xeon"})
+    env = collect_env()
+    assert env["ram_bandwidth_gbps"] > 0 and env["cpu_model"]
+    env["gpus"] = [{"name": "llvmpipe", "memory_bandwidth_gbps": 80.0}]
+    store.update_run_env(run_id, env)
     _, sections = build_report(store, run_id, tmp / "out")
     t = next(s for s in sections if s.id == "roofline").tables[0]
     assert {d["device_gbs"] for d in t.data if d["series"] == "Vulkan"} == {80.0}
     cpu = [d for d in t.data if d["series"] == "CPU"]
-    assert {r[1] for r in t.rows if r[0] == "CPU"} == {"Fake Xeon"}
-    assert cpu and all(d["device_gbs"] is None and d["fraction"] is None for d in cpu)
+    assert {r[1] for r in t.rows if r[0] == "CPU"} == {env["cpu_model"]}
+    assert cpu and all(d["device_gbs"] == env["ram_bandwidth_gbps"] and d["fraction"] > 0 for d in cpu)
+
+
+def test_roofline_reads_a_store_written_in_the_old_phantom_keys(fake):
+    """Version-0 envs (``cpu`` dict, ``memory_bandwidth_gbs``) are migrated when read, not ignored."""
+    store, run_id, tmp = fake
+    store.db.execute("UPDATE runs SET env_json=? WHERE id=?", (json.dumps({
+        "gpus": [{"name": "llvmpipe", "memory_bandwidth_gbs": 30.0}],
+        "cpu": {"name": "Old CPU", "memory_bandwidth_gbs": 10.0}}), run_id))
+    _, sections = build_report(store, run_id, tmp / "out")
+    t = next(s for s in sections if s.id == "roofline").tables[0]
+    assert {d["device_gbs"] for d in t.data} == {30.0, 10.0}
+    assert {r[1] for r in t.rows if r[0] == "CPU"} == {"Old CPU"}
 
 
 def test_too_few_repeats_for_significance_is_said_not_hidden(tmp_path):
-    store, run_id = report_fake.build(tmp_path, n_samples=2)
+    store, run_id = run_fake.build(tmp_path, n_samples=2)
     md = write_report(store, run_id, tmp_path / "out").md.read_text()
     assert "> Absent: none can be found: points have at most 2 measured request(s)" in md

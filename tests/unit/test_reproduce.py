@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-import report_fake
+import run_fake
 
 from llamaforge.errors import BenchError
 from llamaforge.report import data as rdata
@@ -59,7 +59,7 @@ def test_select_points_subset_and_bad_selection():
 
 
 def test_reproduce_refuses_a_run_that_is_not_a_sweep(tmp_path):
-    store, run_id = report_fake.build(tmp_path, kind="compare")
+    store, run_id = run_fake.build(tmp_path, kind="compare")
     with pytest.raises(BenchError, match="not a sweep"):
         sweep_run(store, run_id)
     with pytest.raises(BenchError, match="not a sweep"):
@@ -69,7 +69,7 @@ def test_reproduce_refuses_a_run_that_is_not_a_sweep(tmp_path):
 def test_reproduce_names_builds_that_are_gone_and_how_to_rebuild(tmp_path, monkeypatch):
     from llamaforge import reproduce as rep
 
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     monkeypatch.setattr("llamaforge.build.list_builds", lambda _p: [])
     with pytest.raises(BenchError) as e:
         rep.run_builds(store, None, store.get_run(run_id))
@@ -90,7 +90,7 @@ def _child_run(store, parent_id, factor_vulkan_0: float):
 
 
 def test_reports_of_both_runs_show_the_reproduction(tmp_path):
-    store, parent = report_fake.build(tmp_path)
+    store, parent = run_fake.build(tmp_path)
     child = _child_run(store, parent, 1.5)
     assert store.get_run(child).parent_run == parent
     assert [r.id for r in store.child_runs(parent)] == [child]
@@ -104,7 +104,7 @@ def test_reports_of_both_runs_show_the_reproduction(tmp_path):
 
 
 def test_report_host_memory_and_conditions_sections(tmp_path):
-    store, run_id = report_fake.build(tmp_path)
+    store, run_id = run_fake.build(tmp_path)
     p = store.points(run_id)[3]
     p.extra = {"host_mem": {"rss_anon_peak_mib": 300.0, "rss_file_peak_mib": 900.0},
                "telemetry": {"samples": 4, "host": {"other_cpu_cores": {"min": 1, "median": 1.5, "max": 2}},

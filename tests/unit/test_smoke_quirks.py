@@ -243,15 +243,16 @@ def test_cpu_vulkan_devices_get_a_capped_prompt_and_no_ubatch_change():
 def test_report_provenance_lists_the_applied_quirks():
     from types import SimpleNamespace
 
+    from llamaforge.records import RunPlan
     from llamaforge.report.tables import runtime_table
 
     series = [SimpleNamespace(name="cpu 0c1e570", key=("k-cpu",)), SimpleNamespace(name="vulkan", key=("k-vk",))]
-    data = SimpleNamespace(series=series, plan={"runtime": {
+    data = SimpleNamespace(series=series, plan=RunPlan.from_json({"runtime": {
         "k-cpu": {"quirks": ["no-repack"], "args": {"llama-server": ["--no-repack"]}, "notes": ["quirk no-repack: x"]},
-        "k-vk": {"quirks": [], "args": {}, "notes": []}}})
+        "k-vk": {"quirks": [], "args": {}, "notes": []}}}))
     t = runtime_table(data)
     assert len(t.rows) == 1 and t.rows[0][:3] == ["cpu 0c1e570", "no-repack", "llama-server: --no-repack"]
-    assert runtime_table(SimpleNamespace(series=series, plan={})) is None
+    assert runtime_table(SimpleNamespace(series=series, plan=RunPlan())) is None
 
 
 # ----------------------------------------------------------------------------- native CPU key

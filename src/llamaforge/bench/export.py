@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from ..errors import StoreError
+from ..records import BuildManifest, Environment, RunPlan
 from ..store import Point, Store
 from .runner import point_summary
 
@@ -82,22 +83,21 @@ def _iso(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t or 0))
 
 
-def _server_rows(p: Point, run_plan: dict, env: dict, build: dict) -> list[dict]:
-    facts = (run_plan.get("model") or {}).get("facts") or {}
-    gpus = ", ".join(g.get("name", "") for g in env.get("gpus") or [])
-    fit = run_plan.get("fit") or {}
-    fitt = fit.get("fitt_mib")
-    margins = fit.get("margins_mib") or []
+def _server_rows(p: Point, run_plan: RunPlan, env: Environment, build: BuildManifest) -> list[dict]:
+    facts = run_plan.facts
+    gpus = ", ".join(g.name or "" for g in env.gpus)
+    fitt = run_plan.fit.fitt_mib
+    margins = run_plan.fit.margins_mib or []
     meta = (p.extra or {}).get("model_meta") or {}
     common: dict[str, Any] = {
-        "build_commit": str(build.get("commit") or "")[:9], "build_number": int(build.get("build_number") or 0),
-        "cpu_info": env.get("cpu_model", ""), "gpu_info": gpus,
-        "backends": _BACKEND_NAMES.get(str(build.get("backend")), str(build.get("backend"))),
-        "model_filename": str((run_plan.get("model") or {}).get("path", "")),
-        "model_type": f"{facts.get('arch', '?')} {meta.get('ftype') or ''}".strip(),
-        "model_size": int(facts.get("file_bytes") or meta.get("size") or 0),
-        "model_n_params": int(facts.get("params_total") or meta.get("n_params") or 0),
-        "n_batch": 2048, "n_ubatch": 512, "n_threads": int(run_plan.get("threads") or env.get("cpu_cores_logical") or 0),
+        "build_commit": str(build.commit or "")[:9], "build_number": int(build.extra.get("build_number") or 0),
+        "cpu_info": env.cpu_model or "", "gpu_info": gpus,
+        "backends": _BACKEND_NAMES.get(str(build.backend), str(build.backend)),
+        "model_filename": str(run_plan.model.path or ""),
+        "model_type": f"{facts.arch or '?'} {meta.get('ftype') or ''}".strip(),
+        "model_size": int(facts.file_bytes or meta.get("size") or 0),
+        "model_n_params": int(facts.params_total or meta.get("n_params") or 0),
+        "n_batch": 2048, "n_ubatch": 512, "n_threads": int(run_plan.threads or env.cpu_cores_logical or 0),
         "cpu_mask": "0x0", "cpu_strict": False, "poll": 50, "type_k": "f16", "type_v": "f16",
         "n_gpu_layers": p.ngl, "n_cpu_moe": p.ncmoe, "split_mode": "layer", "main_gpu": 0, "no_kv_offload": False,
         "flash_attn": -1, "devices": "auto", "tensor_split": "0.00", "tensor_buft_overrides": "none",
@@ -123,7 +123,8 @@ def _server_rows(p: Point, run_plan: dict, env: dict, build: dict) -> list[dict]
 def llama_bench_rows(store: Store, run_id: str) -> list[dict]:
     """llama-bench result objects for every ok point of a run (fields in llama-bench's order)."""
     run = store.get_run(run_id)
-    builds = {b["key"]: b for b in store.builds_for_run(run.id)}
+    builds = {b["key"]: BuildManifest.from_json(b) for b in store.builds_for_run(run.id)}
+    plan, env = run.plan_record, run.env_record
     rows: list[dict] = []
     for p in store.points(run.id):
         if p.status != "ok":
@@ -132,7 +133,7 @@ def llama_bench_rows(store: Store, run_id: str) -> list[dict]:
             for obj in (p.extra or {}).get("llama_bench") or []:
                 rows.append({**obj, "engine": "llama-bench", "n_ctx": p.n_ctx})
         elif p.engine == "server":
-            rows.extend(_server_rows(p, run.plan, run.env, builds.get(p.build_key, {"commit": "", "backend": ""})))
+            rows.extend(_server_rows(p, plan, env, builds.get(p.build_key) or BuildManifest(p.build_key, "", "", "")))
     ordered = []
     for r in rows:
         o = {k: r[k] for k in LLAMA_BENCH_FIELDS if k in r}

@@ -21,6 +21,7 @@ from rich.table import Table
 from .. import proc
 from ..console import console, esc
 from ..errors import BenchError, BuildError
+from ..records import build_manifest
 from ..store import Point, Store
 from .plan import BuildLike, Plan, PointSpec
 from .server import classify_failure
@@ -161,7 +162,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
                progress: bool = True) -> str:
     """Fit every point on every build; store a ``fitmap`` run; return its id."""
     from ..envinfo import collect_env
-    from .runner import _build_manifest, resolve_fit
+    from .runner import resolve_fit
 
     if not builds:
         raise BenchError("no builds for the fit map", "give --backends")
@@ -181,7 +182,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
     js["engine"] = "fit"
     run_id = store.new_run("fitmap", js, command=command, env=collect_env())
     for b in builds:
-        store.add_build(_build_manifest(b), run_id)
+        store.add_build(build_manifest(b), run_id)
     log_dir = store.path.parent / "logs" / run_id
     status = "interrupted"
     try:

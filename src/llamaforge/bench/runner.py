@@ -49,6 +49,7 @@ from ..gpu import free_vram_mib, other_gpu_processes
 from ..hostlock import HostLock, describe, holder
 from ..locks import run_lock
 from ..quirks import describe_failure
+from ..records import build_manifest
 from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
 from . import adjust
@@ -576,10 +577,6 @@ class _Display:
             self.progress.console.print(line, soft_wrap=True)
 
 
-def _build_manifest(b: BuildLike) -> dict:
-    return {**(b.manifest or {}), "key": b.key, "backend": b.backend, "pin": b.pin, "commit": b.commit}
-
-
 def engines_of(plan: Plan) -> list[str]:
     """The engines each point is measured with (``both``: the server, then llama-bench)."""
     return ["server", "llama-bench"] if plan.engine == "both" else [plan.engine]
@@ -680,7 +677,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
                                name=name, parent_run=(run_extra or {}).get("reproduces"))
         held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:
-        store.add_build(_build_manifest(b), run_id)
+        store.add_build(build_manifest(b), run_id)
     t0 = time.monotonic()
     status = "interrupted"
     try:

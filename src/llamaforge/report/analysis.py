@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..records import ModelFactsRecord
 from ..stats import Comparison, compare
 from .data import Row
 
@@ -126,37 +127,6 @@ class RooflinePoint:
         return None if not self.device_gbs else self.achieved_gbs / self.device_gbs
 
 
-def base_bytes_per_token(facts: dict) -> float | None:
-    """Bytes read per token without the KV cache: ``bytes_per_token_base``, else ModelFacts'
-    ``bytes_per_token_ctx0``, else ``weight_bytes_per_token + recurrent_state_bytes``."""
-    for key in ("bytes_per_token_base", "bytes_per_token_ctx0"):
-        v = facts.get(key)
-        if isinstance(v, int | float) and v > 0:
-            return float(v)
-    w = facts.get("weight_bytes_per_token")
-    if isinstance(w, int | float) and w > 0:
-        r = facts.get("recurrent_state_bytes")
-        return float(w) + (float(r) if isinstance(r, int | float) else 0.0)
-    return None
-
-
-def bytes_per_token(facts: dict, context_used: float) -> float | None:
-    """Bytes read per generated token: weights read per token + the KV cache read at this context
-    (sliding-window layers: at most their window)."""
-    base = base_bytes_per_token(facts)
-    if base is None:
-        return None
-    kv = facts.get("kv_bytes_per_token_ctx")
-    kv = kv if isinstance(kv, int | float) else 0.0
-    # sliding-window layers read at most their window of KV (ModelFacts.bytes_per_token)
-    swa, window = facts.get("kv_bytes_per_token_swa"), facts.get("sliding_window")
-    swa_read = 0.0
-    if isinstance(swa, int | float) and swa > 0:
-        swa_read = float(swa) * (min(context_used, float(window)) if isinstance(window, int | float) and window > 0
-                                 else context_used)
-    return float(base) + float(kv) * context_used + swa_read
-
-
 def bench_context(test: str) -> float | None:
     """Mean KV length of a llama-bench tg test name (``tg128``, ``tg128 @ d4096``); None if unparsable."""
     m = re.match(r"\s*tg(\d+)", test)
@@ -166,7 +136,7 @@ def bench_context(test: str) -> float | None:
     return (int(d.group(1)) if d else 0) + int(m.group(1)) / 2
 
 
-def roofline(row: Row, facts: dict, device_gbs: float | None, *, prompt_tokens: int | None = None,
+def roofline(row: Row, facts: ModelFactsRecord, device_gbs: float | None, *, prompt_tokens: int | None = None,
              n_predict: int | None = None) -> RooflinePoint | None:
     """Achieved bandwidth of one point (``None`` if it has no tg or the facts lack the byte counts).
 
@@ -184,7 +154,7 @@ def roofline(row: Row, facts: dict, device_gbs: float | None, *, prompt_tokens: 
         pt = row.prompt_tokens if row.prompt_tokens is not None else prompt_tokens
         npred = row.n_predict if row.n_predict is not None else n_predict
         ctx_used = float(pt or 0) + float(npred or 0) / 2
-    b = bytes_per_token(facts, ctx_used)
+    b = facts.bytes_per_token(ctx_used)
     if b is None:
         return None
     return RooflinePoint(row, ctx_used, b, b * tg / 1e9, device_gbs)

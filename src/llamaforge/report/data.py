@@ -6,8 +6,9 @@ build's points; for a bisect the label is the commit. Series are ordered by the 
 (cuda, vulkan, cpu, then others), which is also the order of every ratio (earlier over later, e.g.
 CUDA/Vulkan).
 
-Everything here is defensive about the plan / env / manifest dictionaries, which other modules
-write: a missing key becomes ``None`` and the section that needs it says why it is absent.
+The plan, the environment, the model facts and each point's memory breakdown are read as typed
+records (:mod:`llamaforge.records`): a missing field is ``None`` and the section that needs it says
+why it is absent.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..bench.schedule import SENTINEL_LABEL
 from ..errors import LlamaforgeError, StoreError
+from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
 from ..stats import Summary, summarize
 from ..store import Point, Probe, Run, Store
 
@@ -164,7 +166,7 @@ class ReportData:
     run: Run
     builds: list[dict]
     series: list[Series]
-    facts: dict
+    facts: ModelFactsRecord
     native_ctx: int | None
     full_attn_layers: list[int]
     probes: list[Probe]
@@ -177,17 +179,16 @@ class ReportData:
     points: list[Point] = field(default_factory=list)      # every stored point, sentinels included
 
     @property
-    def env(self) -> dict:
-        return self.run.env or {}
+    def env(self) -> Environment:
+        return self.run.env_record
 
     @property
-    def plan(self) -> dict:
-        return self.run.plan or {}
+    def plan(self) -> RunPlan:
+        return self.run.plan_record
 
     @property
     def model_ref(self) -> str:
-        m = self.plan.get("model") or {}
-        return str(m.get("ref") or m.get("path") or self.facts.get("name") or "unknown model")
+        return self.plan.model_ref
 
     @property
     def all_rows(self) -> list[Row]:
@@ -202,57 +203,21 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def split_breakdown(mb: Any) -> tuple[MemSplit | None, MemSplit | None]:
-    """(GPU devices summed, host) from a stored ``fit_memory_breakdown``.
-
-    Accepts the runner's ``{"unit", "devices": [rows], "host": row, "other": [rows]}``, a dict
-    ``{name: {total, free, self, model, context, compute}}``, or llama.cpp's own list of rows (``{"kind": "device"|"host"|"buffer_type", "name": ...}``). An entry with a device
-    ``total`` is a GPU; the rest (Host, CPU_REPACK, ...) is host memory.
-    """
-    if not mb:
+def split_breakdown(stored: Any) -> tuple[MemSplit | None, MemSplit | None]:
+    """(GPU devices summed, host) from a stored ``fit_memory_breakdown`` of any shape
+    (:meth:`records.MemoryBreakdown.of`): devices are GPUs; the host and buffer types (CPU_REPACK, ...)
+    are host memory."""
+    mb = MemoryBreakdown.of(stored)
+    if mb is None:
         return None, None
-    if isinstance(mb, dict) and isinstance(mb.get("devices"), list):  # the runner's shape
-        entries = [dict(e, kind=e.get("kind") or "device") for e in mb["devices"] if isinstance(e, dict)]
-        if isinstance(mb.get("host"), dict):
-            entries.append(dict(mb["host"], kind="host"))
-        entries += [dict(e, kind=e.get("kind") or "buffer_type") for e in mb.get("other") or []
-                    if isinstance(e, dict)]
-    elif isinstance(mb, dict):
-        entries = [dict(v, name=k) for k, v in mb.items() if isinstance(v, dict)]
-    elif isinstance(mb, list):
-        entries = [e for e in mb if isinstance(e, dict)]
-    else:
-        return None, None
-    gpu: MemSplit | None = None
-    host: MemSplit | None = None
-    for e in entries:
-        kind = str(e.get("kind") or "").lower()
-        name = str(e.get("name") or "").lower()
-        is_gpu = kind == "device" or (kind == "" and _num(e.get("total")) and "host" not in name
-                                      and not name.startswith("cpu"))
-        part = MemSplit(_num(e.get("model")) or 0.0, _num(e.get("context")) or 0.0, _num(e.get("compute")) or 0.0)
-        if is_gpu:
-            gpu = gpu or MemSplit()
-            tgt = gpu
-        else:
-            host = host or MemSplit()
-            tgt = host
-        tgt.model += part.model
-        tgt.context += part.context
-        tgt.compute += part.compute
-    return gpu, host
 
+    def add(rows: list[MemRow]) -> MemSplit | None:
+        if not rows:
+            return None
+        return MemSplit(sum(_num(r.model) or 0.0 for r in rows), sum(_num(r.context) or 0.0 for r in rows),
+                        sum(_num(r.compute) or 0.0 for r in rows))
 
-def full_attention_layers(facts: dict) -> list[int]:
-    """0-based indices of full-attention layers (from the facts' list, or derived from the interval)."""
-    fal = facts.get("full_attention_layers")
-    if isinstance(fal, list | tuple):
-        return sorted(int(x) for x in fal if isinstance(x, int | float))
-    interval = facts.get("full_attention_interval")
-    n = facts.get("n_layers")
-    if isinstance(interval, int) and interval > 0 and isinstance(n, int):
-        return [i for i in range(n) if (i + 1) % interval == 0]
-    return []
+    return add(mb.devices), add(([mb.host] if mb.host else []) + mb.other)
 
 
 def _test_size(test: str) -> int:
@@ -346,20 +311,19 @@ def load(store: Store, run_id: str) -> ReportData:
             name += "'"
         names.append(name)
 
-    model = run.plan.get("model") if isinstance(run.plan, dict) else None
-    facts = (model or {}).get("facts") or {}
+    facts = run.plan_record.facts
     axis = sweep_axis(points)
-    n_layers = facts.get("n_layers")
+    n_layers = facts.n_layers
     ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
     series = []
     for k, name in zip(keys, names, strict=True):
         rows = sorted((_row(p, name, axis, ngl_all) for p in groups[k]), key=lambda r: (r.ncmoe, r.x, r.ngl))
         series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]), rows=rows))
-    native = facts.get("n_ctx_train")
+    native = facts.n_ctx_train
     if not isinstance(native, int):
         native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
     return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
-                      full_attn_layers=full_attention_layers(facts), probes=store.probes(run.id), axis=axis,
+                      full_attn_layers=facts.full_attention_layer_list(), probes=store.probes(run.id), axis=axis,
                       reproductions=_reproductions(store, run), points=points)
 
 

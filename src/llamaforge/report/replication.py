@@ -36,7 +36,7 @@ def row_cluster(r: Row, metric: str) -> ClusterSummary | None:
 
 
 def launches_of(data: ReportData) -> int:
-    return int(data.plan.get("launches") or 1)
+    return int(data.plan.launches or 1)
 
 
 def drift_notes(flags: list[DriftFlag]) -> list[str]:
@@ -86,7 +86,7 @@ def replication_section(data: ReportData) -> Section:
     else:
         sec.absent = "no point succeeded"
     sentinels = [p for p in data.points if p.label == SENTINEL_LABEL]
-    every = data.plan.get("sentinel_every")
+    every = data.plan.sentinel_every
     if not sentinels:
         sec.notes.append("No drift sentinels in this run" + (" (--sentinel-every 0 or a small sweep)." if not every else "."))
     else:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.sentinel import drift_flags
+from ..records import BuildManifest, Environment
 from ..stats import Comparison, compare
 from . import analysis as an
 from .data import ReportData, Row, Series, backend_name
@@ -259,46 +260,32 @@ def anomaly_table(found: list[an.Anomaly]) -> Table:
     return t
 
 
-def _bandwidth(d: dict, prefix: str = "") -> float | None:
-    """GB/s from ``memory_bandwidth_gbs`` (or envinfo's ``memory_bandwidth_gbps``, also GB/s)."""
-    for key in ("memory_bandwidth_gbs", "memory_bandwidth_gbps"):
-        v = d.get(prefix + key)
-        if isinstance(v, int | float) and v > 0:
-            return float(v)
-    return None
-
-
-def device_bandwidth(s: Series, env: dict) -> tuple[str, float | None]:
-    """(device name, memory bandwidth GB/s or None) for a series' backend, from the run's env."""
+def device_bandwidth(s: Series, env: Environment) -> tuple[str, float | None]:
+    """(device name, memory bandwidth GB/s or None) for a series' backend, from the run's env: the CPU's
+    measured RAM bandwidth, or the theoretical bandwidth of the NVIDIA GPU the build's device names."""
     if s.backend.lower() == "cpu":
-        cpu = env.get("cpu")
-        if isinstance(cpu, dict):
-            name, bw = str(cpu.get("name") or cpu.get("model") or "CPU"), _bandwidth(cpu)
-        else:
-            name, bw = str(cpu or env.get("cpu_model") or "CPU"), _bandwidth(env, "ram_")
-        return name, bw
-    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
-    devs = [d.get("name", "") for d in ((s.build or {}).get("capabilities") or {}).get("devices") or []
-            if isinstance(d, dict)]
-    gpu = next((g for g in gpus for d in devs if g.get("name") and str(g["name"]) in str(d)), None)
-    gpu = gpu or (gpus[0] if gpus else None)
+        return env.cpu_bandwidth()
+    devs = BuildManifest.from_json(s.build or {}).device_names()
+    gpu = next((g for g in env.gpus for d in devs if g.name and g.name in d), None)
+    gpu = gpu or (env.gpus[0] if env.gpus else None)
     if gpu is None:
         return (devs[0] if devs else "device"), None
-    return str(gpu.get("name") or "GPU"), _bandwidth(gpu)
+    bw = gpu.memory_bandwidth_gbps
+    return gpu.name or "GPU", float(bw) if isinstance(bw, int | float) and bw > 0 else None
 
 
 def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
     facts = data.facts
-    if an.base_bytes_per_token(facts) is None:
-        return None, ("the model facts lack the bytes read per token (bytes_per_token_base / "
+    if facts.base_bytes_per_token() is None:
+        return None, ("the model facts lack the bytes read per token (bytes_per_token_ctx0 / "
                       "weight_bytes_per_token), so no roofline")
     t = Table(["series", "device", data.axis, "context used", "GB/token", "tg t/s", "achieved GB/s",
                "device GB/s", "% of peak"], title="Roofline")
     for s in data.series:
         dev, bw = device_bandwidth(s, data.env)
         for r in s.rows:
-            rp = an.roofline(r, facts, bw, prompt_tokens=data.plan.get("prompt_tokens_target"),
-                             n_predict=data.plan.get("n_predict"))
+            rp = an.roofline(r, facts, bw, prompt_tokens=data.plan.prompt_tokens_target,
+                             n_predict=data.plan.n_predict)
             if rp is None:
                 continue
             frac = rp.fraction
@@ -363,7 +350,7 @@ def builds_table(data: ReportData) -> Table:
 
 def runtime_table(data: ReportData) -> Table | None:
     """Per series: the quirks and CPU-Vulkan defaults the run applied (``plan.runtime``), or None."""
-    runtime = data.plan.get("runtime") or {}
+    runtime = data.plan.runtime
     t = Table(["series", "quirks", "extra arguments", "why"], title="Runtime quirks and device defaults")
     for s in data.series:
         rt = runtime.get(s.key[0]) or {}
@@ -507,24 +494,26 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         "not the only bound."), tables=[rt_] if rt_ else [], absent=why))
 
     prov = Section("provenance", "Provenance", tables=[builds_table(data)])
-    prov.tables.append(kv_table(data.env, "Environment") if data.env else Table(["key", "value"], title="Environment"))
-    if not data.env:
+    env = data.env.to_json()
+    prov.tables.append(kv_table(env, "Environment") if env else Table(["key", "value"], title="Environment"))
+    if not env:
         prov.notes.append("No environment was recorded with this run.")
-    dl = (data.plan.get("model") or {}).get("download")
+    dl = data.plan.model.download
     if isinstance(dl, dict):
         prov.notes.append(f"Model download: sha256 {dl.get('sha256')}, " + (
             f"verified against the {'pinned' if dl.get('checked_against') == 'pinned' else 'hub'} hash"
             if dl.get("verified") else "UNVERIFIED (no hash was pinned or announced; pin one with #sha256=)"))
-    if data.facts:
-        prov.tables.append(kv_table(data.facts, f"Model facts: {data.model_ref}"))
+    facts = data.facts.to_json()
+    if facts:
+        prov.tables.append(kv_table(facts, f"Model facts: {data.model_ref}"))
     else:
         prov.notes.append("No model facts were recorded in the run's plan.")
     rtt = runtime_table(data)
     if rtt is not None:
         prov.tables.append(rtt)
-    elif data.plan.get("quirks") is False:
+    elif data.plan.quirks is False:
         prov.notes.append("Recorded quirks and CPU-Vulkan defaults were not applied (--no-quirks).")
-    plan = {k: v for k, v in data.plan.items() if k not in ("model", "runtime")}
+    plan = {k: v for k, v in data.plan.to_json().items() if k not in ("model", "runtime")}
     if plan:
         prov.tables.append(kv_table(plan, "Plan"))
     prov.tables.append(commands_table(data))

@@ -1,5 +1,9 @@
 """A realistic fake sweep in a real Store, for the report tests (not collected: no ``test_`` prefix).
 
+Built from the typed records (:mod:`llamaforge.records`) that real runs store, so a field the fake
+sets is a field a real writer writes (the earlier fake used keys no writer produced, and hid that
+the CPU roofline was always "unknown").
+
 Two builds (CPU and Vulkan), ncmoe 0..8 of an 8-layer model whose full-attention layers are 3 and 7,
 five measured requests per point (plus a warm-up) with spread. Vulkan: ncmoe 0 fails (oom), context
 grows with ncmoe and reaches the native 32,768 at ncmoe 5, generation slows with ncmoe except a
@@ -11,15 +15,25 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from llamaforge.records import (
+    BuildManifest,
+    Environment,
+    GpuInfo,
+    MemoryBreakdown,
+    MemRow,
+    ModelFactsRecord,
+    ModelSection,
+    RunPlan,
+)
 from llamaforge.store import Point, Sample, Store
 
 NATIVE = 32768
-FACTS = {"arch": "qwen35moe", "n_layers": 8, "full_attention_layers": [3, 7], "n_ctx_train": NATIVE,
-         "bytes_per_token_base": 400_000_000, "kv_bytes_per_token_ctx": 20480, "params_total": 1_000_000_000,
-         "params_active": 100_000_000, "file_bytes": 600_000_000}
-ENV = {"gpus": [{"name": "llvmpipe (LLVM 15.0.6, 256 bits)", "driver": "mesa 22", "memory_total_mib": 16000,
-                 "memory_bandwidth_gbs": 40.0}],
-       "cpu": {"name": "Fake CPU", "memory_bandwidth_gbs": 20.0}, "ram_gib": 16, "os": "Linux"}
+FACTS = ModelFactsRecord(arch="qwen35moe", n_layers=8, full_attention_layers=[3, 7], n_ctx_train=NATIVE,
+                         bytes_per_token_ctx0=400_000_000, kv_bytes_per_token_ctx=20480, params_total=1_000_000_000,
+                         params_active=100_000_000, file_bytes=600_000_000)
+ENV = Environment(gpus=[GpuInfo(name="llvmpipe (LLVM 15.0.6, 256 bits)", memory_total_mib=16000,
+                                memory_bandwidth_gbps=40.0)],
+                  cpu_model="Fake CPU", ram_bandwidth_gbps=20.0, ram_total_mib=16384, os="Linux")
 VULKAN_CTX = {1: 8192, 2: 12288, 3: 16384, 4: 24576, 5: NATIVE, 6: NATIVE, 7: NATIVE, 8: NATIVE}
 
 
@@ -44,13 +58,10 @@ def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random
         tg = 60.0 - 4 * n + (12.0 if n == 4 else 0.0)
         pp = 900.0 - 60 * n
         p.vram_used_mib = 9000.0 - 700 * n
-        p.mem_breakdown = {  # the runner's shape (bench.server.parse_memory_breakdown)
-            "unit": "MiB",
-            "devices": [{"kind": "device", "name": "Vulkan0", "total": 16000, "free": 6000, "self": 8000 - 700 * n,
-                         "model": 6000 - 700 * n, "context": 1500, "compute": 500}],
-            "host": {"kind": "host", "name": "Host", "self": 600 + 90 * n, "model": 500 + 90 * n, "context": 0,
-                     "compute": 100},
-            "other": []}
+        p.mem_breakdown = MemoryBreakdown(
+            devices=[MemRow("device", "Vulkan0", total=16000, free=6000, self_=8000 - 700 * n, model=6000 - 700 * n,
+                            context=1500, compute=500)],
+            host=MemRow("host", "Host", self_=600 + 90 * n, model=500 + 90 * n, context=0, compute=100)).to_json()
     else:
         p.n_ctx = NATIVE
         tg, pp = 20.0 - 0.5 * n, 150.0 - 2 * n
@@ -64,9 +75,9 @@ def build(
     n_samples: int = 5, db: str = "store.sqlite", kind: str = "sweep", labels: tuple[str, ...] = ("",),
 ) -> tuple[Store, str]:
     store = Store(tmp / db)
-    plan = {"model": {"ref": "synth:tiny-moe", "path": "/models/tiny.gguf", "facts": FACTS},
-            "backends": list(backends), "points": list(range(9)), "engine": "server", "repeats": n_samples,
-            "prompt_tokens_target": 512, "n_predict": 64, "fit": True}
+    plan = RunPlan(model=ModelSection(ref="synth:tiny-moe", path="/models/tiny.gguf", facts=FACTS),
+                   backends=list(backends), points=[{"ncmoe": n} for n in range(9)], engine="server",
+                   repeats=n_samples, prompt_tokens_target=512, n_predict=64)
     run_id = store.new_run(kind, plan, command="llamaforge bench synth:tiny-moe", env=ENV, name="fake")
     rng = random.Random(7)
     for b in backends:
@@ -74,9 +85,9 @@ def build(
         caps = {"devices": [{"name": "Vulkan0: llvmpipe", "memory_mib": 16000}],
                 "vulkan": {"coopmat": False, "coopmat2": False, "integer_dot": True, "matrix_cores": "none"}} \
             if b == "vulkan" else {"devices": []}
-        store.add_build({"key": key, "backend": b, "pin": "dev", "commit": "0c1e57098" + "0" * 31,
-                         "flags": {"GGML_NATIVE": "ON", f"GGML_{b.upper()}": "ON"}, "toolchain": {"cc": "gcc 12"},
-                         "capabilities": caps, "binaries": {}}, run_id)
+        store.add_build(BuildManifest(key, b, "dev", "0c1e57098" + "0" * 31,
+                                      flags={"GGML_NATIVE": "ON", f"GGML_{b.upper()}": "ON"},
+                                      toolchain={"cc": "gcc 12"}, capabilities=caps).to_json(), run_id)
         if not points:
             continue
         for label in labels:

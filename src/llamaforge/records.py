@@ -1,0 +1,545 @@
+"""Typed, versioned records for everything llamaforge stores as JSON: one schema, read and written here.
+
+The store keeps a run's plan, its environment, build manifests and each point's memory breakdown as
+JSON text (``runs.plan_json``, ``runs.env_json``, ``builds.manifest_json``, ``points.mem_breakdown_json``).
+Every reader goes through the records below instead of reading dictionaries by key, so a key that
+nothing writes cannot be read (the roofline once read ``bytes_per_token_base``, ``memory_bandwidth_gbs``
+and ``env["cpu"]``, which no writer produced, and was "unknown" in every real run).
+
+- :func:`to_json` / :func:`from_json` are the one conversion. ``to_json`` stamps
+  :data:`VERSION_KEY` = :data:`RECORD_VERSION`; ``from_json`` reads it (absent: version 0, a store
+  written before records) and applies each record's migration ladder (``MIGRATIONS[i]`` takes a
+  dict from version ``i`` to ``i + 1``) before reading the fields.
+- Keys a record does not know are kept in its ``extra`` and written back unchanged, so a record
+  round-trips what an older or newer writer stored (another module's new plan key is not lost).
+- :func:`field_table` is the field → type table (in the spirit of llama-bench's one field list):
+  adding a stored field is one edit to its dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+RECORD_VERSION = 1
+VERSION_KEY = "record_version"
+
+Migration = Callable[[dict], dict]
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def _pos(x: Any) -> float | None:
+    v = _num(x)
+    return v if v is not None and v > 0 else None
+
+
+@dataclass
+class Record:
+    """Base of every stored record: typed fields, unknown keys kept in ``extra``."""
+
+    #: JSON key of a field whose Python name differs (``self_`` → ``"self"``)
+    KEYS: ClassVar[dict[str, str]] = {}
+    #: the migration ladder of this record: MIGRATIONS[i] takes version i to i + 1
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = ()
+
+    def to_json(self) -> dict:
+        """The record as stored, without the version key (see the module function :func:`to_json`)."""
+        out: dict[str, Any] = {}
+        for f in _fields(type(self)):
+            v = getattr(self, f.name)
+            if f.name == "extra":
+                continue
+            if v is None and f.name not in self._present:
+                continue        # an absent optional field stays absent
+            out[self.KEYS.get(f.name, f.name)] = _dump(v)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any, version: int | None = None) -> Self:
+        """Read a stored dict of any version (``None``: the dict's own :data:`VERSION_KEY`, else 0)."""
+        d = dict(d) if isinstance(d, dict) else {}
+        v = version if version is not None else int(d.pop(VERSION_KEY, 0) or 0)
+        d.pop(VERSION_KEY, None)
+        for step in cls.MIGRATIONS[v:RECORD_VERSION]:
+            d = step(d)
+        hints = typing.get_type_hints(cls)
+        kw: dict[str, Any] = {}
+        present: set[str] = set()
+        for f in _fields(cls):
+            if f.name == "extra":
+                continue
+            key = cls.KEYS.get(f.name, f.name)
+            if key in d:
+                kw[f.name] = _load(hints[f.name], d.pop(key), v)
+                present.add(f.name)
+        rec = cls(**kw, extra=d) if "extra" in {f.name for f in _fields(cls)} else cls(**kw)
+        rec._present = present
+        return rec
+
+    @property
+    def _present(self) -> set[str]:
+        return self.__dict__.get("_present_keys", set())
+
+    @_present.setter
+    def _present(self, keys: set[str]) -> None:
+        self.__dict__["_present_keys"] = keys
+
+
+def _fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(cls)
+
+
+def _dump(v: Any) -> Any:
+    if isinstance(v, Record):
+        return v.to_json()
+    if isinstance(v, list | tuple):
+        return [_dump(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _dump(x) for k, x in v.items()}
+    return v
+
+
+def _record_type(tp: Any) -> type[Record] | None:
+    """The Record class in ``tp`` (``X``, ``X | None``), else None."""
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return tp
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        for a in typing.get_args(tp):
+            if isinstance(a, type) and issubclass(a, Record):
+                return a
+    return None
+
+
+def _load(tp: Any, v: Any, version: int) -> Any:
+    rec = _record_type(tp)
+    if rec is not None:
+        return rec.from_json(v, version) if isinstance(v, dict) else None
+    if typing.get_origin(tp) is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        inner = _record_type(item)
+        if inner is not None:
+            return [inner.from_json(x, version) for x in v or [] if isinstance(x, dict)]
+        return list(v) if isinstance(v, list | tuple) else v
+    return v
+
+
+# ------------------------------------------------------------------------------ environment
+
+
+def _gpu_v1(d: dict) -> dict:
+    if "memory_bandwidth_gbs" in d and "memory_bandwidth_gbps" not in d:   # the phantom key (issue 13)
+        d["memory_bandwidth_gbps"] = d.pop("memory_bandwidth_gbs")
+    return d
+
+
+@dataclass
+class GpuInfo(Record):
+    """One NVIDIA GPU as NVML saw it when the run started (``envinfo``)."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_gpu_v1,)
+
+    index: int | None = None
+    name: str | None = None
+    memory_total_mib: int | None = None
+    memory_free_mib: int | None = None
+    clock_sm_mhz: int | None = None
+    clock_sm_max_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_mem_max_mhz: int | None = None
+    memory_bus_width_bits: int | None = None
+    memory_bandwidth_gbps: float | None = None   # theoretical: max memory clock × 2 × bus width (GB/s)
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    compute_capability: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _env_v1(d: dict) -> dict:
+    """Version 0 shapes: ``cpu`` as a string or ``{"name"|"model", "memory_bandwidth_gbs"|"_gbps"}``,
+    and ``ram_memory_bandwidth_gbs``; all become ``cpu_model`` / ``ram_bandwidth_gbps``."""
+    cpu = d.pop("cpu", None)
+    if isinstance(cpu, dict):
+        d.setdefault("cpu_model", cpu.get("name") or cpu.get("model"))
+        bw = _pos(cpu.get("memory_bandwidth_gbps")) or _pos(cpu.get("memory_bandwidth_gbs"))
+        if bw is not None:
+            d.setdefault("ram_bandwidth_gbps", bw)
+    elif isinstance(cpu, str) and cpu:
+        d.setdefault("cpu_model", cpu)
+    for old in ("ram_memory_bandwidth_gbs", "ram_memory_bandwidth_gbps"):
+        if old in d:
+            d.setdefault("ram_bandwidth_gbps", d.pop(old))
+    return d
+
+
+@dataclass
+class Environment(Record):
+    """The machine a run was measured on (``runs.env_json``; written by :func:`envinfo.collect_env`)."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_env_v1,)
+
+    host: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    python: str | None = None
+    cpu_model: str | None = None
+    cpu_cores_logical: int | None = None
+    cpu_cores_physical: int | None = None
+    cpu_affinity: int | None = None
+    ram_total_mib: int | None = None
+    ram_available_mib: int | None = None
+    ram_bandwidth_gbps: float | None = None      # measured copy bandwidth of host RAM (GB/s), see envinfo
+    gpus: list[GpuInfo] = field(default_factory=list)
+    nvidia_driver: str | None = None
+    cuda_driver: str | None = None
+    llamaforge: str | None = None
+    extra: dict = field(default_factory=dict)    # tool versions (nvcc, vulkan_instance, ...)
+
+    def cpu_bandwidth(self) -> tuple[str, float | None]:
+        """(CPU name, host RAM bandwidth GB/s or None)."""
+        return self.cpu_model or "CPU", _pos(self.ram_bandwidth_gbps)
+
+
+# ------------------------------------------------------------------------------ model facts
+
+
+def _facts_v1(d: dict) -> dict:
+    if "bytes_per_token_base" in d:   # the phantom key (issue 13): ModelFacts writes bytes_per_token_ctx0
+        d.setdefault("bytes_per_token_ctx0", d.pop("bytes_per_token_base"))
+    return d
+
+
+@dataclass
+class ModelFactsRecord(Record):
+    """A model's facts as stored in a plan (``models.gguf_info.ModelFacts.to_dict``); every field optional
+    because plans of older versions, and hand-made plans, carry a subset."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_facts_v1,)
+
+    arch: str | None = None
+    name: str | None = None
+    n_layers: int | None = None
+    full_attention_layers: list[int] | None = None
+    full_attention_interval: int | None = None
+    linear_attention_layers: list[int] | None = None
+    n_experts: int | None = None
+    n_experts_used: int | None = None
+    n_ctx_train: int | None = None
+    file_bytes: int | None = None
+    params_total: int | None = None
+    params_active: int | None = None
+    weight_bytes_per_token: int | None = None    # weights read per generated token
+    kv_bytes_per_token_ctx: int | None = None    # f16 K+V bytes per context token (full-attention layers)
+    kv_bytes_per_token_swa: int | None = None    # ... of the sliding-window layers
+    sliding_window: int | None = None
+    recurrent_state_bytes: int | None = None
+    bytes_per_token_ctx0: int | None = None      # weights + recurrent state read per token (no KV)
+    extra: dict = field(default_factory=dict)    # the rest of ModelFacts (types, metadata, bpw, ...)
+
+    def base_bytes_per_token(self) -> float | None:
+        """Bytes read per token without the KV cache (``bytes_per_token_ctx0``, else weights + recurrent state)."""
+        v = _pos(self.bytes_per_token_ctx0)
+        if v is not None:
+            return v
+        w = _pos(self.weight_bytes_per_token)
+        return None if w is None else w + (_num(self.recurrent_state_bytes) or 0.0)
+
+    def bytes_per_token(self, context_used: float) -> float | None:
+        """Bytes read per generated token at ``context_used`` (sliding-window layers: at most their window)."""
+        base = self.base_bytes_per_token()
+        if base is None:
+            return None
+        kv = _num(self.kv_bytes_per_token_ctx) or 0.0
+        swa, window = _pos(self.kv_bytes_per_token_swa), _pos(self.sliding_window)
+        swa_read = 0.0 if swa is None else swa * (min(context_used, window) if window else context_used)
+        return base + kv * context_used + swa_read
+
+    def full_attention_layer_list(self) -> list[int]:
+        """0-based indices of full-attention layers (the list, or derived from the interval)."""
+        if isinstance(self.full_attention_layers, list | tuple):
+            return sorted(int(x) for x in self.full_attention_layers if _num(x) is not None)
+        iv, n = self.full_attention_interval, self.n_layers
+        if isinstance(iv, int) and iv > 0 and isinstance(n, int):
+            return [i for i in range(n) if (i + 1) % iv == 0]
+        return []
+
+
+# ------------------------------------------------------------------------------ run plan
+
+
+@dataclass
+class ModelSection(Record):
+    ref: str | None = None
+    path: str | None = None
+    facts: ModelFactsRecord = field(default_factory=ModelFactsRecord)
+    download: dict | None = None                 # how a downloaded model was checked (sha256, ...)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class FitSection(Record):
+    """``--fitt`` / ``--vram-budget`` as resolved for the run (``bench.plan.FitOptions``)."""
+
+    fitt_mib: int | None = None
+    vram_budget_gib: float | None = None
+    margins_mib: list[int] | None = None
+    fitt_arg: str | None = None
+    notice: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompareSide(Record):
+    ref: str | None = None
+    backend: str | None = None
+    source: str | None = None
+    build: str | None = None
+    commit: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompareSection(Record):
+    """The ``compare`` run kind's part of the plan."""
+
+    KEYS: ClassVar[dict[str, str]] = {"a": "A", "b": "B"}
+
+    a: CompareSide | None = None
+    b: CompareSide | None = None
+    repeats: int | None = None
+    rounds: int | None = None
+    per_round: int | None = None
+    min_effect: float | None = None
+    interleave: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class BisectSection(Record):
+    """The ``bisect`` run kind's part of the plan."""
+
+    good: str | None = None
+    bad: str | None = None
+    good_sha: str | None = None
+    bad_sha: str | None = None
+    metric: str | None = None
+    backend: str | None = None
+    threshold: float | None = None
+    repeats: int | None = None
+    source: str | None = None
+    commits: list[str] = field(default_factory=list)
+    subjects: dict = field(default_factory=dict)
+    max_measured: int | None = None
+    build_dir: str | None = None
+    cold_start: bool | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _plan_v1(d: dict) -> dict:
+    if not isinstance(d.get("fit"), dict):   # very old / hand-made plans stored ``"fit": true``
+        d["fit"] = {}
+    return d
+
+
+@dataclass
+class RunPlan(Record):
+    """A run's plan (``runs.plan_json``): the sweep plan of ``bench.plan.Plan.to_json`` plus one section
+    per run kind that needs one (``compare``, ``bisect``; ``reproduces`` for a re-run)."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_plan_v1,)
+
+    model: ModelSection = field(default_factory=ModelSection)
+    builds: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
+    points: list[dict] = field(default_factory=list)
+    engine: str | None = None
+    repeats: int | None = None
+    prompt_tokens_target: int | None = None
+    n_predict: int | None = None
+    fit: FitSection = field(default_factory=FitSection)
+    extra_args: list[str] = field(default_factory=list)
+    threads: int | None = None
+    timeouts: dict = field(default_factory=dict)
+    warmup: bool | None = None
+    bench_depths: list[int] = field(default_factory=list)
+    launches: int | None = None
+    seed: int | None = None
+    sentinel_every: int | None = None
+    ctx: int | None = None
+    quirks: bool | None = None
+    runtime: dict = field(default_factory=dict)  # per build key: bench.adjust.Runtime
+    compare: CompareSection | None = None        # run kind "compare"
+    bisect: BisectSection | None = None          # run kind "bisect"
+    reproduces: str | None = None                # the run this one re-measures ("reproduce")
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def facts(self) -> ModelFactsRecord:
+        return self.model.facts
+
+    @property
+    def model_ref(self) -> str:
+        return str(self.model.ref or self.model.path or self.facts.name or "unknown model")
+
+
+# ------------------------------------------------------------------------------ builds
+
+
+@dataclass
+class BuildManifest(Record):
+    """The part of a build manifest the store and the reports read (``builds.manifest_json``)."""
+
+    key: str = ""
+    backend: str | None = None
+    pin: str | None = None
+    commit: str | None = None
+    flags: dict = field(default_factory=dict)
+    toolchain: dict = field(default_factory=dict)
+    capabilities: dict = field(default_factory=dict)
+    binaries: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def device_names(self) -> list[str]:
+        return [str(d.get("name", "")) for d in self.capabilities.get("devices") or [] if isinstance(d, dict)]
+
+
+class BuildLike(typing.Protocol):
+    key: str
+    backend: str
+    pin: str
+    commit: str
+    manifest: dict | None
+
+
+def build_manifest(b: BuildLike) -> dict:
+    """What the store keeps of a build (its manifest, with the identity fields on top)."""
+    return {**(b.manifest or {}), "key": b.key, "backend": b.backend, "pin": b.pin, "commit": b.commit}
+
+
+# ------------------------------------------------------------------------------ memory breakdown
+
+
+@dataclass
+class MemRow(Record):
+    """One row of llama.cpp's ``fit_memory_breakdown`` (MiB)."""
+
+    KEYS: ClassVar[dict[str, str]] = {"self_": "self"}
+
+    kind: str | None = None          # device | host | buffer_type
+    name: str | None = None
+    total: float | None = None
+    free: float | None = None
+    self_: float | None = None
+    model: float | None = None
+    context: float | None = None
+    compute: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def breakdown_shape(mb: Any) -> dict | None:
+    """Any stored breakdown in the runner's shape ``{"unit", "devices", "host", "other"}``.
+
+    Older writers stored ``{name: row}`` or llama.cpp's list of rows; in those an entry without a
+    ``kind`` is a device when it has a ``total`` and is not named host/CPU, else a buffer type."""
+    if isinstance(mb, dict) and isinstance(mb.get("devices"), list):
+        return mb
+    if isinstance(mb, dict):
+        rows = [dict(v, name=k) for k, v in mb.items() if isinstance(v, dict)]
+    elif isinstance(mb, list):
+        rows = [dict(e) for e in mb if isinstance(e, dict)]
+    else:
+        return None
+    out: dict[str, Any] = {"unit": "MiB", "devices": [], "host": None, "other": []}
+    for r in rows:
+        kind = str(r.get("kind") or "").lower()
+        name = str(r.get("name") or "").lower()
+        if not kind:
+            kind = ("device" if _num(r.get("total")) and "host" not in name and not name.startswith("cpu")
+                    else "buffer_type")
+        r["kind"] = kind
+        if kind == "device":
+            out["devices"].append(r)
+        elif kind == "host" and out["host"] is None:
+            out["host"] = r
+        else:
+            out["other"].append(r)
+    return out
+
+
+@dataclass
+class MemoryBreakdown(Record):
+    """A point's memory split as llama.cpp reported it (``points.mem_breakdown_json``)."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (lambda d: breakdown_shape(d) or {},)
+
+    unit: str = "MiB"
+    devices: list[MemRow] = field(default_factory=list)
+    host: MemRow | None = None
+    other: list[MemRow] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, stored: Any) -> MemoryBreakdown | None:
+        """A stored breakdown of any shape (dict of rows, list of rows, the runner's), or None."""
+        shaped = breakdown_shape(stored)
+        return None if not shaped else cls.from_json(shaped, RECORD_VERSION)
+
+
+# ------------------------------------------------------------------------------ conversion
+
+
+def to_json(rec: Record) -> dict:
+    """The stored form of a top-level record, stamped with :data:`RECORD_VERSION`."""
+    return {**rec.to_json(), VERSION_KEY: RECORD_VERSION}
+
+
+R = typing.TypeVar("R", bound=Record)
+
+
+def from_json(cls: type[R], d: Any) -> R:
+    """Read a stored top-level record of any version (see :meth:`Record.from_json`)."""
+    return cls.from_json(d)
+
+
+def stamp(d: dict | None) -> dict:
+    """A stored dict written by a module that builds its JSON itself, stamped with the current version."""
+    return {**(d or {}), VERSION_KEY: RECORD_VERSION}
+
+
+TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown)
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "").replace("llamaforge.records.", "")
+
+
+def field_table(cls: type[Record] | None = None) -> dict[str, dict[str, str]]:
+    """Record name → {stored key → type}; every record reachable from the top-level ones (or ``cls``)."""
+    out: dict[str, dict[str, str]] = {}
+    todo = [cls] if cls else list(TOP_LEVEL)
+    while todo:
+        c = todo.pop(0)
+        if c.__name__ in out:
+            continue
+        hints = typing.get_type_hints(c)
+        out[c.__name__] = {c.KEYS.get(f.name, f.name): _type_name(hints[f.name]) for f in _fields(c)}
+        for f in _fields(c):
+            tp = hints[f.name]
+            inner = _record_type(tp) or (_record_type((typing.get_args(tp) or (None,))[0])
+                                         if typing.get_origin(tp) is list else None)
+            if inner is not None:
+                todo.append(inner)
+    return out
