@@ -189,6 +189,7 @@ class Environment(Record):
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_env_v1,)
 
     host: str | None = None
+    machine: str | None = None                   # LLAMAFORGE_MACHINE (fleet), else the host name
     os: str | None = None
     kernel: str | None = None
     python: str | None = None

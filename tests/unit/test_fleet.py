@@ -219,7 +219,7 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
         assert [s.name for s in data.series] == ["box-a · CPU", "box-b · CPU"]
         assert [r.ncmoe for r in data.series[1].rows] == [0, 4]
         assert data.series[1].rows[0].tg == [21.0, 22.0, 23.0]
-        assert set(data.env) == {"box-a", "box-b"} and data.model_ref == "synth:tiny"
+        assert set(data.machine_envs) == {"box-a", "box-b"} and data.model_ref == "synth:tiny"
 
 
 def test_resume_of_a_non_fleet_run_or_changed_machine_is_one_line(tmp_path):

@@ -180,7 +180,15 @@ class ReportData:
 
     @property
     def env(self) -> Environment:
+        """The run's environment (a fleet run has one per machine: :attr:`machine_envs`)."""
         return self.run.env_record
+
+    @property
+    def machine_envs(self) -> dict[str, Environment]:
+        """A fleet run's environment of each machine (``_fleet_inputs``); empty for other runs."""
+        if self.run.kind != "fleet":
+            return {}
+        return {m: Environment.from_json(e) for m, e in (self.run.env or {}).items() if isinstance(e, dict)}
 
     @property
     def plan(self) -> RunPlan:
