@@ -1,0 +1,137 @@
+"""Fleet over a real OpenSSH server on 127.0.0.1 (tests/sshd_local.py: own host key, own user key, a free
+non-default port, no system configuration): two hosts with their own workspaces (``alpha`` by address,
+``beta-box`` by the name ``localhost``) and a third whose port refuses connections.
+
+install (a wheel of this checkout into each workspace's venv), doctor (hosts × backends), build (both
+hosts share the warm test build root through fleet.toml's env: cache hits, no cold build), a tiny-model
+sweep on both (the synthetic model made on each host), the merged local store, the cross-machine report
+and the refused host recorded while the others finish; ``--resume`` re-tries only that host and
+duplicates nothing. The CLI runs as a child process, exactly as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llamaforge import __version__
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from sshd_local import free_port, local_sshd, sshd_binary  # noqa: E402
+
+
+def _cli(ws: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMAFORGE_")}
+    env.update(LLAMAFORGE_WORKSPACE=str(ws), PYTHONPATH=str(REPO / "src"), COLUMNS="250", NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "llamaforge", *args], cwd=ws, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def fleet_ws(tmp_path_factory, cpu_build):
+    if sshd_binary() is None:
+        pytest.skip("sshd is not installed (apt-get install openssh-server; scripts/setup.sh does it)")
+    tmp = tmp_path_factory.mktemp("fleet")
+    build_root = os.environ.get("LLAMAFORGE_BUILD_ROOT") or str(Path.home() / ".cache/llamaforge/test-builds")
+    assert Path(cpu_build.dir).is_relative_to(build_root)   # the warm build both hosts must hit
+    with local_sshd(tmp / "sshd") as sshd:
+        ws = tmp / "controller"
+        ws.mkdir()
+        shutil.copy(REPO / "pins.toml", ws / "pins.toml")
+        hosts = []
+        for name, addr, machine in (("alpha", "127.0.0.1", "alpha"), ("beta", "localhost", "beta-box")):
+            hosts.append(f"""
+[hosts.{name}]
+target = "{sshd.user}@{addr}:{sshd.port}"
+workspace = "{tmp / ('ws-' + name)}"
+machine = "{machine}"
+identity = "{sshd.user_key}"
+python = "{sys.executable}"
+system_site_packages = true
+[hosts.{name}.env]
+LLAMAFORGE_BUILD_ROOT = "{build_root}"
+LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
+""")
+        hosts.append(f'[hosts.refused]\ntarget = "{sshd.user}@127.0.0.1:{free_port()}"\nidentity = "{sshd.user_key}"\n')
+        (ws / "fleet.toml").write_text("\n".join(hosts))
+        yield ws, tmp
+
+
+def test_install_doctor_and_build_on_two_hosts_with_a_refused_one(fleet_ws):
+    ws, tmp = fleet_ws
+    r = _cli(ws, "fleet.install")
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    for name in ("alpha", "beta"):   # the install table: one row per host with its llamaforge and Python
+        row = next(ln for ln in r.stdout.splitlines() if re.match(rf"^│ {name} ", ln))
+        assert f"│ {__version__} " in row and f"│ {platform.python_version()} " in row, row
+    assert "host refused (" in out and "is unreachable" in out and "Traceback" not in out, out
+    for name in ("alpha", "beta"):
+        assert (tmp / f"ws-{name}" / "venv" / "bin" / "llamaforge").is_file()
+        assert (tmp / f"ws-{name}" / "pins.toml").read_text() == (ws / "pins.toml").read_text()
+
+    r = _cli(ws, "fleet.doctor", "--hosts", "alpha,beta")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if "│ cpu" in ln]
+    assert len(rows) == 2 and all("yes" in ln for ln in rows), r.stdout
+
+    r = _cli(ws, "fleet.build", "--hosts", "alpha,beta", "--backends", "cpu", timeout=1200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cached = [ln for ln in r.stdout.splitlines() if "cached cpu build" in ln]
+    assert {ln.split("│")[0].strip() for ln in cached} >= {"alpha", "beta"}, r.stdout
+
+    r = _cli(ws, "fleet.doctor", "--hosts", "alpha,nosuch")
+    assert r.returncode == 2 and "unknown host 'nosuch'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(fleet_ws):
+    ws, tmp = fleet_ws
+    args = ["fleet.bench", "--model", "synth:tiny-qwen35moe", "--backends", "cpu", "--ncmoe", "0,8", "--repeats", "2",
+            "--launches", "1", "--prompt-tokens", "64", "--n-predict", "8", "--threads", "1"]
+    r = _cli(ws, *args, timeout=1500)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "1 host(s) failed" in r.stderr and "host refused" in r.stderr, out
+    assert "Traceback" not in out
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        fleet = store.list_runs(kind="fleet")[-1]
+        hosts = fleet.summary["hosts"]
+        assert (hosts["alpha"]["status"], hosts["beta"]["status"], hosts["refused"]["status"]) == ("ok", "ok", "failed")
+        assert "unreachable" in hosts["refused"]["error"]
+        counts = {}
+        for name, machine in (("alpha", "alpha"), ("beta", "beta-box")):
+            run = store.get_run(hosts[name]["run"])
+            assert run.id.endswith("." + machine) and run.env["machine"] == machine and run.status == "done"
+            assert run.plan["fleet"]["run"] == fleet.id and run.plan["model"]["ref"] == "synth:tiny-qwen35moe"
+            pts = store.points(run.id)
+            assert sorted(p.ncmoe for p in pts) == [0, 8] and all(p.status == "ok" for p in pts), pts
+            assert all(len(p.measured("tg_tps")) == 2 and len(p.measured("pp_tps")) == 2 for p in pts)
+            export = Path(hosts[name]["export"])
+            assert export.is_file() and json.loads(export.read_text())["run"]["id"] == run.plan["fleet"]["remote_run"]
+            counts[name] = len(pts)
+        n_samples = store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+
+    r = _cli(ws, "fleet.bench", "--resume", fleet.id, timeout=600)   # only the refused host is tried again
+    assert r.returncode == 2 and "host refused" in r.stderr, r.stdout + r.stderr
+    assert re.search(r"^refused\s+│", r.stdout, re.M), r.stdout
+    assert not re.search(r"^(alpha|beta)\s+│", r.stdout, re.M), r.stdout
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        assert store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == n_samples
+        assert len(store.list_runs(kind="fleet")) == 1
+
+    r = _cli(ws, "report", fleet.id, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    md = (ws / "results" / "reports" / fleet.id / "report.md").read_text()
+    assert "| alpha · CPU |" in md and "| beta-box · CPU |" in md
+    assert "alpha · CPU/beta-box · CPU" in md    # the cross-machine ratio with its significance mark
