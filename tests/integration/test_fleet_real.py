@@ -135,3 +135,73 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
     md = (ws / "results" / "reports" / fleet.id / "report.md").read_text()
     assert "| alpha · CPU |" in md and "| beta-box · CPU |" in md
     assert "alpha · CPU/beta-box · CPU" in md    # the cross-machine ratio with its significance mark
+
+
+def _leftovers(workspace: Path) -> list[str]:
+    """Processes (the remote sweep, its llama-servers) that run for ``workspace`` (their environment says so)."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if p.environ().get("LLAMAFORGE_WORKSPACE") == str(workspace):
+                out.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:120]}")
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def test_killing_the_controller_stops_the_remote_sweep_and_resume_completes_it(fleet_ws):
+    import signal
+    import sqlite3
+    import time
+
+    ws, tmp = fleet_ws
+    remote_ws = tmp / "ws-alpha"
+    t0 = time.time()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMAFORGE_")}
+    env.update(LLAMAFORGE_WORKSPACE=str(ws), PYTHONPATH=str(REPO / "src"), COLUMNS="250", NO_COLOR="1")
+    log = (tmp / "controller.log").open("w")
+    ctl = subprocess.Popen([sys.executable, "-m", "llamaforge", "fleet.bench", "--hosts", "alpha", "--model",
+                            "synth:tiny-qwen35moe", "--backends", "cpu", "--ncmoe", "0,2,4,6,8", "--repeats", "2",
+                            "--launches", "1", "--prompt-tokens", "64", "--n-predict", "8", "--threads", "1"],
+                           cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def remote_points() -> int:
+        try:
+            with sqlite3.connect(f"file:{remote_ws / 'results' / 'llamaforge.sqlite'}?mode=ro", uri=True) as db:
+                return db.execute("SELECT COUNT(*) FROM points p JOIN runs r ON p.run_id=r.id WHERE r.name LIKE"
+                                  " 'fleet-%-alpha' AND r.created > ?", (t0,)).fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    try:
+        deadline = time.monotonic() + 600
+        while remote_points() < 1:
+            assert ctl.poll() is None, (tmp / "controller.log").read_text()
+            assert time.monotonic() < deadline, "the remote sweep stored no point in 10 minutes"
+            time.sleep(0.3)
+        assert _leftovers(remote_ws), "the remote sweep is not running while its first point is stored?"
+    finally:
+        os.killpg(ctl.pid, signal.SIGKILL)   # the controller dies without a word: only the lost connection tells
+        ctl.wait()
+        log.close()
+    n_before = remote_points()
+    assert n_before < 5, "the sweep finished before the controller was killed: nothing to resume"
+    deadline = time.monotonic() + 30
+    while (left := _leftovers(remote_ws)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"the remote sweep outlived the lost connection: {left}"
+
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        fid = store.list_runs(kind="fleet")[-1].id
+    r = _cli(ws, "fleet.bench", "--resume", fid, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resuming run" in r.stdout, r.stdout
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        run = store.get_run(fid)
+        assert run.status == "done"
+        pts = store.points(run.summary["hosts"]["alpha"]["run"])
+        assert sorted(p.ncmoe for p in pts) == [0, 2, 4, 6, 8] and all(p.status == "ok" for p in pts)
+        assert all(len(p.measured("tg_tps")) == 2 for p in pts)   # the interrupted point re-measured, none doubled
+    assert not _leftovers(remote_ws)
