@@ -41,12 +41,10 @@ from .console import console, esc, notice
 from .errors import BuildError, LlamaforgeError
 from .files import file_lock
 from .mdtext import md_code, md_text
+from .metrics import FIELDS
 from .records import build_manifest
-from .stats import compare, summarize
+from .stats import MIN_REPEATS, compare, summarize
 from .store import Probe, Run, Store
-
-METRICS = {"tg": "tg_tps", "pp": "pp_tps"}
-MIN_REPEATS = 4   # Mann-Whitney with 3 vs 3 samples can never reach p < 0.05 (smallest p = 0.1)
 
 
 class BisectError(LlamaforgeError):
@@ -55,26 +53,10 @@ class BisectError(LlamaforgeError):
 
 def check_metric(metric: str) -> str:
     """``tg`` / ``pp`` → the sample field; anything else is a clear error."""
-    if metric not in METRICS:
+    if metric not in FIELDS:
         raise BisectError(f"unknown metric {metric!r} (llamaforge measures tg and pp)",
                           "use --metric tg (generation t/s) or --metric pp (prompt processing t/s)")
-    return METRICS[metric]
-
-
-def parse_threshold(value: str | float | None, default: float = 0.05) -> float:
-    """``5%`` / ``0.05`` / ``5`` (percent when > 1) → 0.05."""
-    if value is None or value == "":
-        return default
-    text = str(value).strip()
-    try:
-        v = float(text.rstrip("%"))
-    except ValueError:
-        raise BisectError(f"--threshold {value!r} is not a number", "write e.g. --threshold 5% or 0.05") from None
-    if text.endswith("%") or v > 1:
-        v /= 100.0
-    if not 0 < v < 1:
-        raise BisectError(f"--threshold {value!r} is out of range", "give a relative effect between 0% and 100%, e.g. 5%")
-    return v
+    return FIELDS[metric]
 
 
 def max_measured(n_after_good: int) -> int:

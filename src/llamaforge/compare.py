@@ -35,14 +35,13 @@ from typing import Any
 from rich.table import Table
 
 from .console import console, esc, notice
-from .errors import ConfigError, LlamaforgeError
+from .errors import LlamaforgeError
 from .mdtext import md_code, md_text
+from .metrics import FIELDS
 from .records import build_manifest
-from .stats import ClusteredComparison, cluster_summary, compare_clustered
+from .stats import MIN_REPEATS, ClusteredComparison, cluster_summary, compare_clustered
 from .store import Point, Probe, Run, Store
 
-METRICS = {"pp": "pp_tps", "tg": "tg_tps"}
-MIN_REPEATS = 4
 DEFAULT_ROUNDS = 4
 #: launches per side below which Mann–Whitney on launch medians cannot reach p < 0.05
 MIN_ROUNDS_FOR_SIGNIFICANCE = 4
@@ -221,7 +220,7 @@ def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dic
     keys = sorted({(p.ncmoe, p.ngl) for p in pts})
     rows = []
     for ncmoe, ngl in keys:
-        for metric, fname in METRICS.items():
+        for metric, fname in FIELDS.items():
             ga, gb = _groups(pts, "A", ncmoe, ngl, fname), _groups(pts, "B", ncmoe, ngl, fname)
             c: ClusteredComparison | None = compare_clustered(ga, gb, min_effect=min_effect)
             rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
@@ -305,13 +304,3 @@ def render_compare_md(store: Store, run: Run) -> str:
     if s.get("failed"):
         out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
     return "\n".join(out) + "\n"
-
-
-def parse_effect(value: Any) -> float:
-    """``0.05`` / ``5%`` → 0.05 (ConfigError otherwise)."""
-    text = str(value).strip()
-    try:
-        v = float(text.rstrip("%"))
-    except ValueError:
-        raise ConfigError(f"--min-effect {value!r} is not a number", "give a fraction such as 0.05 or 5%") from None
-    return v / 100 if text.endswith("%") else v

@@ -49,11 +49,6 @@ def notice(msg: str) -> None:
     err_console.print(f"[yellow]notice:[/] {esc(msg)}", soft_wrap=True)
 
 
-def fail(exc: LlamaforgeError) -> None:
-    print_error(exc)
-    sys.exit(exc.exit_code)
-
-
 def byte_progress(label: str, enabled: bool = True):  # noqa: ANN201
     """A rich progress bar for byte streams (downloads, model writes); a no-op context when disabled.
     Tasks are added by the caller: ``bar.add_task(label, total=nbytes)``."""

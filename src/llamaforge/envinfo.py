@@ -1,7 +1,7 @@
 """The environment a run was measured in, stored with every run (``runs.env_json``).
 
-GPU name / driver / clocks / memory and bus width / theoretical memory bandwidth via NVML when
-there is an NVIDIA driver; CUDA and Vulkan versions from ``nvidia-smi`` / ``vulkaninfo --summary``
+GPU name / driver / clocks / memory and bus width / theoretical memory bandwidth via NVML
+(:func:`llamaforge.gpu.inventory`) when there is an NVIDIA driver; CUDA and Vulkan versions from ``nvidia-smi`` / ``vulkaninfo --summary``
 when present; CPU model, cores, RAM and its measured bandwidth, OS, Python. Everything missing is
 simply absent. The shape is :class:`llamaforge.records.Environment`.
 
@@ -28,6 +28,7 @@ import numpy as np
 import psutil
 
 from . import proc
+from .gpu import inventory
 
 
 def _cpu_model() -> str:
@@ -76,56 +77,6 @@ def _copy_gbps(n: int, mib: int, rounds: int) -> float | None:
     return best if best > 0 else None
 
 
-def _nvml_gpus() -> tuple[list[dict], str | None, str | None]:
-    try:
-        import pynvml as nv
-
-        nv.nvmlInit()
-    except Exception:  # noqa: BLE001 - no library or no driver
-        return [], None, None
-    gpus: list[dict] = []
-    driver = cuda = None
-    try:
-        with contextlib.suppress(Exception):
-            driver = nv.nvmlSystemGetDriverVersion()
-            driver = driver.decode() if isinstance(driver, bytes) else driver
-        with contextlib.suppress(Exception):
-            v = nv.nvmlSystemGetCudaDriverVersion_v2()
-            cuda = f"{v // 1000}.{(v % 1000) // 10}"
-        for i in range(nv.nvmlDeviceGetCount()):
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            g: dict[str, Any] = {"index": i}
-            with contextlib.suppress(Exception):
-                name = nv.nvmlDeviceGetName(h)
-                g["name"] = name.decode() if isinstance(name, bytes) else name
-            with contextlib.suppress(Exception):
-                m = nv.nvmlDeviceGetMemoryInfo(h)
-                g["memory_total_mib"] = m.total // (1024 * 1024)
-                g["memory_free_mib"] = m.free // (1024 * 1024)
-            for key, clock in (("sm", nv.NVML_CLOCK_SM), ("mem", nv.NVML_CLOCK_MEM)):
-                with contextlib.suppress(Exception):
-                    g[f"clock_{key}_mhz"] = nv.nvmlDeviceGetClockInfo(h, clock)
-                with contextlib.suppress(Exception):
-                    g[f"clock_{key}_max_mhz"] = nv.nvmlDeviceGetMaxClockInfo(h, clock)
-            with contextlib.suppress(Exception):
-                g["memory_bus_width_bits"] = nv.nvmlDeviceGetMemoryBusWidth(h)
-            if "clock_mem_max_mhz" in g and "memory_bus_width_bits" in g:
-                # DDR: two transfers per clock → bytes/s = clock × 2 × bus width / 8
-                g["memory_bandwidth_gbps"] = round(g["clock_mem_max_mhz"] * 1e6 * 2 * g["memory_bus_width_bits"] / 8 / 1e9, 1)
-            with contextlib.suppress(Exception):
-                g["power_limit_w"] = nv.nvmlDeviceGetPowerManagementLimit(h) / 1000
-            with contextlib.suppress(Exception):
-                g["temperature_c"] = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
-            with contextlib.suppress(Exception):
-                cc = nv.nvmlDeviceGetCudaComputeCapability(h)
-                g["compute_capability"] = f"{cc[0]}.{cc[1]}"
-            gpus.append(g)
-    finally:
-        with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
-    return gpus, driver, cuda
-
-
 def _tool_versions() -> dict[str, str]:
     out: dict[str, str] = {}
     if shutil.which("nvidia-smi"):
@@ -155,7 +106,7 @@ def _tool_versions() -> dict[str, str]:
 def collect_env() -> dict:
     """A JSON-able description of this machine (takes a second or two: the RAM bandwidth is measured)."""
     vm = psutil.virtual_memory()
-    gpus, driver, cuda = _nvml_gpus()
+    gpus, driver, cuda = inventory()
     env: dict[str, Any] = {
         "host": platform.node(),
         # a stable name for this machine across runs (fleet hosts set it from fleet.toml's machine = "...")

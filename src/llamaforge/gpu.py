@@ -125,6 +125,53 @@ class Nvml:
             })
         return out
 
+    def versions(self) -> tuple[str | None, str | None]:
+        """(driver version, CUDA driver API version ``12.4``), each None where unknown."""
+        if self.nv is None:
+            return None, None
+        driver = self._q(lambda: self.nv.nvmlSystemGetDriverVersion())
+        v = self._q(lambda: self.nv.nvmlSystemGetCudaDriverVersion_v2())
+        cuda = f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else None
+        return (driver.decode() if isinstance(driver, bytes) else driver), cuda
+
+    def inventory(self) -> list[dict]:
+        """Per device, what a run's environment records (:class:`llamaforge.records.GpuInfo` fields):
+        name, memory, current and max clocks, bus width, theoretical memory bandwidth, power limit,
+        temperature, compute capability. Unknown fields are absent."""
+        nv = self.nv
+        out: list[dict] = []
+        for i, h in enumerate(self.handles):
+            g: dict[str, Any] = {"index": i}
+            name = self._q(lambda h=h: nv.nvmlDeviceGetName(h))
+            m = self._q(lambda h=h: nv.nvmlDeviceGetMemoryInfo(h))
+            cc = self._q(lambda h=h: nv.nvmlDeviceGetCudaComputeCapability(h))
+            power = self._q(lambda h=h: nv.nvmlDeviceGetPowerManagementLimit(h))
+            vals = {
+                "name": name.decode() if isinstance(name, bytes) else name,
+                "memory_total_mib": m.total // MiB if m is not None else None,
+                "memory_free_mib": m.free // MiB if m is not None else None,
+                "clock_sm_mhz": self._q(lambda h=h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                "clock_sm_max_mhz": self._q(lambda h=h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+                "clock_mem_mhz": self._q(lambda h=h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                "clock_mem_max_mhz": self._q(lambda h=h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+                "memory_bus_width_bits": self._q(lambda h=h: nv.nvmlDeviceGetMemoryBusWidth(h)),
+                "power_limit_w": power / 1000 if power is not None else None,
+                "temperature_c": self._q(lambda h=h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                "compute_capability": f"{cc[0]}.{cc[1]}" if cc is not None else None,
+            }
+            g.update({k: v for k, v in vals.items() if v is not None})
+            if "clock_mem_max_mhz" in g and "memory_bus_width_bits" in g:
+                # DDR: two transfers per clock → bytes/s = clock × 2 × bus width / 8
+                g["memory_bandwidth_gbps"] = round(g["clock_mem_max_mhz"] * 1e6 * 2 * g["memory_bus_width_bits"] / 8 / 1e9, 1)
+            out.append(g)
+        return out
+
+
+def inventory() -> tuple[list[dict], str | None, str | None]:
+    """(GPUs as :meth:`Nvml.inventory` describes them, driver version, CUDA driver version); empty without NVML."""
+    with Nvml() as n:
+        return n.inventory(), *n.versions()
+
 
 def device_count() -> int:
     with Nvml() as n:

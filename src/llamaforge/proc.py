@@ -239,15 +239,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 @contextlib.contextmanager
 def managed(p: subprocess.Popen, grace: float = 5.0) -> Iterator[subprocess.Popen]:
     """Context manager that always kills ``p``'s process group on exit."""

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .build.backends import display_name
 from .errors import BenchError
+from .metrics import pick_test
 from .stats import ClusterSummary, Summary, cluster_summary
 from .store import Point, Run, Store
 
 MIN_EFFECT = 0.05
-SWEEP_KINDS = ("sweep", "demo")
+SWEEP_KINDS = ("sweep",)
 
 
 @dataclass
@@ -96,15 +98,11 @@ class Verdict:
 
 def _metric_summary(p: Point, metric: str) -> ClusterSummary | None:
     """The point's median and CI, clustered by launch (requests of one server are not independent)."""
-    from .report.data import pick_test
-
     return cluster_summary(p.launch_groups(f"{metric}_tps", pick_test(p, metric)))
 
 
 def _name(p: Point, backend: str) -> str:
-    from .report.data import backend_name
-
-    name = f"{backend_name(backend)} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
+    name = f"{display_name(backend)} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
     return name + (f" ({p.engine})" if p.engine != "server" else "")
 
 

@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats as sps
 
+#: the fewest samples per side a Mann–Whitney test needs: with 3 vs 3 the smallest two-sided p is 0.1,
+#: so p < 0.05 is out of reach (compare, bisect)
+MIN_REPEATS = 4
 UNSTABLE_CV = 0.10  # coefficient of variation above which a point is flagged unstable
 
 
@@ -143,14 +146,6 @@ def compare(a: Sequence[float], b: Sequence[float], *, min_effect: float = 0.05,
     else:
         lo = hi = ratio
     return Comparison(int(xa.size), int(xb.size), ma, mb, ratio, lo, hi, p, min_effect, alpha)
-
-
-def closer_to(value_samples: Sequence[float], good: Sequence[float], bad: Sequence[float]) -> str:
-    """Which endpoint distribution a probe matches: ``good`` or ``bad`` (by distance of medians,
-    measured in units of the endpoints' pooled spread). Used by bisect."""
-    v = float(np.median(value_samples))
-    g, b = float(np.median(good)), float(np.median(bad))
-    return "good" if abs(v - g) <= abs(v - b) else "bad"
 
 
 # ------------------------------------------------------------------------- nested (clustered) samples

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import proc
-from .build.backends import BACKENDS
+from .build.backends import BACKENDS, is_cpu_vulkan_name
 from .console import notice
 from .errors import BuildError, VerifyError
 
@@ -201,14 +201,6 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     return v
 
 
-_CPU_VULKAN = re.compile(r"llvmpipe|lavapipe|swiftshader", re.I)
-
-
-def is_cpu_vulkan_name(name: str) -> bool:
-    """A Vulkan device that is really the CPU (Mesa lavapipe/llvmpipe, SwiftShader)."""
-    return bool(_CPU_VULKAN.search(name or ""))
-
-
 def smoke_model(build: Any, paths: Any = None) -> Path:
     """The smoke run's model: the tiny synthetic MoE, generated once with the build's vocab files."""
     from .models import resolve_model
@@ -261,7 +253,7 @@ def reverify(build: Any, paths: Any = None, model: Path | None = None) -> Any:
     """Verify (with a smoke run) a cached build again and rewrite its manifest, under the build's
     lock. Returns the build with the new manifest. External builds (no manifest file) are only
     verified in memory."""
-    from .build.builder import MANIFEST, Build, read_manifest
+    from .build.manifest import MANIFEST, Build, read_manifest
     from .files import file_lock, write_json_atomic
 
     d = Path(build.dir)

@@ -44,6 +44,18 @@ class FakePynvml:
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:  # noqa: N802
         return 1980 if clock == self.NVML_CLOCK_SM else 3201
 
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:  # noqa: N802
+        return 1980 if clock == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetMemoryBusWidth(self, h: int) -> int:  # noqa: N802
+        return 5120
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return "570.86"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:  # noqa: N802
+        return 12080
+
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:  # noqa: N802
         if self.no_power:
             raise FakeNvmlError("Not Supported")

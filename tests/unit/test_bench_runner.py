@@ -160,7 +160,7 @@ def test_vram_budget_is_ignored_with_a_notice_for_cpu_builds(fake_build, store):
 
 
 def test_vram_budget_leaves_llama_cpps_default_margin_inside_the_budget():
-    from llamaforge.bench.runner import LLAMA_DEFAULT_FIT_MARGIN_MIB, budget_margins
+    from llamaforge.bench.fit import LLAMA_DEFAULT_FIT_MARGIN_MIB, budget_margins
 
     # an H200 with 142,000 MiB free emulating a 24 GiB card: fit into 24 GiB − 1 GiB
     (m,) = budget_margins([142_000], 24)

@@ -126,17 +126,6 @@ def test_too_few_repeats_is_refused() -> None:
         BisectRequest(good="a", bad="b", repeats=3)
 
 
-@pytest.mark.parametrize("text,value", [("5%", 0.05), ("0.1", 0.1), ("10", 0.10), (None, 0.05)])
-def test_threshold_parses_percent_and_fraction(text, value) -> None:
-    assert bis.parse_threshold(text) == pytest.approx(value)
-
-
-@pytest.mark.parametrize("text", ["abc", "0", "150%"])
-def test_bad_threshold_is_refused(text) -> None:
-    with pytest.raises(BisectError):
-        bis.parse_threshold(text)
-
-
 def test_bisect_run_verdict_by_nearest_value_and_by_reference() -> None:
     assert bis.bisect_run_verdict([98, 99, 101], good_value=100, bad_value=50) == "good"
     assert bis.bisect_run_verdict([55, 52, 51], good_value=100, bad_value=50) == "bad"

@@ -12,7 +12,6 @@ import pytest
 from llamaforge import compare as cmp
 from llamaforge.bench.plan import PointSpec
 from llamaforge.compare import CompareError, CompareRequest, Side, schedule
-from llamaforge.errors import ConfigError
 from llamaforge.paths import Paths
 from llamaforge.store import Point, Sample, Store
 
@@ -40,13 +39,6 @@ def test_bad_options_are_clear_errors(kw, match) -> None:
     with pytest.raises(CompareError, match=match) as e:
         CompareRequest(Side("A", "x", "cpu"), Side("B", "y", "cpu"), "m", [PointSpec(0)], **kw)
     assert e.value.fix
-
-
-def test_min_effect_parses_fraction_and_percent() -> None:
-    assert cmp.parse_effect("5%") == pytest.approx(0.05)
-    assert cmp.parse_effect(0.1) == pytest.approx(0.1)
-    with pytest.raises(ConfigError):
-        cmp.parse_effect("five")
 
 
 def _build(name: str, backend: str = "cpu"):  # noqa: ANN202

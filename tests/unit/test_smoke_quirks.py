@@ -21,8 +21,9 @@ from llamaforge.bench import adjust
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.build import hostcpu
 from llamaforge.build.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, get_backend
-from llamaforge.build.builder import MANIFEST, MANIFEST_VERSION, find_build, make_key
+from llamaforge.build.builder import find_build, make_key
 from llamaforge.build.doctor import amx_gcc_warning, parse_gcc_major
+from llamaforge.build.manifest import MANIFEST, MANIFEST_VERSION
 from llamaforge.errors import BenchError, BuildError
 from llamaforge.quirks import describe_failure, likely_cause, quirk_args, signal_name
 from llamaforge.smoke import run_smoke

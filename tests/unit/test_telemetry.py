@@ -31,6 +31,18 @@ def test_nvml_telemetry_fields_and_unsupported_query_stays_none():
     n.close()
 
 
+def test_nvml_inventory_is_what_a_run_records_with_theoretical_bandwidth():
+    with gpu.Nvml(module=FakePynvml(2, no_power=True)) as n:
+        inv, versions = n.inventory(), n.versions()
+    assert versions == ("570.86", "12.8") and [g["index"] for g in inv] == [0, 1]
+    g = inv[0]
+    assert g["name"] == "NVIDIA H200" and g["memory_total_mib"] == 140 * 1024 and g["clock_mem_max_mhz"] == 3201
+    assert g["memory_bandwidth_gbps"] == round(3201e6 * 2 * 5120 / 8 / 1e9, 1)
+    assert "compute_capability" not in g                     # the fake does not support it: absent, not invented
+    with gpu.Nvml(module=FakePynvml(fail_init=True)) as n:
+        assert n.inventory() == [] and n.versions() == (None, None)
+
+
 def test_throttle_names_decodes_the_bitmask():
     assert gpu.throttle_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
     assert gpu.throttle_names(0) == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..build.backends import is_cpu_vulkan_name
 from ..console import notice
 from ..quirks import quirk_args, recorded
 from .plan import BuildLike, Plan
@@ -49,8 +50,6 @@ def is_cpu_vulkan(build: BuildLike) -> bool:
     """A Vulkan build whose device is the CPU (lavapipe/llvmpipe, SwiftShader), from its verification."""
     if build.backend != "vulkan":
         return False
-    from ..verify import is_cpu_vulkan_name
-
     m = build.manifest or {}
     caps = m.get("capabilities") or {}
     if "vulkan_cpu_device" in caps:

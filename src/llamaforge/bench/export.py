@@ -18,6 +18,7 @@ import statistics
 import time
 from typing import Any
 
+from ..build.backends import display_name
 from ..errors import StoreError
 from ..records import BuildManifest, Environment, RunPlan
 from ..store import Point, Store
@@ -33,7 +34,6 @@ LLAMA_BENCH_FIELDS = [
     "fit_target", "fit_min_ctx", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts",
     "stddev_ts", "samples_ns", "samples_ts",
 ]
-_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal", "hip": "ROCm", "sycl": "SYCL"}
 
 _SAMPLE_COLS = ["idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms", "tg_tps",
                 "launch"]
@@ -92,7 +92,7 @@ def _server_rows(p: Point, run_plan: RunPlan, env: Environment, build: BuildMani
     common: dict[str, Any] = {
         "build_commit": str(build.commit or "")[:9], "build_number": int(build.extra.get("build_number") or 0),
         "cpu_info": env.cpu_model or "", "gpu_info": gpus,
-        "backends": _BACKEND_NAMES.get(str(build.backend), str(build.backend)),
+        "backends": display_name(build.backend) if build.backend else "",
         "model_filename": str(run_plan.model.path or ""),
         "model_type": f"{facts.arch or '?'} {meta.get('ftype') or ''}".strip(),
         "model_size": int(facts.file_bytes or meta.get("size") or 0),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
-from ..build.builder import Build
+from ..build.manifest import Build
 from ..errors import BenchError
 
 

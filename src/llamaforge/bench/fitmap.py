@@ -9,12 +9,12 @@ of kind ``fitmap`` (engine ``fit``; each point's ``n_ctx`` is the fitted context
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
@@ -23,6 +23,7 @@ from ..console import console, esc
 from ..errors import BenchError, BuildError
 from ..records import build_manifest
 from ..store import Point, Store
+from .fit import fitt_for, resolve_fit
 from .plan import BuildLike, Plan, PointSpec
 from .server import classify_failure
 
@@ -128,7 +129,6 @@ def _tail(text: str, n: int = 40) -> str:
 
 def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_dir: Path, label: str = "") -> Point:
     """One fit-map point (not yet stored)."""
-    from .runner import fitt_for
 
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}.log"
@@ -162,7 +162,6 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
                progress: bool = True) -> str:
     """Fit every point on every build; store a ``fitmap`` run; return its id."""
     from ..envinfo import collect_env
-    from .runner import resolve_fit
 
     if not builds:
         raise BenchError("no builds for the fit map", "give --backends")
@@ -186,7 +185,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
     log_dir = store.path.parent / "logs" / run_id
     status = "interrupted"
     try:
-        with console.status("fitting…", spinner="dots") if progress else _Null() as st:
+        with console.status("fitting…", spinner="dots") if progress else contextlib.nullcontext() as st:
             for i, spec in enumerate(plan.points, 1):
                 for b in builds:
                     if progress and st is not None:
@@ -196,14 +195,6 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
     finally:
         store.set_run_status(run_id, status)
     return run_id
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def fitmap_table(store: Store, run_id: str) -> Table:

@@ -24,8 +24,9 @@ from ..build.options import build_options
 from ..errors import BuildError
 from ..store import Point, Sample
 from . import adjust
+from .fit import fitt_for
 from .fitmap import fit_params
-from .monitor import Monitor
+from .monitor import Monitor, store_monitor
 from .plan import BuildLike, Plan, PointSpec
 from .server import PointFailure, classify_failure, die_with_parent
 
@@ -148,7 +149,6 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
 def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
                        log_path: Path, on_phase) -> None:  # noqa: ANN001 - a PhaseFn
     """Fill ``point`` from one llama-bench call (raises PointFailure)."""
-    from .runner import fitt_for, store_monitor
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if build_options(build).has_fit_params:

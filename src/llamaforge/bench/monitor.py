@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..gpu import Nvml, free_vram_mib
+from ..store import Point
 from .telemetry import TelemetrySampler
 
 MiB = 1024 * 1024
@@ -139,3 +140,17 @@ class Monitor(threading.Thread):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def store_monitor(point: Point, mres: MonitorResult) -> None:
+    """Memory, host-memory split and telemetry of a Monitor into a point (``extra``: host_mem, telemetry)."""
+    point.rss_peak_mib = mres.rss_peak_mib
+    point.vram_used_mib = mres.vram_used_mib
+    point.vram_total_mib = mres.vram_total_mib
+    point.vram_self_mib = mres.vram_self_mib
+    extra = dict(point.extra or {})
+    if mres.host_mem() is not None:
+        extra["host_mem"] = mres.host_mem()
+    if mres.telemetry is not None:
+        extra["telemetry"] = mres.telemetry
+    point.extra = extra

@@ -88,7 +88,7 @@ class PointSpec:
 class FitOptions:
     """How llama.cpp fits the context: ``fitt_mib`` → ``-fitt`` (margin per device, MiB), or
     ``vram_budget_gib`` to emulate a smaller card (margin = free − budget + llama.cpp's default 1 GiB, per
-    device, from NVML: see ``runner.budget_margins``)."""
+    device, from NVML: see ``bench.fit.budget_margins``)."""
 
     fitt_mib: int | None = None
     vram_budget_gib: float | None = None

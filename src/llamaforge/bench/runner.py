@@ -45,7 +45,7 @@ from rich.table import Table
 from ..build.options import build_options
 from ..console import console, esc, notice
 from ..errors import BenchError, BuildError
-from ..gpu import free_vram_mib, other_gpu_processes
+from ..gpu import other_gpu_processes
 from ..hostlock import HostLock, describe, holder
 from ..locks import run_lock
 from ..quirks import describe_failure
@@ -53,9 +53,10 @@ from ..records import build_manifest
 from ..stats import cluster_summary, summarize
 from ..store import Point, Sample, Store
 from . import adjust
+from .fit import fitt_for, resolve_fit
 from .fitmap import fit_params
-from .monitor import Monitor, MonitorResult
-from .plan import BuildLike, FitOptions, Plan, PointSpec
+from .monitor import Monitor, store_monitor
+from .plan import BuildLike, Plan, PointSpec
 from .prompts import Prompt, build_prompt
 from .schedule import SENTINEL_LABEL, Slot, default_sentinel_every, remaining, sweep_schedule
 from .server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown, read_log_tail
@@ -63,7 +64,6 @@ from .telemetry import describe as describe_telemetry
 from .telemetry import flags as telemetry_flags
 
 PhaseFn = Callable[[str], None]
-_NO_GPU_BACKENDS = ("cpu",)
 
 
 @dataclass
@@ -104,59 +104,6 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
         extra["output_guard"] = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
                                  "how": "logit_bias false for tokens that are not whole UTF-8 (models.utf8)"}
     return resp
-
-
-# ----------------------------------------------------------------------------------------- fit
-
-
-#: llama.cpp's own default ``-fitt`` margin (MiB per device)
-LLAMA_DEFAULT_FIT_MARGIN_MIB = 1024
-
-
-def budget_margins(free_mib: Sequence[float], budget_gib: float) -> list[int]:
-    """``-fitt`` margins that make each device behave like a card of ``budget_gib``.
-
-    A real card of that size would still get llama.cpp's default 1 GiB margin and lose some
-    memory to the driver context, so the margin is free − budget + 1 GiB: the model, context and
-    compute buffers then get budget − 1 GiB, and the process (CUDA context included) ends near
-    the budget. (Until 2026-11-29 the margin was free − budget, which let a "24 GiB card" use
-    about 25.3 GiB in all — the committed H200 report says which it used.)"""
-    budget = budget_gib * 1024
-    return [max(0, int(f - budget + LLAMA_DEFAULT_FIT_MARGIN_MIB)) for f in free_mib]
-
-
-def resolve_fit(fit: FitOptions, backends: Sequence[str]) -> FitOptions:
-    """Turn ``vram_budget_gib`` into per-device ``-fitt`` margins (see :func:`budget_margins`)."""
-    if fit.vram_budget_gib is None or fit.margins_mib is not None:
-        return fit
-    if fit.fitt_mib is not None:
-        raise BenchError("--vram-budget and --fitt both set the fit margin", "give only one of them")
-    if all(b in _NO_GPU_BACKENDS for b in backends):
-        fit.notice = "--vram-budget ignored: only CPU builds in this run"
-        notice(fit.notice)
-        return fit
-    free = free_vram_mib()
-    if not free:
-        fit.notice = "--vram-budget ignored: no NVIDIA GPU visible through NVML"
-        notice(fit.notice)
-        return fit
-    budget = fit.vram_budget_gib * 1024
-    fit.margins_mib = budget_margins(free, fit.vram_budget_gib)
-    small = [i for i, f in enumerate(free) if f < budget]
-    if small:
-        fit.notice = (f"device(s) {small} have less free memory than the {fit.vram_budget_gib:g} GiB budget; "
-                      "they use all their free memory")
-        notice(fit.notice)
-    return fit
-
-
-def fitt_for(build: BuildLike, plan: Plan) -> str | None:
-    """The ``-fitt`` argument for a build (budget-derived margins only apply to GPU backends)."""
-    if plan.fit.fitt_mib is not None:
-        return str(plan.fit.fitt_mib)
-    if plan.fit.margins_mib and build.backend not in _NO_GPU_BACKENDS:
-        return plan.fit.fitt_arg()
-    return None
 
 
 # ------------------------------------------------------------------------------ server engine
@@ -211,20 +158,6 @@ def _sample(idx: int, warmup: bool, resp: dict) -> Sample:
 def _log_path(log_dir: Path, build: BuildLike, spec: PointSpec, engine: str, label: str) -> Path:
     name = f"{build.key}-{engine}-ncmoe{spec.ncmoe}-ngl{spec.ngl}" + (f"-{label}" if label else "")
     return log_dir / ("".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".log")
-
-
-def store_monitor(point: Point, mres: MonitorResult) -> None:
-    """Memory, host-memory split and telemetry of a Monitor into a point (``extra``: host_mem, telemetry)."""
-    point.rss_peak_mib = mres.rss_peak_mib
-    point.vram_used_mib = mres.vram_used_mib
-    point.vram_total_mib = mres.vram_total_mib
-    point.vram_self_mib = mres.vram_self_mib
-    extra = dict(point.extra or {})
-    if mres.host_mem() is not None:
-        extra["host_mem"] = mres.host_mem()
-    if mres.telemetry is not None:
-        extra["telemetry"] = mres.telemetry
-    point.extra = extra
 
 
 def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..console import console, esc
+from ..metrics import FIELDS
 from ..stats import cluster_summary
 from ..store import Point
 from .schedule import SENTINEL_LABEL
 
 DRIFT_MIN_EFFECT = 0.03
-METRICS = {"pp": "pp_tps", "tg": "tg_tps"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
         if ref is None:
             continue
         seq_of = {int(r.get("launch") or 1): int(r.get("seq") or 0) for r in sp.launches}
-        for metric, fname in METRICS.items():
+        for metric, fname in FIELDS.items():
             cs = cluster_summary(ref.launch_groups(fname))
             if cs is None:
                 continue

@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,11 +43,9 @@ from ..paths import Paths
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
+from .manifest import MANIFEST, MANIFEST_VERSION, Build, read_manifest
 from .options import probe_build
 from .toolchain import Toolchain, discover
-
-MANIFEST = "manifest.json"
-MANIFEST_VERSION = 1
 
 
 @dataclass
@@ -60,43 +58,6 @@ class BuildOptions(FlagOptions):
     rebuild: bool = False                # ignore a valid manifest
 
 
-@dataclass
-class Build:
-    """A finished build: what other modules use to run llama.cpp binaries."""
-
-    key: str
-    backend: str
-    commit: str
-    pin: str
-    dir: Path
-    manifest: dict = field(default_factory=dict)
-
-    def binary(self, name: str) -> Path:
-        p = self.dir / "out" / "bin" / name
-        if not p.exists():
-            raise BuildError(f"{name} is not part of build {self.key}",
-                             f"rebuild with `llamaforge build --backends {self.backend} --rebuild`")
-        return p
-
-    @property
-    def env(self) -> dict[str, str]:
-        """Extra environment to run this build's binaries (e.g. GGML_VK_VISIBLE_DEVICES for lavapipe)."""
-        return dict((self.manifest.get("verification") or {}).get("runtime_env") or {})
-
-    @property
-    def source_dir(self) -> Path:
-        """The llama.cpp tree this build was made from (its worktree)."""
-        return Path((self.manifest.get("source") or {}).get("path") or self.dir / "src")
-
-    @property
-    def capabilities(self) -> dict:
-        return dict(self.manifest.get("capabilities") or {})
-
-    @classmethod
-    def from_manifest(cls, d: Path, m: dict) -> Build:
-        return cls(m["key"], m["backend"], m["commit"], m.get("pin", ""), d, m)
-
-
 def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str],
              cpu: dict | None = None) -> tuple[str, dict]:
     """The key string and the key's content (what the hash covers). ``cpu`` (the host CPU of a
@@ -107,24 +68,6 @@ def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict
         content["cpu"] = {k: cpu[k] for k in ("arch", "model", "isa", "id") if k in cpu}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
     return f"{commit[:9]}-{backend}-{digest}", content
-
-
-def read_manifest(d: Path) -> dict | None:
-    """A valid manifest (parses, complete, binaries present with their recorded size) or None."""
-    try:
-        m = json.loads((d / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    if m.get("manifest_version") != MANIFEST_VERSION or m.get("status") != "ok":
-        return None
-    for b in (m.get("binaries") or {}).values():
-        p = d / b["path"]
-        try:
-            if p.stat().st_size != b["size"]:
-                return None
-        except OSError:
-            return None
-    return m
 
 
 def hit_problems(d: Path, m: dict, evidence: dict) -> list[str]:
@@ -299,22 +242,18 @@ def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
     return b
 
 
-def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
-                  key: str, key_content: dict, d: Path, evidence: dict) -> Build:
-    d.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        (d / MANIFEST).unlink()          # from here on the build is not valid until finished
+def _link_source(d: Path, tree) -> Path:
+    """``d/src`` → the worktree (replacing a link to another tree): every build sees its source at ``../src``."""
     src = d / "src"
     if src.is_symlink() or src.exists():
         if src.resolve() != Path(tree.path).resolve():
             src.unlink()
     if not src.exists():
         src.symlink_to(Path(tree.path).resolve(), target_is_directory=True)
-    out = d / "out"
-    incremental = (out / "CMakeCache.txt").exists()
-    log = d / "build.log"
-    log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({tree.origin})\n")
-    env = _ccache_env(d, paths)
+    return src
+
+
+def _configure_argv(tc: Toolchain, backend: Backend, src: Path, out: Path, flags: dict) -> list[str]:
     assert tc.cmake is not None
     cfg = [tc.cmake.path, "-S", str(src), "-B", str(out)]
     if tc.ninja:
@@ -323,7 +262,57 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         cfg += [f"-DCMAKE_C_COMPILER_LAUNCHER={tc.ccache.path}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={tc.ccache.path}"]
         if backend.name == "cuda":
             cfg += [f"-DCMAKE_CUDA_COMPILER_LAUNCHER={tc.ccache.path}"]
-    cfg += [f"-D{k}={v}" for k, v in sorted(flags.items())]
+    return cfg + [f"-D{k}={v}" for k, v in sorted(flags.items())]
+
+
+def _targets(cmake: str, out: Path, env: dict[str, str], log: Path) -> list[str]:
+    """The targets to build: the required ones (an error if the commit lacks one) and the optional ones it has."""
+    targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL]
+    avail = _available_targets(cmake, out, env)
+    if avail:
+        missing = [t for t in TARGETS_REQUIRED if t not in avail]
+        if missing:
+            raise BuildError(f"this llama.cpp commit has no {', '.join(missing)} target",
+                             "pick a newer commit (llamaforge needs llama-server and llama-bench)", str(log))
+        targets = [t for t in targets if t in avail]
+    return targets
+
+
+def _binaries(d: Path, out: Path, targets: list[str]) -> dict:
+    binaries = {}
+    for t in targets:
+        p = out / "bin" / t
+        if p.exists():
+            binaries[t] = {"path": str(p.relative_to(d)), "size": p.stat().st_size, "sha256": sha256_file(p)}
+    return binaries
+
+
+def _build_capabilities(backend: Backend, log: Path, out: Path) -> dict:
+    """What the build itself tells about the backend (glslc features, CUDA archs), from its log and CMake cache."""
+    cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
+    caps: dict = {"backend": backend.name}
+    if backend.name == "vulkan":
+        caps["vulkan_glslc"] = parse_glslc_support(log.read_text(errors="replace"), cache_txt)
+    if backend.name == "cuda":
+        caps["cuda_archs"] = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
+        native = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
+        if native:
+            caps["cuda_archs_native"] = native
+    return caps
+
+
+def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
+                  key: str, key_content: dict, d: Path, evidence: dict) -> Build:
+    d.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (d / MANIFEST).unlink()          # from here on the build is not valid until finished
+    src = _link_source(d, tree)
+    out = d / "out"
+    incremental = (out / "CMakeCache.txt").exists()
+    log = d / "build.log"
+    log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({tree.origin})\n")
+    env = _ccache_env(d, paths)
+    cfg = _configure_argv(tc, backend, src, out, flags)
     jobs = opts.jobs or os.cpu_count() or 2
     t0 = time.monotonic()
     console.print("[bold]building[/] " + esc(f"{backend.name} for {pin.name} @ {tree.commit[:9]} → {d}"), soft_wrap=True)
@@ -333,14 +322,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         raise BuildError(f"cannot run cmake: {e}", "install cmake (see `llamaforge doctor`)") from e
     t_cfg = time.monotonic() - t0
     _check_step("configure", backend, r, log)
-    targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL]
-    avail = _available_targets(tc.cmake.path, out, env)
-    if avail:
-        missing = [t for t in TARGETS_REQUIRED if t not in avail]
-        if missing:
-            raise BuildError(f"this llama.cpp commit has no {', '.join(missing)} target",
-                             "pick a newer commit (llamaforge needs llama-server and llama-bench)", str(log))
-        targets = [t for t in targets if t in avail]
+    targets = _targets(cfg[0], out, env, log)
     t1 = time.monotonic()
     with Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -354,20 +336,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     if after["tree"] != evidence["tree"]:
         raise BuildError(f"the source in {tree.path} changed during the build ({evidence['tree'][:12]} → {after['tree'][:12]})",
                          "leave the worktree alone while building, and build again", str(log))
-    binaries = {}
-    for t in targets:
-        p = out / "bin" / t
-        if p.exists():
-            binaries[t] = {"path": str(p.relative_to(d)), "size": p.stat().st_size, "sha256": sha256_file(p)}
-    cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
-    caps: dict = {"backend": backend.name}
-    if backend.name == "vulkan":
-        caps["vulkan_glslc"] = parse_glslc_support(log.read_text(errors="replace"), cache_txt)
-    if backend.name == "cuda":
-        caps["cuda_archs"] = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
-        native = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
-        if native:
-            caps["cuda_archs_native"] = native
+    binaries, caps = _binaries(d, out, targets), _build_capabilities(backend, log, out)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
         "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
@@ -380,13 +349,22 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental},
         "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
     }
+    return _finish(d, manifest, opts, paths,
+                   f"[green]built[/] {esc(key)} in {t_cfg + t_build:.0f} s (configure {t_cfg:.0f} s, build {t_build:.0f} s)")
+
+
+def _finish(d: Path, manifest: dict, opts: BuildOptions, paths: Paths, done: str) -> Build:
+    """Probe the binaries' options, verify (smoke run), write the manifest atomically; a verification
+    that fails is raised after the manifest is written (the build exists, it just does not run)."""
+    # verify → smoke → bench imports llama.cpp engines (and through them the build package): imported
+    # when a build finishes, not when the build package loads
+    from ..verify import apply_to_manifest, raise_for, verify_build
+
     b = Build.from_manifest(d, manifest)
     # what each binary accepts (its --help), so command lines are built from it; a --help we
     # cannot read is a BuildError here, before any manifest is written
     manifest["options"] = probe_build(b)
     if opts.verify:
-        from ..verify import apply_to_manifest, verify_build
-
         apply_to_manifest(manifest, verify_build(b, paths=paths))
     try:
         write_json_atomic(d / MANIFEST, manifest)
@@ -394,11 +372,9 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         if e.errno == errno.ENOSPC:
             raise BuildError("disk full while writing the build manifest", "free disk space and build again") from e
         raise
-    console.print(f"[green]built[/] {esc(key)} in {t_cfg + t_build:.0f} s (configure {t_cfg:.0f} s, build {t_build:.0f} s)")
+    console.print(done)
     b = Build.from_manifest(d, manifest)
     if opts.verify and not manifest["verification"]["ok"]:
-        from ..verify import raise_for
-
         raise_for(manifest["verification"], b)
     return b
 

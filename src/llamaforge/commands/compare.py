@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..console import console, esc, info, print_error
+from ..effect import parse_effect
 from ..errors import BuildError, ConfigError, LlamaforgeError
 from ..store import Store
 from ._common import as_int, lf_task, paths
@@ -34,7 +35,7 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
     "repeats": "samples per side per point (>= 4; default 6)",
     "rounds": "process starts per side per point, ABBA-interleaved; the test's n (default 4: the fewest that can give p < 0.05)",
-    "min_effect": "smallest relative change called better/worse (default 0.05 = 5 %)",
+    "min_effect": "smallest relative change called better/worse: 0.05 or 5% (default 5%)",
     "engine": "server (default) or llama-bench",
     "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
     "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
@@ -46,7 +47,7 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like
     verdict (better / worse / no significant change) per metric. Stored as a run of kind compare."""
     from ..bench.plan import make_points
-    from ..compare import CompareRequest, Side, parse_effect, print_compare, run_compare
+    from ..compare import CompareRequest, Side, print_compare, run_compare
 
     p = paths()
     source = _source(source)
@@ -84,7 +85,6 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     writes a plot of the metric over the commits."""
     from ..bisect import (
         BisectRequest,
-        parse_threshold,
         plot_bisect,
         print_result,
         render_bisect_md,
@@ -92,7 +92,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     )
 
     p = paths()
-    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_threshold(threshold),
+    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
                         model=model, repeats=_int(repeats, "--repeats"), source=_source(source),
                         n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)
     with Store(p.store_db) as store:
@@ -129,7 +129,6 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
         bisect_run_verdict,
         check_metric,
         head_tree,
-        parse_threshold,
     )
     from ..build import BuildOptions, build
     from ..config import Pin
@@ -143,7 +142,7 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
         gv = float(good_value) if good_value is not None else None
         bv = float(bad_value) if bad_value is not None else None
         ref = float(reference) if reference is not None else None
-        thr = parse_threshold(threshold)
+        thr = parse_effect(threshold, option="--threshold", allow_zero=False)
         bisect_run_verdict([1.0], good_value=gv, bad_value=bv, reference=ref, threshold=thr)  # validates options
         model_path = resolve_model(model, p)
         try:

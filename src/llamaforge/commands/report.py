@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..console import esc, info
-from ..errors import ConfigError, StoreError
+from ..effect import parse_effect
+from ..errors import StoreError
 from ..store import Store
 from ._common import lf_task, paths
 
@@ -13,17 +14,14 @@ from ._common import lf_task, paths
 @lf_task(help={
     "run": "run id, name, unique id prefix, or 'latest'",
     "out": "output folder (default: results/reports/<run id>/)",
-    "min_effect": "smallest relative difference called significant (default 0.05 = 5 %)",
+    "min_effect": "smallest relative difference called significant: 0.05 or 5% (default 5%)",
 })
 def report(c, run, out=None, min_effect=0.05):
     """Write a report (report.html, report.md, PNG plots) for a stored run: tables with spread and
     count, backend ratios with significance, sweet spots, anomalies, roofline and provenance."""
     from ..report import write_report
 
-    try:
-        effect = float(min_effect)
-    except ValueError:
-        raise ConfigError(f"--min-effect {min_effect!r} is not a number", "give a fraction such as 0.05") from None
+    effect = parse_effect(min_effect)
     db = paths().store_db
     if not db.is_file():
         raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")

@@ -241,6 +241,39 @@ def header_nbytes(plan: ModelPlan) -> int:
     return (n + plan.alignment - 1) // plan.alignment * plan.alignment
 
 
+def _tensor_sums(plan: ModelPlan, linear: set[int]) -> tuple[dict[str, int], dict[str, int], dict[str, int],
+                                                              tuple[int, int, int]]:
+    """Bytes per tensor group and per type, tensors per type, and (parameters, expert parameters,
+    expert bytes) of a plan's tensors (``linear``: the linear-attention layers)."""
+    by_group: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    types: dict[str, int] = {}
+    params_total = params_expert = bytes_expert = 0
+    for t in plan.tensors:
+        m = _BLK.match(t.name)
+        g = tensor_group(t.name, bool(m and int(m.group(1)) in linear))
+        by_group[g] = by_group.get(g, 0) + t.nbytes
+        tn = quants.type_name(t.type)
+        by_type[tn] = by_type.get(tn, 0) + t.nbytes
+        types[tn] = types.get(tn, 0) + 1
+        params_total += t.n_elements
+        if g == "experts":
+            params_expert += t.n_elements
+            bytes_expert += t.nbytes
+    return by_group, by_type, types, (params_total, params_expert, bytes_expert)
+
+
+def _recurrent_bytes(n_linear: int, num) -> int:  # noqa: ANN001 - num: the arch-prefixed int getter
+    """f32 recurrent state per sequence of ``n_linear`` linear-attention (SSM) layers: conv state + SSM state."""
+    d_conv = num("ssm.conv_kernel")
+    d_state = num("ssm.state_size")
+    groups = num("ssm.group_count")
+    inner = num("ssm.inner_size")
+    v_heads = num("ssm.time_step_rank")
+    conv_dim = 2 * d_state * groups + inner
+    return n_linear * ((d_conv - 1) * conv_dim + d_state * d_state * v_heads) * 4
+
+
 def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None = None) -> ModelFacts:
     """Derive :class:`ModelFacts` from a plan (a file's header or a synthetic plan)."""
     md = plan.metadata()
@@ -274,22 +307,7 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     embd = next((t for t in plan.tensors if t.name == "token_embd.weight"), None)
     vocab = embd.shape[1] if embd and len(embd.shape) > 1 else len(md.get("tokenizer.ggml.tokens", []) or [])
 
-    by_group: dict[str, int] = {}
-    by_type: dict[str, int] = {}
-    types: dict[str, int] = {}
-    params_total = params_expert = bytes_expert = 0
-    lin = set(linear)
-    for t in plan.tensors:
-        m = _BLK.match(t.name)
-        g = tensor_group(t.name, bool(m and int(m.group(1)) in lin))
-        by_group[g] = by_group.get(g, 0) + t.nbytes
-        tn = quants.type_name(t.type)
-        by_type[tn] = by_type.get(tn, 0) + t.nbytes
-        types[tn] = types.get(tn, 0) + 1
-        params_total += t.n_elements
-        if g == "experts":
-            params_expert += t.n_elements
-            bytes_expert += t.nbytes
+    by_group, by_type, types, (params_total, params_expert, bytes_expert) = _tensor_sums(plan, set(linear))
     frac = (n_used / n_experts) if n_experts else 1.0
     tied = embd is not None and "output.weight" not in names
     # tied: the embedding is the output projection, read whole for every token (+ the input row)
@@ -305,24 +323,14 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
     head_k_swa = num("attention.key_length_swa", head_k)
     head_v_swa = num("attention.value_length_swa", head_v)
     kv_swa = len(swa) * (head_k_swa + head_v_swa) * n_head_kv * 2
-    recurrent = 0
-    if linear:
-        d_conv = num("ssm.conv_kernel")
-        d_state = num("ssm.state_size")
-        groups = num("ssm.group_count")
-        inner = num("ssm.inner_size")
-        v_heads = num("ssm.time_step_rank")
-        conv_dim = 2 * d_state * groups + inner
-        recurrent = len(linear) * ((d_conv - 1) * conv_dim + d_state * d_state * v_heads) * 4
+    recurrent = _recurrent_bytes(len(linear), num) if linear else 0
 
     name = md.get("general.name", "")
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
+    estimated = file_bytes is None
     if file_bytes is None:
         file_bytes = header_nbytes(plan) + plan.data_bytes
-        estimated = True
-    else:
-        estimated = False
     return ModelFacts(
         path=path, arch=arch, name=str(name), n_layers=n_layers, full_attention_layers=full,
         linear_attention_layers=linear, n_experts=n_experts, n_experts_used=n_used,

@@ -15,7 +15,8 @@ from ..store import Store
 from . import html, markdown
 from .data import ReportData, ReportError, load
 from .plots import make_plots
-from .tables import Section, build_sections
+from .sections import Section
+from .tables import build_sections
 
 __all__ = ["ReportError", "ReportPaths", "write_report", "build_report"]
 

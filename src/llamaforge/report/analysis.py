@@ -20,8 +20,6 @@ from ..records import ModelFactsRecord
 from ..stats import Comparison, compare
 from .data import Row
 
-METRICS = {"pp": "prompt t/s", "tg": "generation t/s"}
-
 
 def first_native(rows: Sequence[Row], native: int | None) -> Row | None:
     """The ok row with the lowest ncmoe whose context reaches ``native`` (``None`` if none does)."""

@@ -20,16 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.schedule import SENTINEL_LABEL
+from ..build.backends import display_name
 from ..errors import LlamaforgeError, StoreError
+from ..metrics import pick_test
 from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
 from ..stats import Summary, summarize
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
-BACKEND_NAMES = {"cuda": "CUDA", "vulkan": "Vulkan", "cpu": "CPU", "metal": "Metal", "hip": "HIP",
-                 "sycl": "SYCL"}
-
-
 class ReportError(LlamaforgeError):
     """A run cannot be reported (no points, nothing measured, bad output folder)."""
 
@@ -37,11 +35,6 @@ class ReportError(LlamaforgeError):
 def backend_rank(backend: str | None) -> int:
     b = (backend or "").lower()
     return BACKEND_ORDER.index(b) if b in BACKEND_ORDER else len(BACKEND_ORDER)
-
-
-def backend_name(backend: str | None) -> str:
-    b = (backend or "?").lower()
-    return BACKEND_NAMES.get(b, backend or "?")
 
 
 @dataclass
@@ -228,25 +221,6 @@ def split_breakdown(stored: Any) -> tuple[MemSplit | None, MemSplit | None]:
     return add(mb.devices), add(([mb.host] if mb.host else []) + mb.other)
 
 
-def _test_size(test: str) -> int:
-    digits = "".join(ch for ch in test if ch.isdigit())
-    return int(digits) if digits else 0
-
-
-def pick_test(p: Point, metric: str) -> str | None:
-    """For llama-bench points (samples tagged pp512, tg128, ...): the test a speed is read from.
-
-    Mixing pp512 with pp4096 would blur two different workloads, so one test per metric is used:
-    the largest (longer prompts give honest prompt speeds). ``None``: samples carry no test names.
-    """
-    attr = "pp_tps" if metric == "pp" else "tg_tps"
-    tests = {s.test for s in p.samples if s.test and not s.warmup and getattr(s, attr) is not None}
-    if not tests:
-        return None
-    prefixed = [t for t in tests if t.startswith(metric)] or sorted(tests)
-    return max(prefixed, key=lambda t: (_test_size(t), t))
-
-
 def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None) -> Row:
     gpu, host = split_breakdown(p.mem_breakdown)
     pp_test, tg_test = pick_test(p, "pp"), pick_test(p, "tg")
@@ -302,9 +276,9 @@ def load(store: Store, run_id: str) -> ReportData:
     engines = {k[1] for k in keys}
     names: list[str] = []
     for k in keys:
-        base = backend_name(backend_of(k[0]))
+        base = display_name(backend_of(k[0]))
         machine = machine_of.get(k[2])
-        same = [o for o in keys if backend_name(backend_of(o[0])) == base and machine_of.get(o[2]) == machine]
+        same = [o for o in keys if display_name(backend_of(o[0])) == base and machine_of.get(o[2]) == machine]
         parts = [base]
         if len({o[0] for o in same}) > 1:  # two builds of one backend: tell them apart by pin/commit
             b = by_key.get(k[0]) or {}

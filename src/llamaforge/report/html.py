@@ -14,7 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from .. import __version__
 from .data import ReportData
-from .tables import Section
+from .sections import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
 

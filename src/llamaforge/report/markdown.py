@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..mdtext import md_code, md_text
 from .data import ReportData
-from .tables import Section, Table
+from .sections import Section, Table
 
 
 def table_md(t: Table) -> list[str]:

@@ -16,11 +16,12 @@ import math
 
 from ..bench.schedule import SENTINEL_LABEL
 from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..metrics import FIELDS
 from ..stats import ClusterSummary, cluster_summary
 from .data import ReportData, Row
-from .tables import Section, Table
+from .sections import Section, Table
 
-_METRICS = (("tg", "tg_tps"), ("pp", "pp_tps"))
+_ORDER = ("tg", "pp")   # the order metrics are shown in here
 
 
 def _sd(var: float | None) -> str:
@@ -32,7 +33,7 @@ def row_cluster(r: Row, metric: str) -> ClusterSummary | None:
     if r.point is None:
         return None
     test = r.tg_test if metric == "tg" else r.pp_test
-    return cluster_summary(r.point.launch_groups(dict(_METRICS)[metric], test))
+    return cluster_summary(r.point.launch_groups(FIELDS[metric], test))
 
 
 def launches_of(data: ReportData) -> int:
@@ -64,7 +65,7 @@ def replication_section(data: ReportData) -> Section:
             cells: list[str] = []
             rec: dict = {"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl}
             shape = "–"
-            for m, _f in _METRICS:
+            for m in _ORDER:
                 cs = row_cluster(r, m)
                 rec[m] = cs.to_dict() if cs else None
                 if cs is None:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.sentinel import drift_flags
+from ..build.backends import display_name
+from ..metrics import LABELS
 from ..records import BuildManifest, Environment
 from ..stats import Comparison, compare
 from . import analysis as an
-from .data import ReportData, Row, Series, backend_name
+from .data import ReportData, Row, Series
+from .replication import drift_notes, launches_of, replication_section
+from .sections import Section, Table
 
 SCENARIOS = (
     ("all_gpu", "all layers on the device (ncmoe 0)"),
@@ -36,27 +39,6 @@ NGL_SCENARIOS = (
 
 def scenarios(data: ReportData) -> tuple[tuple[str, str], ...]:
     return NGL_SCENARIOS if data.axis == "ngl" else SCENARIOS
-
-
-@dataclass
-class Table:
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    data: list[dict] = field(default_factory=list)
-    title: str = ""
-    note: str = ""
-    code_cols: tuple[int, ...] = ()      # columns rendered as code (commands)
-
-
-@dataclass
-class Section:
-    id: str
-    title: str
-    intro: str = ""
-    tables: list[Table] = field(default_factory=list)
-    plots: list[Any] = field(default_factory=list)   # plots.Plot
-    absent: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 # ---- formatting -------------------------------------------------------------------------------
@@ -252,7 +234,7 @@ def anomaly_table(found: list[an.Anomaly]) -> Table:
               title="Anomalies")
     for a in found:
         c = a.comparison
-        t.rows.append([a.row.series, an.METRICS[a.metric], a.row.x_label, a.neighbour.x_label,
+        t.rows.append([a.row.series, LABELS[a.metric], a.row.x_label, a.neighbour.x_label,
                        f"{c.median_b:.1f} vs {c.median_a:.1f}", f"+{a.gain:.1%}", f"{c.p_value:.3g}",
                        ", ".join(str(x) for x in a.full_attn_moved) or "none"])
         t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe, "ngl": a.row.ngl,
@@ -340,7 +322,7 @@ def builds_table(data: ReportData) -> Table:
     t = Table(["series", "backend", "pin", "commit", "flags", "toolchain", "capabilities"], title="Builds")
     for s in data.series:
         b = s.build or {}
-        t.rows.append([s.name, backend_name(s.backend), str(b.get("pin") or "–"), str(b.get("commit") or "–"),
+        t.rows.append([s.name, display_name(s.backend), str(b.get("pin") or "–"), str(b.get("commit") or "–"),
                        " ".join(f"{k}={v}" for k, v in sorted((b.get("flags") or {}).items())) or "–",
                        _fmt_value(b.get("toolchain")) if b.get("toolchain") else "–",
                        _caps(b.get("capabilities") or {})])
@@ -382,10 +364,8 @@ def probes_table(data: ReportData) -> Table:
 
 
 # ---- sections ---------------------------------------------------------------------------------
-def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -> list[Section]:
-    """The whole report, in reading order."""
-    ok = [r for r in data.all_rows if r.ok]
-    found = an.anomalies(data.all_rows, min_effect=min_effect, full_attn_layers=data.full_attn_layers)
+def _flags(data: ReportData, found: list[an.Anomaly]) -> dict[int, list[str]]:
+    """Per row (by id): why it is marked in its points table (anomaly, Pareto front)."""
     flags: dict[int, list[str]] = {}
     for a in found:
         flags.setdefault(id(a.row), []).append(
@@ -393,15 +373,15 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     for s in data.series:
         for r in an.pareto_front(s.rows, "tg"):
             flags.setdefault(id(r), []).append("Pareto (ctx, tg)")
+    return flags
 
-    out: list[Section] = []
-    full = data
-    if len({s.key[1] for s in data.series}) > 1 and any(s.key[1] == "server" for s in data.series):
-        data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
+
+def summary_section(data: ReportData, full: ReportData, min_effect: float) -> Section:
+    """Summary: scenarios, backend ratios and every note a reader needs before the numbers."""
     summ = Section("summary", "Summary", intro=(
         f"Native context: {fmt_int(data.native_ctx)} tokens." if data.native_ctx
         else "Native context unknown (no n_ctx_train in the model facts or points)."))
-    if not ok:
+    if not any(r.ok for r in full.all_rows):
         summ.absent = "every point failed, so there is nothing to summarise; see Failed points"
     else:
         summ.tables.append(summary_table(data))
@@ -422,31 +402,27 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     if marked:
         summ.notes.append(f"{len(marked)} point(s) ran throttled, loaded or shared (see Measurement conditions): "
                           + ", ".join(f"{n} ncmoe {m} ({', '.join(f)})" for n, m, f in marked[:6]) + ".")
-    from .replication import drift_notes, launches_of, replication_section
-
-    if launches_of(full) < 2 and full.run.kind in ("sweep", "demo"):
+    if launches_of(full) < 2 and full.run.kind == "sweep":
         summ.notes.append("Between-process spread was not measured (one server start per point); see Replication.")
     summ.notes += drift_notes(drift_flags(full.points))
     summ.notes.extend(context_notes(full))
     summ.notes.extend(output_guard_notes(full))
-    out.append(summ)
-    rep = reproduction_section(full)
-    if rep is not None:
-        out.append(rep)
-    cc = crosscheck_section(full)
-    if cc is not None:
-        out.append(cc)
+    return summ
 
+
+def sweet_spot_section(data: ReportData, any_ok: bool) -> Section:
     sweet = Section("sweet-spots", "Sweet spots", intro=(
         f"The smallest offload ({'ncmoe' if data.axis == 'ncmoe' else 'fewest layers off the device'}) that still "
         "fits the native context, the fastest generation at "
         "native context, and the Pareto fronts: points no other point beats on both context and speed."))
-    if ok:
+    if any_ok:
         sweet.tables.append(sweet_spot_table(data))
     else:
         sweet.absent = "no point succeeded"
-    out.append(sweet)
+    return sweet
 
+
+def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float) -> Section:
     anom = Section("anomalies", "Anomalies", intro=(
         "Points significantly faster than their nearest neighbour with more layers on the GPU "
         f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}): "
@@ -454,6 +430,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         "full-attention layers whose experts went to the CPU between the two points."
         + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
            if data.full_attn_layers else " The model facts do not name its full-attention layers.")))
+    ok = [r for r in data.all_rows if r.ok]
     if found:
         anom.tables.append(anomaly_table(found))
     elif not ok:
@@ -463,36 +440,22 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         anom.absent = ("none found" if most >= 4 else
                        f"none can be found: points have at most {most} measured request(s), and Mann–Whitney U "
                        "needs about 4 per point to reach p < 0.05 (measure more repeats)")
-    out.append(anom)
+    return anom
 
-    pl = Section("plots", "Plots", plots=list(plots))
-    if not plots:
-        pl.absent = "no point succeeded, so there is nothing to plot"
-    out.append(pl)
 
-    out.append(host_memory_section(full))
-    out.append(conditions_section(full))
-    data = full
-    for s in data.series:
-        out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
-                           intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
-                           tables=[points_table(s, data.native_ctx, flags)]))
-
-    if data.run.kind in ("sweep", "demo"):
-        out.append(replication_section(data))
-
-    ft = failed_table(data)
-    out.append(Section("failed", "Failed points", tables=[ft] if ft.rows else [],
-                       absent=None if ft.rows else "no point failed"))
-
+def roofline_section(data: ReportData) -> Section:
     rt_, why = roofline_table(data)
-    out.append(Section("roofline", "Roofline (token generation)", intro=(
+    return Section("roofline", "Roofline (token generation)", intro=(
         "Bytes read per generated token = weights read per token (+ recurrent state) + kv_bytes_per_token_ctx × context used "
         "(+ kv_bytes_per_token_swa × min(context used, sliding window) for sliding-window layers) "
-        "(prompt tokens + n_predict/2); × tg = achieved bandwidth, against the device's memory bandwidth. "
+        "(prompt tokens + n_predict/2); × tg = achieved bandwidth, against the device's memory bandwidth "
+        "(GPUs: theoretical, from NVML; the CPU: host RAM copy bandwidth measured when the run started). "
         "With experts offloaded (ncmoe > 0) part of the reads come from system RAM, so the GPU's peak is "
-        "not the only bound."), tables=[rt_] if rt_ else [], absent=why))
+        "not the only bound."), tables=[rt_] if rt_ else [], absent=why)
 
+
+def provenance_section(data: ReportData) -> Section:
+    """Builds, environment, model download and facts, runtime quirks, plan, commands."""
     prov = Section("provenance", "Provenance", tables=[builds_table(data)])
     env = data.env.to_json()
     prov.tables.append(kv_table(env, "Environment") if env else Table(["key", "value"], title="Environment"))
@@ -519,10 +482,35 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     prov.tables.append(commands_table(data))
     if data.run.command:
         prov.notes.append(f"Run command: {data.run.command}")
-    out.append(prov)
+    return prov
 
-    if data.probes:
-        out.append(Section("probes", "Probes (compare / bisect)", tables=[probes_table(data)]))
+
+def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -> list[Section]:
+    """The whole report, in reading order. With ``--engine both`` the summary, sweet spots and
+    anomalies read the llama-server series (``data``); the rest reads every series (``full``)."""
+    full = data
+    if len({s.key[1] for s in data.series}) > 1 and any(s.key[1] == "server" for s in data.series):
+        data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
+    found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers)
+    flags = _flags(full, found)
+    out: list[Section] = [summary_section(data, full, min_effect)]
+    out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
+    out += [sweet_spot_section(data, any(r.ok for r in full.all_rows)), anomaly_section(full, found, min_effect)]
+    out.append(Section("plots", "Plots", plots=list(plots),
+                       absent=None if plots else "no point succeeded, so there is nothing to plot"))
+    out += [host_memory_section(full), conditions_section(full)]
+    for s in full.series:
+        out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
+                           intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
+                           tables=[points_table(s, full.native_ctx, flags)]))
+    if full.run.kind == "sweep":
+        out.append(replication_section(full))
+    ft = failed_table(full)
+    out.append(Section("failed", "Failed points", tables=[ft] if ft.rows else [],
+                       absent=None if ft.rows else "no point failed"))
+    out += [roofline_section(full), provenance_section(full)]
+    if full.probes:
+        out.append(Section("probes", "Probes (compare / bisect)", tables=[probes_table(full)]))
     return out
 
 
