@@ -29,6 +29,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
+from chromium_render import CHROMIUM, render_in_chromium  # noqa: E402
 from sshd_local import free_port, local_sshd, sshd_binary  # noqa: E402
 
 
@@ -65,6 +66,8 @@ LLAMAFORGE_BUILD_ROOT = "{build_root}"
 LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
 """)
         hosts.append(f'[hosts.refused]\ntarget = "{sshd.user}@127.0.0.1:{free_port()}"\nidentity = "{sshd.user_key}"\n')
+        hosts.append(f'[hosts.nopython]\ntarget = "{sshd.user}@127.0.0.1:{sshd.port}"\nidentity = "{sshd.user_key}"\n'
+                     f'workspace = "{tmp / "ws-nopython"}"\npython = "/nonexistent/python3"\n')
         (ws / "fleet.toml").write_text("\n".join(hosts))
         yield ws, tmp
 
@@ -78,6 +81,7 @@ def test_install_doctor_and_build_on_two_hosts_with_a_refused_one(fleet_ws):
         row = next(ln for ln in r.stdout.splitlines() if re.match(rf"^│ {name} ", ln))
         assert f"│ {__version__} " in row and f"│ {platform.python_version()} " in row, row
     assert "host refused (" in out and "is unreachable" in out and "Traceback" not in out, out
+    assert "host nopython has no Python at '/nonexistent/python3'" in out, out
     for name in ("alpha", "beta"):
         assert (tmp / f"ws-{name}" / "venv" / "bin" / "llamaforge").is_file()
         assert (tmp / f"ws-{name}" / "pins.toml").read_text() == (ws / "pins.toml").read_text()
@@ -95,10 +99,21 @@ def test_install_doctor_and_build_on_two_hosts_with_a_refused_one(fleet_ws):
     r = _cli(ws, "fleet.doctor", "--hosts", "alpha,nosuch")
     assert r.returncode == 2 and "unknown host 'nosuch'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
+    init = next((tmp / "ws-beta" / "venv").glob("lib/python*/site-packages/llamaforge/__init__.py"))
+    good = init.read_text()
+    init.write_text(good.replace(f'__version__ = "{__version__}"', '__version__ = "0.0.0-other"'))
+    try:   # a host with another llamaforge is refused with one line naming both versions and the fix
+        r = _cli(ws, "fleet.build", "--hosts", "beta", "--backends", "cpu")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"host beta runs llamaforge 0.0.0-other, this checkout is {__version__}" in r.stderr
+        assert "fleet.install" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    finally:
+        init.write_text(good)
+
 
 def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(fleet_ws):
     ws, tmp = fleet_ws
-    args = ["fleet.bench", "--model", "synth:tiny-qwen35moe", "--backends", "cpu", "--ncmoe", "0,8", "--repeats", "2",
+    args = ["fleet.bench", "--hosts", "alpha,beta,refused", "--model", "synth:tiny-qwen35moe", "--backends", "cpu", "--ncmoe", "0,8", "--repeats", "2",
             "--launches", "1", "--prompt-tokens", "64", "--n-predict", "8", "--threads", "1"]
     r = _cli(ws, *args, timeout=1500)
     out = r.stdout + r.stderr
@@ -135,6 +150,10 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
     md = (ws / "results" / "reports" / fleet.id / "report.md").read_text()
     assert "| alpha · CPU |" in md and "| beta-box · CPU |" in md
     assert "alpha · CPU/beta-box · CPU" in md    # the cross-machine ratio with its significance mark
+    if CHROMIUM and Path(CHROMIUM).exists():
+        dom = render_in_chromium(ws / "results" / "reports" / fleet.id / "report.html", tmp / "profile",
+                                 tmp / "fleet-report.png")
+        assert "alpha · CPU" in dom and "beta-box · CPU" in dom and dom.count("<table>") >= 4
 
 
 def _leftovers(workspace: Path) -> list[str]:
@@ -205,3 +224,30 @@ def test_killing_the_controller_stops_the_remote_sweep_and_resume_completes_it(f
         assert sorted(p.ncmoe for p in pts) == [0, 2, 4, 6, 8] and all(p.status == "ok" for p in pts)
         assert all(len(p.measured("tg_tps")) == 2 for p in pts)   # the interrupted point re-measured, none doubled
     assert not _leftovers(remote_ws)
+
+
+def test_a_detached_sweep_outlives_the_controller_and_resume_collects_it(fleet_ws):
+    import time
+
+    ws, tmp = fleet_ws
+    r = _cli(ws, "fleet.bench", "--hosts", "beta", "--detach", "--model", "synth:tiny-qwen35moe", "--backends", "cpu",
+             "--ncmoe", "0,8", "--repeats", "2", "--launches", "1", "--prompt-tokens", "64", "--n-predict", "8",
+             "--threads", "1")
+    assert r.returncode == 0 and "detached" in r.stdout, r.stdout + r.stderr
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        fid = store.list_runs(kind="fleet")[-1].id
+        assert store.get_run(fid).summary["hosts"]["beta"]["status"] == "detached"
+    deadline = time.monotonic() + 600
+    while True:   # the controller is gone between calls; the sweep keeps measuring on the host
+        r = _cli(ws, "fleet.bench", "--resume", fid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with Store(ws / "results" / "llamaforge.sqlite") as store:
+            run = store.get_run(fid)
+        if run.status == "done":
+            break
+        assert "still being measured" in r.stdout and time.monotonic() < deadline, r.stdout
+        time.sleep(3)
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        pts = store.points(run.summary["hosts"]["beta"]["run"])
+        assert sorted(p.ncmoe for p in pts) == [0, 8] and all(len(p.measured("tg_tps")) == 2 for p in pts)
+    assert not _leftovers(tmp / "ws-beta")

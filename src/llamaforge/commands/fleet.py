@@ -170,7 +170,10 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
         run = store.get_run(run_id)
     _print_fleet_run(run)
     info(f"fleet run: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`)"))
-    bad = {h: s for h, s in ((run.summary or {}).get("hosts") or {}).items() if s.get("status") == "failed"}
+    states = ((run.summary or {}).get("hosts") or {}).items()
+    if any(s.get("status") == "detached" for _, s in states):
+        info(esc(f"detached sweeps keep measuring on their hosts; collect them with `inv fleet.bench --resume {run_id}`"))
+    bad = {h: s for h, s in states if s.get("status") == "failed"}
     if bad:
         h, s = next(iter(bad.items()))
         raise FleetError(f"{len(bad)} host(s) failed; first: {s.get('error')}",

@@ -37,20 +37,46 @@ def doctor() -> dict:
 
 
 def run_status(name: str) -> dict:
+    from ..locks import run_lock_path
     from ..paths import Paths
     from ..store import Store
 
     db = Paths.default().store_db
-    if not db.is_file():
-        return {"exists": False}
+    if not db.is_file():   # a sweep still resolving its model has not stored its run yet
+        return {"exists": False, "measuring": _host_lock_for(name)}
     with Store(db) as store:
         row = store.db.execute("SELECT id FROM runs WHERE name=? ORDER BY created DESC LIMIT 1", (name,)).fetchone()
         if row is None:
-            return {"exists": False}
+            return {"exists": False, "measuring": _host_lock_for(name)}
         run = store.get_run(row[0])
         pts = store.points(run.id, with_samples=False)
         return {"exists": True, "id": run.id, "status": run.status, "points": len(pts),
-                "ok": sum(1 for p in pts if p.status == "ok")}
+                "ok": sum(1 for p in pts if p.status == "ok"), "measuring": _held(run_lock_path(db, run.id)) or _host_lock_for(name)}
+
+
+def _host_lock_for(name: str) -> bool:
+    """Whether the host's measurement lock is held by a sweep of run ``name`` (it takes that lock before it
+    stores its run and takes the run's own lock)."""
+    from ..hostlock import LOCK_NAME, holder, lock_dir
+
+    path = lock_dir() / LOCK_NAME
+    cmd = str(holder(path).get("command") or "") if path.is_file() else ""
+    return _held(path) and any(a in (f"--name={name}", f"--resume={name}") for a in cmd.split())
+
+
+def _held(path: Path) -> bool:
+    """Whether a live process holds the lock file ``path`` (a sweep measuring that run right now)."""
+    import fcntl
+
+    if not path.is_file():
+        return False
+    with path.open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
 
 
 def sha256(path: str) -> dict:

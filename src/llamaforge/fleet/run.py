@@ -127,6 +127,9 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
             r.put(pins_file, r.ws("pins.toml"))
             name = remote_run_name(fleet_run, h.name)
             st = r.agent("run-status", name)
+            if st.get("measuring"):   # a detached sweep (or another controller) is measuring it right now
+                sink.line(f"run {st.get('id')} is still being measured ({st.get('points')} points stored)")
+                return {"detached": True, "log": r.ws("results", "fleet", f"{name}.log")}
             if not st.get("exists"):
                 argv = [r.llamaforge, "bench", f"--backends={plan['host_backends'][h.name]}", *plan["bench_args"],
                         f"--name={name}"]
