@@ -40,7 +40,6 @@ from . import proc
 from .console import console, esc, notice
 from .errors import BuildError, LlamaforgeError
 from .files import file_lock
-from .mdtext import md_code, md_text
 from .metrics import FIELDS
 from .records import build_manifest
 from .stats import MIN_REPEATS, compare, summarize
@@ -408,10 +407,10 @@ def print_result(store: Store, run_id: str) -> None:
                       + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else "")))
 
 
-# ---------------------------------------------------------------------------------- rendering
+# ---------------------------------------------------------------------------------- probes
 
 
-def _probe_rows(store: Store, run: Run) -> list[dict]:
+def probe_rows(store: Store, run: Run) -> list[dict]:
     """Probes of a bisect run in commit order with their medians (from the stored summary)."""
     b = run.plan.get("bisect", {})
     order = {sha: i for i, sha in enumerate(b.get("commits", []))}
@@ -424,87 +423,6 @@ def _probe_rows(store: Store, run: Run) -> list[dict]:
                      "build_s": pr.build_s, "measure_s": pr.measure_s, "incremental": pr.incremental,
                      "note": pr.note or "", "seq": pr.seq})
     return rows
-
-
-def plot_bisect(store: Store, run: Run, out: Path) -> Path:
-    """PNG of the metric over the commits of the range: medians with min–max bars, skipped commits
-    marked at the bottom, the first bad commit marked by a vertical line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    b = run.plan.get("bisect", {})
-    commits = b.get("commits", [])
-    rows = [r for r in _probe_rows(store, run) if r["index"] is not None]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(commits) + 2), 4.0), dpi=110)
-    colors = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
-    ymin = None
-    for r in rows:
-        if r["median"] is None:
-            continue
-        vals = r["values"] or [r["median"]]
-        ax.errorbar([r["index"]], [r["median"]], yerr=[[r["median"] - min(vals)], [max(vals) - r["median"]]],
-                    fmt="o", color=colors.get(r["verdict"], "tab:gray"), capsize=3)
-        ymin = min(vals) if ymin is None else min(ymin, min(vals))
-    for r in rows:
-        if r["verdict"] == "skip":
-            ax.plot([r["index"]], [0], marker="x", color="tab:orange", markersize=10, linestyle="none")
-            ax.annotate("skip (no build)", (r["index"], 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
-    fb = (run.summary or {}).get("first_bad")
-    if fb in commits:
-        ax.axvline(commits.index(fb) - 0.5, color="tab:red", linestyle="--", linewidth=1)
-        ax.annotate(f"first bad {fb[:9]}", (commits.index(fb) - 0.45, ax.get_ylim()[1] * 0.95), fontsize=8, color="tab:red")
-    ax.set_xticks(range(len(commits)))
-    ax.set_xticklabels([c[:7] for c in commits], rotation=60, fontsize=7)
-    ax.set_xlim(-0.5, len(commits) - 0.5)
-    ax.set_ylim(bottom=0)
-    metric = b.get("metric", "tg")
-    ax.set_ylabel(f"{metric} t/s (median, min–max)")
-    ax.set_title(f"bisect {metric} on {b.get('backend', '?')}: {len(commits) - 1} commits", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
-
-
-def render_bisect_md(store: Store, run: Run, plot_name: str | None = None) -> str:
-    """Markdown for a bisect run: verdict, endpoints, every probe with build/measure times."""
-    b = run.plan.get("bisect", {})
-    s = run.summary or {}
-    metric = b.get("metric", "tg")
-    out = [f"# Bisection {md_text(run.id)}", "",
-           f"{md_text(metric)} on **{md_text(b.get('backend'))}**, good {md_code(str(b.get('good_sha', ''))[:12])} → bad "
-           f"{md_code(str(b.get('bad_sha', ''))[:12])} ({len(b.get('commits', [])) - 1} commits), threshold "
-           f"{float(b.get('threshold', 0.05)):.0%}, {md_text(b.get('repeats'))} repeats, model "
-           f"{md_code((run.plan.get('model') or {}).get('ref', ''))}.", ""]
-    if s.get("first_bad"):
-        out += [f"**First bad commit: {md_code(s['first_bad'])}** — {md_text(s.get('subject') or '')}", ""]
-    elif s.get("candidates"):
-        out += ["**Only skipped commits are left; the first bad commit is one of:** "
-                + ", ".join(md_code(c[:12]) for c in s["candidates"]), ""]
-    else:
-        out += [f"Status: {md_text(run.status)} (no result).", ""]
-    ep = s.get("endpoints") or {}
-    if ep:
-        out += [f"Endpoints: good {ep.get('median_a', 0):.1f} t/s (n={ep.get('n_a')}), bad {ep.get('median_b', 0):.1f} t/s "
-                f"(n={ep.get('n_b')}), ratio {ep.get('ratio', 0):.3f} [{ep.get('ratio_ci_low', 0):.3f}, "
-                f"{ep.get('ratio_ci_high', 0):.3f}], Mann–Whitney p = {ep.get('p_value', 1):.3g}.", ""]
-    out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured "
-            f"(bound for a clean step: {b.get('max_measured', '?')}).", ""]
-    if plot_name:
-        out += [f"![{md_text(metric)} over commits]({plot_name})", ""]
-    out += ["| # | commit | verdict | median t/s | n | build s | incremental | measure s | subject / note |",
-            "|---:|---|---|---:|---:|---:|---|---:|---|"]
-    for r in sorted(_probe_rows(store, run), key=lambda r: r["seq"]):
-        inc = {True: "yes", False: "cold", None: "–"}[r["incremental"]]
-        med = f"{r['median']:.1f}" if r["median"] is not None else "–"
-        text = r["subject"] + (f" ({r['note']})" if r["note"] else "")
-        out.append(f"| {r['seq']} | {md_code(r['sha'][:9], in_table=True)} | {md_text(r['verdict'])} | {med} | "
-                   f"{len(r['values'])} | {r['build_s'] or 0:.1f} | {inc} | {r['measure_s'] or 0:.1f} | {md_text(text)} |")
-    return "\n".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------------ git bisect run

@@ -36,7 +36,6 @@ from rich.table import Table
 
 from .console import console, esc, notice
 from .errors import LlamaforgeError
-from .mdtext import md_code, md_text
 from .metrics import FIELDS
 from .records import build_manifest
 from .stats import MIN_REPEATS, ClusteredComparison, cluster_summary, compare_clustered
@@ -235,17 +234,16 @@ def summarize_run(store: Store, run_id: str, min_effect: float = 0.05) -> dict:
 
 
 _VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "no significant change"}
-_MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no significant change"}
 
 
-def _fmt_side(d: dict | None) -> str:
+def fmt_side(d: dict | None) -> str:
     if not d:
         return "–"
     n = d.get("shape") or f"n={d['n']}"
     return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] ({n})" + (" ⚠" if d.get("unstable") else "")
 
 
-def _fmt_cmp(c: dict | None) -> tuple[str, str, str]:
+def fmt_cmp(c: dict | None) -> tuple[str, str, str]:
     if not c:
         return "–", "–", "same"
     return (f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", c["verdict"])
@@ -260,9 +258,9 @@ def compare_table(run: Run) -> Table:
                 "p (launches)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for r in (run.summary or {}).get("comparisons", []):
-        ratio, p, verdict = _fmt_cmp(r["comparison"])
-        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), _fmt_side(r["A"]),
-                  _fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
+        ratio, p, verdict = fmt_cmp(r["comparison"])
+        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), fmt_side(r["A"]),
+                  fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
     return t
 
 
@@ -275,32 +273,3 @@ def print_compare(store: Store, run_id: str) -> None:
                   "requests) of the median / of the ratio of medians")
     if s.get("failed"):
         notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id}`)")
-
-
-def render_compare_md(store: Store, run: Run) -> str:
-    """Markdown for a compare run (what ``inv report`` writes for kind ``compare``)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
-    s = run.summary or {}
-    model = (run.plan.get("model") or {}).get("ref", "")
-    out = [f"# Comparison {md_text(run.id)}", ""]
-    for side, d in (("A (base)", a), ("B (head)", b)):
-        out.append(f"- **{side}**: {md_code(d.get('ref'))} on {md_text(d.get('backend'))} — commit "
-                   f"{md_code(str(d.get('commit', ''))[:12])}, build {md_code(d.get('build'))}")
-    out += [f"- model {md_code(model)}, engine {md_text(run.plan.get('engine'))}, {md_text(c.get('repeats'))} samples "
-            f"per side in {md_text(c.get('rounds'))} rounds ({md_text(c.get('interleave', 'interleaved'))}), minimum effect "
-            f"{float(s.get('min_effect', 0.05)):.0%}", "",
-            "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
-            "| B/A [95 % CI] | p (on launches) | verdict |",
-            "|---:|---|---:|---:|---:|---:|---|"]
-    for r in s.get("comparisons", []):
-        ratio, p, verdict = _fmt_cmp(r["comparison"])
-        out.append(f"| {md_text(r['ncmoe'])} | {md_text(r['metric'])} | {_fmt_side(r['A'])} | {_fmt_side(r['B'])} | "
-                   f"{ratio} | {p} | {_MARK_MD[verdict]} |")
-    out += ["", "Mann–Whitney U (two-sided, α = 0.05) on the launch medians — n is the number of server starts "
-            "per side, because requests to one server are not independent — plus the minimum effect: a "
-            "significant change smaller than the minimum effect is reported as no significant change. CIs: "
-            "95 % cluster bootstrap (launches, then requests within them)."]
-    if s.get("failed"):
-        out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
-    return "\n".join(out) + "\n"

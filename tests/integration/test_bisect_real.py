@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.bisect import BisectRequest, plot_bisect, render_bisect_md, run_bisect
+from llamaforge.bisect import BisectRequest, run_bisect
+from llamaforge.report.kinds import bisect as bisect_kind
 from llamaforge.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -31,8 +32,8 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
         run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real")
         run = store.get_run(run_id)
         probes = store.probes(run_id)
-        md = render_bisect_md(store, run, "bisect.png")
-        png = plot_bisect(store, run, tmp_path / "bisect.png")
+        md = bisect_kind.lead(store, run)
+        png = bisect_kind.plot(store, run, tmp_path / "bisect.png")
 
     assert res.first_bad == fx.slow, f"expected {fx.slow[:9]} ({fx.subjects[SLOW_INDEX]}), got {res.candidates}"
     assert run.summary["subject"] == fx.subjects[SLOW_INDEX]
@@ -69,7 +70,8 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     """`compare` on real builds of two commits of the fixture history: base = the commit before the
     slowdown, head = the slowdown commit. Generation must come out significantly worse."""
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare import CompareRequest, Side, comparisons, render_compare_md, run_compare
+    from llamaforge.compare import CompareRequest, Side, comparisons, run_compare
+    from llamaforge.report.kinds import compare as compare_kind
 
     fx = make_fixture(cpu_build.source_dir)
     base = fx.commits[SLOW_INDEX - 1]
@@ -79,7 +81,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     with Store(lf_paths.store_db) as store:
         run_id = run_compare(lf_paths, store, req, command="test_compare_real", progress=False)
         rows = {r["metric"]: r for r in comparisons(store, run_id)}
-        md = render_compare_md(store, store.get_run(run_id))
+        md = compare_kind.lead(store, store.get_run(run_id))
     tg = rows["tg"]
     assert tg["A"]["n"] == 4 and tg["B"]["n"] == 4          # every measured request kept, warm-ups not
     assert tg["comparison"]["verdict"] == "worse", tg

@@ -15,6 +15,8 @@ from llamaforge import bisect as bis
 from llamaforge.bisect import BisectError, BisectRequest, max_measured, search
 from llamaforge.errors import BuildError, SourceError
 from llamaforge.paths import Paths
+from llamaforge.report import write_report
+from llamaforge.report.kinds import bisect as bisect_kind
 from llamaforge.store import Point, Sample, Store
 
 GOOD, BAD = 100.0, 60.0
@@ -225,10 +227,13 @@ def test_run_bisect_stores_probes_points_summary_and_renders(repo, env, monkeypa
         assert all(p.build_s is not None for p in probes)
         labels = {p.label for p in store.points(run_id)}
         assert labels == {p.commit_sha[:9] for p in probes if p.verdict != "skip"}
-        md = bis.render_bisect_md(store, run, "bisect.png")
+        md = bisect_kind.lead(store, run)
         assert commits[5] in md and "skip" in md and "does not build" in md and "![" in md
-        png = bis.plot_bisect(store, run, tmp_path / "out" / "bisect.png")
+        png = bisect_kind.plot(store, run, tmp_path / "out" / "bisect.png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # `llamaforge bisect` and `llamaforge report` write one report: the lead, then one plot of the commits
+        rp = write_report(store, run_id, tmp_path / "report")
+        assert rp.md.read_text().startswith(md.rstrip()) and [p.name for p in rp.pngs].count("probes.png") == 1
 
 
 def test_good_that_is_not_an_ancestor_of_bad_is_refused(repo, env) -> None:

@@ -13,6 +13,7 @@ from llamaforge import compare as cmp
 from llamaforge.bench.plan import PointSpec
 from llamaforge.compare import CompareError, CompareRequest, Side, schedule
 from llamaforge.paths import Paths
+from llamaforge.report.kinds import compare as compare_kind
 from llamaforge.store import Point, Sample, Store
 
 
@@ -91,7 +92,7 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         assert tg["A"]["n_launches"] == 4 and tg["comparison"]["n_a"] == 4   # the test's n: server starts
         assert rows[(0, "pp")]["comparison"]["verdict"] == "same"   # +0.3 %: below the minimum effect
         assert [p.verdict for p in store.probes(run_id)] == ["A", "B"]
-        md = cmp.render_compare_md(store, run)
+        md = compare_kind.lead(store, run)
         assert "worse" in md and "no significant change" in md and "| 2 | tg |" in md
         table = cmp.compare_table(run)
         assert table.row_count == 4

@@ -9,13 +9,11 @@ import pytest
 import run_fake
 from markdown_it import MarkdownIt
 
-from llamaforge import bisect as bis
-from llamaforge import compare as cmp
 from llamaforge.bench.export import export_run
 from llamaforge.bench.plan import Plan, PointSpec
 from llamaforge.mdtext import md_code, md_text
 from llamaforge.redact import redact_obj, redact_text, redact_url
-from llamaforge.report import write_report
+from llamaforge.report import kinds, write_report
 from llamaforge.store import Store
 
 SHA = "ab" * 32
@@ -125,5 +123,5 @@ def test_compare_and_bisect_markdown_keep_hostile_values_inert(tmp_path):
         store.set_run_summary(cid, {"comparisons": [], "min_effect": 0.05})
         bid = store.new_run("bisect", {"model": {"ref": HOSTILE}, "bisect": {"backend": HOSTILE, "metric": "tg"}})
         store.set_run_summary(bid, {"first_bad": "d" * 40, "subject": HOSTILE})
-        for md in (cmp.render_compare_md(store, store.get_run(cid)), bis.render_bisect_md(store, store.get_run(bid))):
+        for md in (kinds.compare.lead(store, store.get_run(cid)), kinds.bisect.lead(store, store.get_run(bid))):
             assert "alert(1)" in md and _inert(_html_of(md)), md

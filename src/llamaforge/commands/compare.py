@@ -85,11 +85,10 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     writes a plot of the metric over the commits."""
     from ..bisect import (
         BisectRequest,
-        plot_bisect,
         print_result,
-        render_bisect_md,
         run_bisect,
     )
+    from ..report import write_report
 
     p = paths()
     req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
@@ -98,12 +97,9 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
         print_result(store, run_id)
-        run = store.get_run(run_id)
         out_dir = Path(out) if out else p.results / "reports" / run_id
-        png = plot_bisect(store, run, out_dir / "bisect.png")
-        md = out_dir / "report.md"
-        md.write_text(render_bisect_md(store, run, png.name), encoding="utf-8")
-    info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; plot {png}; report {md}"))
+        rp = write_report(store, run_id, out_dir)
+    info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; report {rp.md} ({rp.html})"))
 
 
 @lf_task(name="bisect-run", help={

@@ -29,16 +29,6 @@ def report(c, run, out=None, min_effect=0.05):
         run_id = store.get_run(run).id
         out_dir = Path(out) if out else paths().results / "reports" / run_id
         rp = write_report(store, run_id, out_dir, min_effect=effect)
-        run_obj = store.get_run(run_id)
-        if run_obj.kind in ("compare", "bisect"):
-            # the verdict (first bad commit / per-metric marks) leads; the generic tables follow
-            from ..bisect import render_bisect_md
-            from ..compare import render_compare_md
-
-            head = (render_bisect_md(store, run_obj, plot_name="probes.png") if run_obj.kind == "bisect"
-                    else render_compare_md(store, run_obj))
-            body = rp.md.read_text(encoding="utf-8")
-            rp.md.write_text(head.rstrip() + "\n\n---\n\n" + body, encoding="utf-8")
     info(f"report for run [bold]{esc(run_id)}[/]:")
     info(esc(f"  html      {rp.html}"))
     info(esc(f"  markdown  {rp.md}"))

@@ -3,7 +3,8 @@
 ``write_report(store, run_id, out_dir)`` loads the run (:mod:`.data`), finds sweet spots, anomalies
 and the roofline (:mod:`.analysis`), lays the content out as renderer-neutral sections
 (:mod:`.tables`), draws PNGs (:mod:`.plots`) and renders them twice: one self-contained HTML file
-(:mod:`.html`) and a Markdown file for a README or an issue (:mod:`.markdown`).
+(:mod:`.html`) and a Markdown file for a README or an issue (:mod:`.markdown`). What a run kind
+adds (a compare's A/B verdicts, a bisection's first bad commit and plot) comes from :mod:`.kinds`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..store import Store
-from . import html, markdown
+from . import html, kinds, markdown
 from .data import ReportData, ReportError, load
 from .plots import make_plots
 from .sections import Section
@@ -38,7 +39,7 @@ def build_report(store: Store, run_id: str, out_dir: Path, *,
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ReportError(f"cannot create report folder {out_dir}: {e.strerror}", "pick another --out") from e
-    plots = make_plots(data, out_dir)
+    plots = make_plots(data, out_dir) + kinds.plots(store, data.run, out_dir)
     return data, build_sections(data, plots, min_effect=min_effect)
 
 
@@ -49,7 +50,7 @@ def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float 
     """
     out_dir = Path(out_dir)
     data, sections = build_report(store, run_id, out_dir, min_effect=min_effect)
-    md = markdown.write(data, sections, out_dir / "report.md")
+    md = markdown.write(data, sections, out_dir / "report.md", lead=kinds.lead(store, data.run))
     page = html.write(data, sections, out_dir / "report.html")
     pngs = [Path(p.path) for s in sections for p in s.plots]
     return ReportPaths(md=md, html=page, pngs=pngs)

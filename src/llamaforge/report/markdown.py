@@ -54,6 +54,8 @@ def render(data: ReportData, sections: list[Section], out_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(data: ReportData, sections: list[Section], path: Path) -> Path:
-    path.write_text(render(data, sections, path.parent), encoding="utf-8")
+def write(data: ReportData, sections: list[Section], path: Path, *, lead: str | None = None) -> Path:
+    """``report.md``; a run kind's ``lead`` (:mod:`.kinds`) comes first, above a rule."""
+    body = render(data, sections, path.parent)
+    path.write_text(lead.rstrip() + "\n\n---\n\n" + body if lead else body, encoding="utf-8")
     return path

@@ -7,7 +7,7 @@ model's (matplotlib, Agg; one file each, every series overlaid).
   translucent, ▽) and file-backed (mmapped model pages, ×) resident memory where recorded; where
   llama.cpp's memory breakdown exists its model / context / compute parts are drawn as thinner
   dashed / dotted / dash-dot lines
-* ``probes.png``  (bisect runs) speed per probed commit
+* ``probes.png``  (bisect runs) the metric per commit: :mod:`.kinds.bisect`
 
 Every ncmoe plot marks the model's full-attention layers: a light vertical line at ncmoe = L + 1,
 the first offload at which the experts of full-attention layer L (0-based) run on the CPU. Failed
@@ -217,34 +217,6 @@ def _host_split(ax: Axes, s: Series, color: str) -> bool:
     return seen
 
 
-def _probes_plot(data: ReportData, path: Path) -> bool:
-    order = [p.commit_sha for p in data.probes]
-    rows: list[tuple[int, Row]] = []
-    for r in data.all_rows:
-        idx = next((i for i, c in enumerate(order) if r.label and (c.startswith(r.label) or r.label.startswith(c))),
-                   None)
-        if idx is not None and r.ok and r.tg_s is not None:
-            rows.append((idx, r))
-    if not rows:
-        return False
-    rows.sort(key=lambda t: t[0])
-    fig, ax = plt.subplots(figsize=(9, 5))
-    x = list(range(len(rows)))
-    med = [r.tg_s.median for _, r in rows]  # type: ignore[union-attr]
-    lo = [m - r.tg_s.q1 for m, (_, r) in zip(med, rows, strict=True)]  # type: ignore[union-attr]
-    hi = [r.tg_s.q3 - m for m, (_, r) in zip(med, rows, strict=True)]  # type: ignore[union-attr]
-    ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, ls="", color="#2c6fbb")
-    ax.set_xticks(x, [r.label[:9] for _, r in rows], rotation=45, ha="right", fontsize=8)
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("generation t/s")
-    ax.set_title("Generation speed per probed commit (probe order)")
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
     """Write the PNGs into ``out_dir``; nothing when no point succeeded."""
     if not any(r.ok for r in data.all_rows):
@@ -270,8 +242,4 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
                       "(the mmapped model file; the kernel can drop these pages) — RAM needed ≈ anonymous + CPU-side "
                       "weights (see Host memory); thin lines: llama.cpp's model / context / compute split "
                       "where recorded (GPU devices summed; host = Host + CPU buffers)." + fa))
-    if data.run.kind == "bisect" and data.probes:
-        p = out_dir / "probes.png"
-        if _probes_plot(data, p):
-            plots.append(Plot("probes", "Speed per probed commit", p, "Median generation t/s; error bars: IQR."))
     return plots

@@ -1,0 +1,46 @@
+"""What a compare run's report leads with: both sides and, per point and metric, the medians with
+their CIs, the ratio B/A and the verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...compare import fmt_cmp, fmt_side
+from ...mdtext import md_code, md_text
+from ...store import Run, Store
+from ..plots import Plot
+
+_MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no significant change"}
+
+
+def lead(store: Store, run: Run) -> str:
+    """Markdown for a compare run (what ``inv report`` writes for kind ``compare``)."""
+    c = run.plan.get("compare", {})
+    a, b = c.get("A", {}), c.get("B", {})
+    s = run.summary or {}
+    model = (run.plan.get("model") or {}).get("ref", "")
+    out = [f"# Comparison {md_text(run.id)}", ""]
+    for side, d in (("A (base)", a), ("B (head)", b)):
+        out.append(f"- **{side}**: {md_code(d.get('ref'))} on {md_text(d.get('backend'))} — commit "
+                   f"{md_code(str(d.get('commit', ''))[:12])}, build {md_code(d.get('build'))}")
+    out += [f"- model {md_code(model)}, engine {md_text(run.plan.get('engine'))}, {md_text(c.get('repeats'))} samples "
+            f"per side in {md_text(c.get('rounds'))} rounds ({md_text(c.get('interleave', 'interleaved'))}), minimum effect "
+            f"{float(s.get('min_effect', 0.05)):.0%}", "",
+            "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
+            "| B/A [95 % CI] | p (on launches) | verdict |",
+            "|---:|---|---:|---:|---:|---:|---|"]
+    for r in s.get("comparisons", []):
+        ratio, p, verdict = fmt_cmp(r["comparison"])
+        out.append(f"| {md_text(r['ncmoe'])} | {md_text(r['metric'])} | {fmt_side(r['A'])} | {fmt_side(r['B'])} | "
+                   f"{ratio} | {p} | {_MARK_MD[verdict]} |")
+    out += ["", "Mann–Whitney U (two-sided, α = 0.05) on the launch medians — n is the number of server starts "
+            "per side, because requests to one server are not independent — plus the minimum effect: a "
+            "significant change smaller than the minimum effect is reported as no significant change. CIs: "
+            "95 % cluster bootstrap (launches, then requests within them)."]
+    if s.get("failed"):
+        out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
+    return "\n".join(out) + "\n"
+
+
+def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:  # noqa: ARG001 - every kind has this interface
+    return []
