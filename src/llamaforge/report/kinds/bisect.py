@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ...bisect import probe_rows  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
+from ...records import BisectSection  # noqa: E402
 from ...store import Run, Store  # noqa: E402
 from ..plots import Plot  # noqa: E402
 
@@ -22,8 +23,8 @@ PLOT = "probes.png"
 def plot(store: Store, run: Run, out: Path) -> Path:
     """PNG of the metric over the commits of the range: medians with min–max bars, skipped commits
     marked at the bottom, the first bad commit marked by a vertical line."""
-    b = run.plan.get("bisect", {})
-    commits = b.get("commits", [])
+    b = run.plan_record.bisect or BisectSection()
+    commits = b.commits
     rows = [r for r in probe_rows(store, run) if r["index"] is not None]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(commits) + 2), 4.0), dpi=110)
     colors = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
@@ -47,9 +48,9 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     ax.set_xticklabels([c[:7] for c in commits], rotation=60, fontsize=7)
     ax.set_xlim(-0.5, max(len(commits), 1) - 0.5)
     ax.set_ylim(bottom=0)
-    metric = b.get("metric", "tg")
+    metric = b.metric or "tg"
     ax.set_ylabel(f"{metric} t/s (median, min–max)")
-    ax.set_title(f"bisect {metric} on {b.get('backend', '?')}: {len(commits) - 1} commits", fontsize=10)
+    ax.set_title(f"bisect {metric} on {b.backend or '?'}: {len(commits) - 1} commits", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,14 +61,15 @@ def plot(store: Store, run: Run, out: Path) -> Path:
 
 def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
     """Markdown for a bisect run: verdict, endpoints, every probe with build/measure times."""
-    b = run.plan.get("bisect", {})
+    plan = run.plan_record
+    b = plan.bisect or BisectSection()
     s = run.summary or {}
-    metric = b.get("metric", "tg")
+    metric = b.metric or "tg"
     out = [f"# Bisection {md_text(run.id)}", "",
-           f"{md_text(metric)} on **{md_text(b.get('backend'))}**, good {md_code(str(b.get('good_sha', ''))[:12])} → bad "
-           f"{md_code(str(b.get('bad_sha', ''))[:12])} ({len(b.get('commits', [])) - 1} commits), threshold "
-           f"{float(b.get('threshold', 0.05)):.0%}, {md_text(b.get('repeats'))} repeats, model "
-           f"{md_code((run.plan.get('model') or {}).get('ref', ''))}.", ""]
+           f"{md_text(metric)} on **{md_text(b.backend)}**, good {md_code(str(b.good_sha or '')[:12])} → bad "
+           f"{md_code(str(b.bad_sha or '')[:12])} ({len(b.commits) - 1} commits), threshold "
+           f"{float(b.threshold if b.threshold is not None else 0.05):.0%}, {md_text(b.repeats)} repeats, model "
+           f"{md_code(plan.model.ref or '')}.", ""]
     if s.get("first_bad"):
         out += [f"**First bad commit: {md_code(s['first_bad'])}** — {md_text(s.get('subject') or '')}", ""]
     elif s.get("candidates"):
@@ -81,7 +83,7 @@ def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
                 f"(n={ep.get('n_b')}), ratio {ep.get('ratio', 0):.3f} [{ep.get('ratio_ci_low', 0):.3f}, "
                 f"{ep.get('ratio_ci_high', 0):.3f}], Mann–Whitney p = {ep.get('p_value', 1):.3g}.", ""]
     out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured "
-            f"(bound for a clean step: {b.get('max_measured', '?')}).", ""]
+            f"(bound for a clean step: {b.max_measured if b.max_measured is not None else '?'}).", ""]
     if plot_name:
         out += [f"![{md_text(metric)} over commits]({plot_name})", ""]
     out += ["| # | commit | verdict | median t/s | n | build s | incremental | measure s | subject / note |",

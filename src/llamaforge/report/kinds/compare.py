@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ...compare import fmt_cmp, fmt_side
 from ...mdtext import md_code, md_text
+from ...records import CompareSection, CompareSide
 from ...store import Run, Store
 from ..plots import Plot
 
@@ -15,16 +16,17 @@ _MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no si
 
 def lead(store: Store, run: Run) -> str:
     """Markdown for a compare run (what ``inv report`` writes for kind ``compare``)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
+    plan = run.plan_record
+    c = plan.compare or CompareSection()
+    a, b = c.a or CompareSide(), c.b or CompareSide()
     s = run.summary or {}
-    model = (run.plan.get("model") or {}).get("ref", "")
+    model = plan.model.ref or ""
     out = [f"# Comparison {md_text(run.id)}", ""]
     for side, d in (("A (base)", a), ("B (head)", b)):
-        out.append(f"- **{side}**: {md_code(d.get('ref'))} on {md_text(d.get('backend'))} — commit "
-                   f"{md_code(str(d.get('commit', ''))[:12])}, build {md_code(d.get('build'))}")
-    out += [f"- model {md_code(model)}, engine {md_text(run.plan.get('engine'))}, {md_text(c.get('repeats'))} samples "
-            f"per side in {md_text(c.get('rounds'))} rounds ({md_text(c.get('interleave', 'interleaved'))}), minimum effect "
+        out.append(f"- **{side}**: {md_code(d.ref)} on {md_text(d.backend)} — commit "
+                   f"{md_code(str(d.commit or '')[:12])}, build {md_code(d.build)}")
+    out += [f"- model {md_code(model)}, engine {md_text(plan.engine)}, {md_text(c.repeats)} samples "
+            f"per side in {md_text(c.rounds)} rounds ({md_text(c.interleave or 'interleaved')}), minimum effect "
             f"{float(s.get('min_effect', 0.05)):.0%}", "",
             "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
             "| B/A [95 % CI] | p (on launches) | verdict |",
