@@ -231,3 +231,39 @@ def test_resume_of_a_non_fleet_run_or_changed_machine_is_one_line(tmp_path):
         fid = store.new_run("fleet", {"fleet": {"hosts": {"a": {"machine": "old-name"}}}})
         with pytest.raises(LlamaforgeError, match="machine 'box-a' in fleet.toml but 'old-name'"):
             fleet_run.bench_all(store, paths, f, [], resume=fid)
+
+
+def test_connection_failures_are_one_line_each_with_a_fix():
+    import socket
+
+    import paramiko
+
+    from llamaforge.fleet.remote import unreachable
+
+    h = parse_fleet('[hosts.gpu]\ntarget = "me@gpu.lan:2222"\n').hosts["gpu"]
+    refused = unreachable(h, paramiko.ssh_exception.NoValidConnectionsError({("10.0.0.1", 2222): OSError(111, "x")}))
+    login = unreachable(h, paramiko.AuthenticationException("Authentication failed."))
+    dns = unreachable(h, socket.gaierror(-2, "Name or service not known"))
+    assert refused.message.startswith("host gpu (me@gpu.lan:2222) is unreachable") and "sshd" in refused.fix
+    assert "SSH login refused" in login.message and "identity" in login.fix
+    assert "unknown host name" in dns.message and "fleet.toml" in dns.fix
+    assert all("\n" not in str(e) for e in (refused, login, dns))
+
+
+def test_fleet_commands_refuse_bad_input_before_contacting_any_host(tmp_path, monkeypatch, capsys):
+    from llamaforge.cli import program
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pins.toml").write_text((Path(__file__).resolve().parents[2] / "pins.toml").read_text())
+    (ws / "fleet.toml").write_text('[hosts.a]\ntarget = "nohost.invalid"\n')
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(ws))
+    for argv, needle in ((["fleet.bench", "--model", "m", "--backends", "cuda,opengl"], "opengl"),
+                         (["fleet.bench", "--model", "m", "--hosts", "b"], "unknown host 'b'"),
+                         (["fleet.bench", "--model", "m", "--repeats", "0"], "--repeats"),
+                         (["fleet.bench"], "no model given"),
+                         (["fleet.doctor", "--fleet", str(tmp_path / "none.toml")], "no fleet file")):
+        with pytest.raises(SystemExit) as e:
+            program.run(["llamaforge", *argv], exit=True)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)

@@ -32,6 +32,14 @@ def _failures(outcomes, what: str) -> None:  # noqa: ANN001
                          first.fix or "see the table above")
 
 
+def _check_backends(backends: str | None, hosts) -> None:  # noqa: ANN001
+    """Backend names are checked here, before any host is contacted."""
+    from ..build.backends import parse_backends
+
+    if backends is not None:
+        parse_backends(csv_list(backends, what="backend"))
+
+
 def _progress(hosts):  # noqa: ANN001, ANN202
     from ..fleet.jobs import Progress
 
@@ -103,6 +111,7 @@ def build(c, backends=None, pins=None, jobs=None, rebuild=False, no_verify=False
     from ..fleet.run import build_all
 
     f, hs = _hosts(fleet, hosts)
+    _check_backends(backends, hs)
     opts = {"pins": pins, "jobs": as_int(jobs, "--jobs", minimum=1, maximum=4096) if jobs else None,
             "rebuild": bool(rebuild), "no_verify": bool(no_verify), "no_native": not native or None,
             "build_type": build_type, "cuda_archs": cuda_archs, "define": list(define or []) or None}
@@ -162,6 +171,7 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
             as_float(locals()[opt], "--" + opt.replace("_", "-"), positive=True)
     options = {k: v for k, v in locals().items() if k in _BENCH_PASS}
     f, hs = _hosts(fleet, hosts)
+    _check_backends(backends, hs)
     p = paths()
     with Store(p.store_db) as store, _progress(hs) as pr:
         run_id = bench_all(store, p, f, hs, backends=backends, options=options, resume=resume, detach=bool(detach),
