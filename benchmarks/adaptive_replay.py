@@ -36,10 +36,34 @@ from llamaforge.bench.adaptive import (  # noqa: E402
 from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Store  # noqa: E402
 
+SECONDS: dict[tuple[str, int], float] = {}     # wall time of each stored point, filled by load()
+FIT_SECONDS: list[float | None] = [None]      # the fit map's wall time, filled by load()
+
+
+def point_seconds(p) -> float:  # noqa: ANN001
+    """Wall time of a stored point: the sum over its launches (server start to stop)."""
+    recs = [r for r in p.launches if r.get("started") and r.get("finished")]
+    if recs:
+        return sum(r["finished"] - r["started"] for r in recs)
+    return (p.finished - p.started) if p.started and p.finished else 0.0
+
+
+def fitmap_seconds(store: Store, build_keys: set[str]) -> float | None:
+    """Wall time of the newest fit map of each of these builds in the store (``None``: none stored)."""
+    newest: dict[str, float] = {}
+    for run in store.list_runs("fitmap"):
+        for key in set(run.plan.get("builds") or []) & build_keys:
+            newest[key] = sum(point_seconds(p) for p in store.points(run.id, build_key=key, with_samples=False))
+    return sum(newest.values()) if newest else None
+
 
 def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], list[int]]:
-    """(summaries by series and x, context by series and x, native context, domain, full-attention layers)."""
+    """(summaries by series and x, context by series and x, native context, domain, full-attention layers);
+    the seconds of every point in ``SECONDS`` and the fit map's in ``FIT_SECONDS``."""
     run = store.get_run(run_id)
+    SECONDS.clear()
+    keys = {b["key"] for b in store.builds_for_run(run.id)}
+    FIT_SECONDS[0] = fitmap_seconds(store, keys)
     backend = {b["key"]: b.get("backend", b["key"]) for b in store.builds_for_run(run.id)}
     summ: dict[str, dict[int, PointSummary]] = {}
     ctx: dict[str, dict[int, int | None]] = {}
@@ -51,6 +75,7 @@ def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], 
             continue
         s = backend.get(p.build_key, p.build_key)
         summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches)
+        SECONDS[(s, p.ncmoe)] = point_seconds(p)
         ctx.setdefault(s, {})[p.ncmoe] = p.n_ctx
     domain = sorted(set.intersection(*(set(v) for v in summ.values()))) if summ else []
     facts = (run.plan.get("model") or {}).get("facts") or {}
@@ -104,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("store", type=Path)
     ap.add_argument("run")
     ap.add_argument("--share", type=float, default=1 / 3, help="point budget as a share of the stored points")
+    ap.add_argument("--markdown", action="store_true", help="also print one Markdown table row per mode")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "replay.sqlite"
@@ -120,15 +146,46 @@ def main(argv: list[str] | None = None) -> int:
           f"native context {native}")
     print(f"exhaustive: threshold {ex.threshold}; sweet spot {ex.sweet_spot}; regions {_regions(ex) or '–'}; "
           f"anomalies {ex.anomalies}")
+    rows: list[str] = []
     for label, budget in (("stop when stable", None), (f"budget {a.share:.0%}", math.floor(avail * a.share))):
         r = replay(summ, ctx, native, domain, fa, budget)
         used = r.n_measured
-        print(f"\n[{label}] points used {used}/{avail} ({used / avail:.0%}), stopped: {r.stopped}")
+        print(f"\n[{label}] points used {used}/{avail} ({used / avail:.0%}), stopped: {r.stopped}; {_time(r)}")
         for s in sorted(r.measured):
             print(f"  {s}: measured {sorted(r.measured[s])}")
-        for k, v in verdicts(r.conclusions, ex, summ, domain).items():
-            print(f"  {k}: {v}")
+        v = verdicts(r.conclusions, ex, summ, domain)
+        for k, text in v.items():
+            print(f"  {k}: {text}")
+        rows.append(_row(a.run, label, used, avail, r, ex, v))
+    if a.markdown:
+        print("\n" + "\n".join(rows))
     return 0
+
+
+def _time(r: AdaptiveResult) -> str:
+    """Measuring time of the chosen points against all stored points (+ the fit map, where stored)."""
+    total = sum(v for (s, x), v in SECONDS.items() if s in r.measured)
+    used = sum(SECONDS.get((s, x), 0.0) for s, pts in r.measured.items() for x in pts)
+    fit = FIT_SECONDS[0]
+    if not total:
+        return "no point times stored"
+    text = f"measuring {used:.0f} s of {total:.0f} s ({used / total:.0%})"
+    if fit is not None:
+        text += f"; with the stored fit map ({fit:.0f} s) {(used + fit) / total:.0%}"
+    return text + " (confirmations replay stored launches: no extra time)"
+
+
+def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Conclusions, v: dict) -> str:
+    """``| run | mode | used/avail | threshold | sweet spot | winner | anomalies found/exhaustive (+extra) |``"""
+    sweet = "yes" if "NO" not in v["sweet spot"] else "NO"
+    sweet += " (tie)" if "tie" in v["sweet spot"] else ""
+    win = v.get("winner per region", "–").split(":")[0]
+    n_ex = sum(len(x) for x in ex.anomalies.values())
+    found = sum(len(set(r.conclusions.anomalies.get(s, [])) & set(x)) for s, x in ex.anomalies.items())
+    extra = sum(len(set(x) - set(ex.anomalies.get(s, []))) for s, x in r.conclusions.anomalies.items())
+    return (f"| {run} | {label} | {used}/{avail} ({used / avail:.0%}) | {v['threshold'].split()[0]} | {sweet} | "
+            f"{win} | {found}/{n_ex}" + (f" (+{extra} not in the exhaustive run)" if extra else "")
+            + f" | {_time(r).split(' (confirm')[0]} |")
 
 
 if __name__ == "__main__":

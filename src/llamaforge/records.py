@@ -353,6 +353,24 @@ def _plan_v1(d: dict) -> dict:
 
 
 @dataclass
+class AdaptiveSection(Record):
+    """An adaptive sweep's part of the plan (``bench --ncmoe auto``, :mod:`llamaforge.bench.autosweep`)."""
+
+    options: dict = field(default_factory=dict)       # bench.adaptive.AdaptiveOptions
+    fitmap_run: str | None = None
+    ctx: dict = field(default_factory=dict)           # build key → {ncmoe: fitted context}
+    sentinels: str | None = None
+    domain: list[int] = field(default_factory=list)
+    stopped: str | None = None                        # stable | max-points | time-budget (None: not finished)
+    n_measured: int | None = None
+    chosen: list[dict] = field(default_factory=list)  # {series, ncmoe, reason}, in the order measured
+    confirmed: list[dict] = field(default_factory=list)
+    interpolated: dict = field(default_factory=dict)  # build key → {ncmoe: tg median}: never a measurement
+    conclusions: dict = field(default_factory=dict)   # threshold, sweet_spot, regions, anomalies
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
 class RunPlan(Record):
     """A run's plan (``runs.plan_json``): the sweep plan of ``bench.plan.Plan.to_json`` plus one section
     per run kind that needs one (``compare``, ``bisect``; ``reproduces`` for a re-run)."""
@@ -383,6 +401,7 @@ class RunPlan(Record):
     compare: CompareSection | None = None        # run kind "compare"
     bisect: BisectSection | None = None          # run kind "bisect"
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
+    adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
     extra: dict = field(default_factory=dict)
 
     @property

@@ -433,6 +433,11 @@ class Store:
     def set_run_summary(self, run_id: str, summary: dict) -> None:
         self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(summary), time.time(), run_id))
 
+    def update_run_plan(self, run_id: str, plan: dict | RunPlan) -> None:
+        """Replace a run's plan (the adaptive sweep records the points it chose as it goes)."""
+        plan = to_json(plan if isinstance(plan, RunPlan) else RunPlan.from_json(plan))
+        self.db.execute("UPDATE runs SET plan_json=?, updated=? WHERE id=?", (_j(redact_obj(plan)), time.time(), run_id))
+
     def update_run_env(self, run_id: str, env: dict | Environment) -> None:
         env = to_json(env if isinstance(env, Environment) else Environment.from_json(env))
         self.db.execute("UPDATE runs SET env_json=?, updated=? WHERE id=?", (_j(env), time.time(), run_id))

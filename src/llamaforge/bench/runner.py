@@ -64,6 +64,10 @@ from .telemetry import describe as describe_telemetry
 from .telemetry import flags as telemetry_flags
 
 PhaseFn = Callable[[str], None]
+Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)
+#: measures a list of items with a plan into the run (see run_sweep's ``driver``)
+MeasureItems = Callable[[Sequence[Item], Plan], list[Point]]
+Driver = Callable[[MeasureItems, str], None]
 
 
 @dataclass
@@ -532,7 +536,7 @@ def busy_gpu_check(allow_busy: bool) -> dict | None:
 def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, resume_run: str | None = None,
               kind: str = "sweep", label: str = "", retry_failed: bool = False, command: str | None = None,
               name: str | None = None, progress: bool = True, allow_busy: bool = False,
-              run_extra: dict | None = None) -> str:
+              run_extra: dict | None = None, driver: Driver | None = None) -> str:
     """Measure every (point, build) of ``plan`` that the run does not have yet. Returns the run id.
 
     Each (point, build, engine) item is measured in ``plan.launches`` server starts, scheduled by
@@ -541,7 +545,11 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
     points are kept on resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
     (:mod:`llamaforge.hostlock`) and checks before each point that no other process computes on
     the GPU; ``allow_busy`` measures anyway and records it (run summary and each point's
-    ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``)."""
+    ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``).
+
+    ``driver`` (the adaptive sweep, :mod:`llamaforge.bench.autosweep`) replaces "every point of the
+    plan": it is called once with a function that measures a list of items (with the plan it is given,
+    e.g. more launches for one point) into this run, under the same locks and checks."""
     if not builds:
         raise BenchError("no builds to benchmark", "give --backends (and build them with `llamaforge build`)")
     lock = HostLock(resume_run or "sweep")
@@ -555,14 +563,15 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
     try:
         return _run_sweep_locked(plan, builds, store, resume_run=resume_run, kind=kind, label=label,
                                  retry_failed=retry_failed, command=command, name=name, progress=progress,
-                                 allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra)
+                                 allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra, driver=driver)
     finally:
         lock.release()
 
 
 def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None, kind: str,
                       label: str, retry_failed: bool, command: str | None, name: str | None, progress: bool,
-                      allow_busy: bool, host_busy: dict | None, run_extra: dict | None) -> str:
+                      allow_busy: bool, host_busy: dict | None, run_extra: dict | None,
+                      driver: Driver | None = None) -> str:
     with contextlib.ExitStack() as held:   # the per-run lock: one process measures a run at a time
         if resume_run:
             run = store.get_run(resume_run)
@@ -570,7 +579,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
             held.enter_context(run_lock(store.path, run.id))
         return _run_sweep_body(plan, builds, store, held, resume_run=resume_run, kind=kind, label=label,
                                retry_failed=retry_failed, command=command, name=name, progress=progress,
-                               allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra)
+                               allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra, driver=driver)
 
 
 def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
@@ -586,7 +595,7 @@ def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
 def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: contextlib.ExitStack, *,
                     resume_run: str | None, kind: str, label: str, retry_failed: bool, command: str | None,
                     name: str | None, progress: bool, allow_busy: bool, host_busy: dict | None,
-                    run_extra: dict | None) -> str:
+                    run_extra: dict | None, driver: Driver | None = None) -> str:
     plan.build_keys = [b.key for b in builds]
     items: list[Item] = [(b, spec, e) for spec in plan.points for b in builds for e in engines_of(plan)]
     for b in builds:
@@ -614,8 +623,14 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
     t0 = time.monotonic()
     status = "interrupted"
     try:
-        measure_points(items, plan, store, run_id, label=label, retry_failed=retry_failed, progress=progress,
-                       allow_busy=allow_busy, host_busy=host_busy)
+        if driver is None:
+            measure_points(items, plan, store, run_id, label=label, retry_failed=retry_failed, progress=progress,
+                           allow_busy=allow_busy, host_busy=host_busy)
+        else:
+            state = SweepState()
+            driver(lambda its, pl: measure_points(its, pl, store, run_id, label=label, retry_failed=retry_failed,
+                                                  progress=progress, allow_busy=allow_busy, host_busy=host_busy,
+                                                  state=state), run_id)
         status = "done"
     finally:
         with contextlib.suppress(Exception):
@@ -631,7 +646,6 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
     return run_id
 
 
-Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)
 
 
 def reference_items(items: Sequence[Item]) -> list[int]:

@@ -14,7 +14,10 @@ _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., URL)",
     "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
     "pins": "comma-separated pins or commits (default: the default pin)",
-    "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0)",
+    "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
+             "the fit map, then an adaptive sweep that measures only the points its conclusions need",
+    "max_points": "with --ncmoe auto: measure at most N points (all builds together)",
+    "time_budget": "with --ncmoe auto: stop choosing new points after S seconds (the fit map included)",
     "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model",
     "repeats": "measured requests per launch after one discarded warm-up (default 3)",
     "launches": "separate llama-server starts per point, interleaved across points and builds (default 2; "
@@ -106,7 +109,8 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None):
+          name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None,
+          max_points=None, time_budget=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
@@ -114,6 +118,10 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     --ctx N fixes it), interleaved with the other points and builds, each with one discarded warm-up and
     --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
     continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
+
+    --ncmoe auto first stores a fit map (the context at every point, no weights loaded), then measures the
+    ends, the native-context threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
+    (see bench.adaptive); the report marks which points were measured and which interpolated.
     """
     from ..bench.plan import DEFAULT_LAUNCHES, Plan
     from ..bench.runner import print_run, run_sweep
@@ -133,25 +141,49 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
         if not plan.model_path.is_file():
             raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
         builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
-        run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed),
-                           allow_busy=bool(allow_busy))
+        if run.plan.get("adaptive"):
+            from ..bench.autosweep import resume_auto
+
+            run_id, _ = resume_auto(run, plan, builds, store, p, allow_busy=bool(allow_busy))
+        else:
+            run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed),
+                               allow_busy=bool(allow_busy))
     else:
         if not model:
             raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
         backend_list = csv_list(backends, what="backend")
         pin_list = csv_list(pins, what="pin") if pins else [None]
+        auto = _auto_options(ncmoe, ngl, max_points, time_budget)
         plan = _plan_from_options(p, model=model, backends=backend_list,
-                                  pin_names=[x or "default" for x in pin_list], ncmoe=ncmoe, ngl=ngl,
+                                  pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe, ngl=ngl,
                                   repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
                                   vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
                                   load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
                                   seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
                                   sentinel_every=sentinel_every, ctx=ctx)
         plan.quirks = not no_quirks
+        if auto is not None:
+            from ..bench.autosweep import auto_domain, run_auto
+
+            auto_domain(plan, model)   # a dense model or an unknown layer count stops here, before any build
         builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
-        run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
+        if auto is not None:
+
+            run_id, _ = run_auto(plan, builds, store, p, options=auto, command=command, name=name,
+                                 allow_busy=bool(allow_busy))
+        else:
+            run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
     print_run(store, run_id)
+    if store.get_run(run_id).plan.get("adaptive"):
+        from ..bench.autosweep import print_adaptive
+
+        print_adaptive(store, run_id)
     info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
+    _refuse_all_failed(store, run_id)
+
+
+def _refuse_all_failed(store: Store, run_id: str) -> None:
+    """A run whose every point failed ends the command with an error (the points stay stored)."""
     pts = store.points(run_id, with_samples=False)
     if pts and all(pt.status != "ok" for pt in pts):
         classes = {pt.failure_class for pt in pts}
@@ -160,6 +192,23 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                              "offload more experts (higher --ncmoe), give a larger --vram-budget, or a smaller model")
         raise BenchError(f"every point of run {run_id} failed ({', '.join(sorted(c or '?' for c in classes))})",
                          f"see the log tails with `llamaforge runs {run_id} --failed`")
+
+
+def _auto_options(ncmoe, ngl, max_points, time_budget):  # noqa: ANN001, ANN202
+    """``AdaptiveOptions`` for ``--ncmoe auto`` (``None`` for a list of points); the budgets only with auto."""
+    from ..bench.adaptive import AdaptiveOptions
+
+    if str(ncmoe).strip().lower() != "auto":
+        if max_points is not None or time_budget is not None:
+            raise BenchError("--max-points and --time-budget belong to an adaptive sweep",
+                             "add --ncmoe auto, or leave them out")
+        return None
+    if ngl is not None and str(ngl).strip() != "":
+        raise BenchError("--ncmoe auto sweeps ncmoe at llama.cpp's default -ngl; it cannot be combined with --ngl",
+                         "leave out --ngl, or give the ncmoe points, e.g. --ncmoe 0:40:4 --ngl 20,30")
+    return AdaptiveOptions(
+        max_points=_int_option(max_points, "--max-points", None, minimum=2, fix="e.g. --max-points 12"),
+        time_budget_s=as_float(time_budget, "--time-budget", positive=True) if time_budget is not None else None)
 
 
 def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str) -> int | None:  # noqa: ANN001

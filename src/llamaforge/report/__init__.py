@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..store import Store
 from . import html, kinds, markdown
+from .adaptive import adaptive_section
 from .data import ReportData, ReportError, load
 from .plots import make_plots
 from .sections import Section
@@ -40,7 +41,11 @@ def build_report(store: Store, run_id: str, out_dir: Path, *,
     except OSError as e:
         raise ReportError(f"cannot create report folder {out_dir}: {e.strerror}", "pick another --out") from e
     plots = make_plots(data, out_dir) + kinds.plots(store, data.run, out_dir)
-    return data, build_sections(data, plots, min_effect=min_effect)
+    sections = build_sections(data, plots, min_effect=min_effect)
+    adaptive = adaptive_section(data)
+    if adaptive is not None:   # right after the summary
+        sections.insert(1, adaptive)
+    return data, sections
 
 
 def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05) -> ReportPaths:

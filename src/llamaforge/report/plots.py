@@ -29,6 +29,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from .adaptive import interpolated  # noqa: E402
 from .data import MemSplit, ReportData, Row, Series  # noqa: E402
 
 BACKEND_COLORS = {"cuda": "#4c9a2a", "vulkan": "#c0392b", "cpu": "#2c6fbb"}
@@ -118,15 +119,22 @@ def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: s
     fig, ax = plt.subplots(figsize=(9, 5))
     styles = _styles(data.series)
     failed = False
+    interp = interpolated(data)   # adaptive sweeps: measured points unconnected, interpolation dotted
     for s in data.series:
         color, marker = styles[s.name]
         rows = [r for r in s.ok_rows if r.summary(metric) is not None]
+        guess = interp.get(s.key[0]) if not s.key[2] else None
         if rows:
             med = [r.summary(metric).median for r in rows]  # type: ignore[union-attr]
             lo = [m - r.summary(metric).q1 for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
             hi = [r.summary(metric).q3 - m for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
             ax.errorbar([r.x for r in rows], med, yerr=[lo, hi], color=color, marker=marker, ms=4,
-                        capsize=3, lw=1.5, label=s.name)
+                        capsize=3, lw=1.5, ls="none" if guess else "-", label=s.name)
+            if metric == "tg" and guess:
+                curve = sorted({**guess, **{r.x: m for r, m in zip(rows, med, strict=True)}}.items())
+                ax.plot([x for x, _ in curve], [v for _, v in curve], ls=":", lw=1, color=color, alpha=0.7)
+                ax.plot(sorted(guess), [guess[x] for x in sorted(guess)], ls="none", marker=marker, mfc="none",
+                        ms=4, color=color, alpha=0.7, label=f"{s.name} (interpolated, not measured)")
         failed |= _failed(ax, s, color)
     ax.set_ylim(bottom=0)
     fa = _mark_full_attn(ax, data)
@@ -234,7 +242,10 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
                                   ("tg", f"Token generation vs {axis}", "generation t/s")):
         p = out_dir / f"{metric}.png"
         _speed_plot(data, metric, p, title, ylabel)
-        plots.append(Plot(metric, title, p, "Median of the measured requests; error bars: IQR; ×: failed point." + fa))
+        guessed = (" Hollow markers on a dotted line: interpolated by the adaptive sweep, not measured."
+                   if metric == "tg" and interpolated(data) else "")
+        plots.append(Plot(metric, title, p, "Median of the measured requests; error bars: IQR; ×: failed point."
+                          + guessed + fa))
     p = out_dir / "memory.png"
     _memory_plot(data, p)
     plots.append(Plot("memory", f"Memory vs {axis}", p,

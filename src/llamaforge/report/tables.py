@@ -476,7 +476,8 @@ def provenance_section(data: ReportData) -> Section:
         prov.tables.append(rtt)
     elif data.plan.quirks is False:
         prov.notes.append("Recorded quirks and CPU-Vulkan defaults were not applied (--no-quirks).")
-    plan = {k: v for k, v in data.plan.to_json().items() if k not in ("model", "runtime")}
+    # the adaptive record has its own section (its interpolated values are never shown as numbers)
+    plan = {k: v for k, v in data.plan.to_json().items() if k not in ("model", "runtime", "adaptive")}
     if plan:
         prov.tables.append(kv_table(plan, "Plan"))
     prov.tables.append(commands_table(data))

@@ -1,0 +1,67 @@
+"""The report's section on an adaptive sweep (``bench --ncmoe auto``), from the run plan's ``adaptive`` record.
+
+It says which points were measured (and why each was chosen) and which were interpolated, by ncmoe
+only: an interpolated value is never shown as a number in a table (the tg plot draws it dotted,
+with hollow markers, see :mod:`.plots`).
+"""
+
+from __future__ import annotations
+
+from .data import ReportData
+from .sections import Section, Table
+
+
+def _span(xs: list[int]) -> str:
+    runs: list[list[int]] = []
+    for x in sorted(xs):
+        if runs and runs[-1][-1] == x - 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "–"
+
+
+def interpolated(data: ReportData) -> dict[str, dict[int, float]]:
+    """Interpolated tg medians by build key (empty for a run that was not adaptive)."""
+    rec = data.plan.adaptive.interpolated if data.plan.adaptive is not None else {}
+    return {k: {int(x): float(v) for x, v in vals.items()} for k, vals in rec.items() if isinstance(vals, dict)}
+
+
+def adaptive_section(data: ReportData) -> Section | None:
+    """``None`` unless the run was adaptive."""
+    rec = data.plan.adaptive
+    if rec is None:
+        return None
+    names = {s.key[0]: s.name for s in data.series}
+    c = rec.conclusions
+    chosen = rec.chosen
+    sec = Section("adaptive", "Adaptive sweep", intro=(
+        f"This run chose its points (--ncmoe auto): the fit map (run {rec.fitmap_run or '–'}) fixed the "
+        f"context at every ncmoe first; {rec.n_measured or len(chosen)} point(s) were measured, each for the "
+        "reason listed; stopped: " + str(rec.stopped or "not finished") + ". The other points are "
+        "interpolated between measured neighbours (linear in time per token): the tg plot draws them dotted with "
+        "hollow markers, and no table shows an interpolated value."))
+    concl = Table(["build", "native context from ncmoe", "sweet spot (fastest tg at native)", "anomalies",
+                   "measured ncmoe", "interpolated ncmoe"], title="Conclusions")
+    measured: dict[str, set[int]] = {}
+    for ch in chosen:
+        measured.setdefault(ch["series"], set()).add(int(ch["ncmoe"]))
+    interp = interpolated(data)
+    for key in sorted(measured):
+        concl.rows.append([names.get(key, key), str((c.get("threshold") or {}).get(key, "–")),
+                           str((c.get("sweet_spot") or {}).get(key, "–")),
+                           ", ".join(map(str, (c.get("anomalies") or {}).get(key) or [])) or "none",
+                           _span(list(measured[key])), _span(list(interp.get(key, {})))])
+    sec.tables.append(concl)
+    why = Table(["#", "build", "ncmoe", "why"], title="Points in the order they were chosen")
+    for i, ch in enumerate(chosen, 1):
+        why.rows.append([str(i), names.get(ch["series"], ch["series"]), str(ch["ncmoe"]), str(ch["reason"])])
+    sec.tables.append(why)
+    regions = c.get("regions") or []
+    if regions:
+        sec.notes.append("Winner per region (beyond the CIs; tie where they overlap): " + "; ".join(
+            f"ncmoe {lo}–{hi}: {names.get(w, w)}" for lo, hi, w in regions) + ".")
+    if rec.confirmed:
+        sec.notes.append("Confirmed with one more server start: " + ", ".join(
+            f"{names.get(d['series'], d['series'])} ncmoe {d['ncmoe']}" for d in rec.confirmed) + ".")
+    return sec

@@ -1,0 +1,55 @@
+"""``bench --ncmoe auto`` with real llama.cpp (CPU build) on the tiny synthetic MoE."""
+
+from __future__ import annotations
+
+import pytest
+
+from llamaforge.bench.adaptive import AdaptiveOptions
+from llamaforge.bench.autosweep import run_auto
+from llamaforge.bench.plan import Plan, PointSpec, read_facts
+from llamaforge.report import build_report, write_report
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chose(cpu_build, tiny_model, lf_paths,
+                                                                                  tmp_path):
+    facts = read_facts(tiny_model)
+    n_layers = facts["n_layers"]
+    plan = Plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts, points=[PointSpec(0)],
+                repeats=2, prompt_tokens=256, n_predict=16, threads=2, launches=1, load_timeout_s=300,
+                request_timeout_s=300)
+    with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
+        run_id, driver = run_auto(plan, [cpu_build], store, lf_paths, options=AdaptiveOptions(max_points=4),
+                                  progress=False)
+        run = store.get_run(run_id)
+        ad = run.plan["adaptive"]
+        fit = store.get_run(ad["fitmap_run"])
+        assert fit.kind == "fitmap" and len(store.points(fit.id)) == n_layers + 1
+        pts = store.points(run_id)
+        measured = sorted(p.ncmoe for p in pts if not p.label)
+        chosen = sorted(c["ncmoe"] for c in ad["chosen"])
+        assert measured == chosen and 0 in measured and n_layers in measured
+        assert 2 <= len(measured) <= 4 and ad["n_measured"] == len(measured)
+        assert all(c["reason"] for c in ad["chosen"])
+        assert sorted(p["ncmoe"] for p in run.plan["points"]) == measured
+        for p in pts:
+            assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
+            assert len(p.measured("tg_tps")) >= 2 and all(v > 0 for v in p.measured("tg_tps"))
+        assert [p.label for p in pts].count("sentinel") == 1           # one sentinel for the build, at the end
+        interp = {int(x) for x in ad["interpolated"][cpu_build.key]}
+        assert interp and not interp & set(measured) and interp | set(measured) == set(range(n_layers + 1))
+        concl = ad["conclusions"]
+        ctx = {int(x): c for x, c in ad["ctx"][cpu_build.key].items()}
+        native = facts["n_ctx_train"]
+        assert concl["threshold"][cpu_build.key] == min(x for x, c in ctx.items() if c and c >= native)
+        assert concl["sweet_spot"][cpu_build.key] in measured
+        assert driver.result is not None and driver.result.stopped in ("stable", "max-points")
+        rp = write_report(store, run_id, tmp_path / "report")
+        md = rp.md.read_text()
+        assert "## Adaptive sweep" in md and "interpolated" in md
+        _, sections = build_report(store, run_id, tmp_path / "report2")
+        rows = [d for sec in sections if sec.id.startswith("points-") for t in sec.tables for d in t.data]
+        assert {d["ncmoe"] for d in rows} == set(measured)       # interpolated points are not table rows
+        assert '"interpolated"' not in md and "'interpolated'" not in md   # the record is not dumped as a table
