@@ -20,13 +20,13 @@ from llamaforge.records import (
 
 def test_a_record_round_trips_and_keeps_keys_it_does_not_know():
     stored = {"model": {"ref": "synth:x", "facts": {"n_layers": 4, "types": {"f16": 2}}}, "engine": "server",
-              "ctx": None, "adaptive": {"rounds": 3}, "compare": {"A": {"ref": "a"}, "B": {"ref": "b"}, "rounds": 4}}
+              "ctx": None, "future_section": {"rounds": 3}, "compare": {"A": {"ref": "a"}, "B": {"ref": "b"}, "rounds": 4}}
     plan = from_json(RunPlan, stored)
     assert plan.facts.n_layers == 4 and plan.compare.a.ref == "a" and plan.compare.rounds == 4
-    assert plan.extra == {"adaptive": {"rounds": 3}} and plan.facts.extra == {"types": {"f16": 2}}
+    assert plan.extra == {"future_section": {"rounds": 3}} and plan.facts.extra == {"types": {"f16": 2}}
     out = to_json(plan)
     assert out[VERSION_KEY] == rec.RECORD_VERSION
-    assert out["adaptive"] == {"rounds": 3} and out["ctx"] is None and out["compare"]["A"] == {"ref": "a"}
+    assert out["future_section"] == {"rounds": 3} and out["ctx"] is None and out["compare"]["A"] == {"ref": "a"}
     assert from_json(RunPlan, out) == plan
 
 
