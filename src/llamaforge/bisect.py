@@ -29,6 +29,7 @@ current checkout of a source dir in place and exits 0 (good) / 1 (bad) / 125 (do
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -456,3 +457,50 @@ def head_tree(src: Path) -> Any:
     return SourceTree(path=src.resolve(), commit=sha, mirror_commit=sha, origin=f"path:{src}", native_git=True,
                       build_number=int(n.output.strip().splitlines()[-1]) if n.ok else None,
                       subject=subj.output.strip() if subj.ok else "")
+
+
+@dataclass
+class RunOnce:
+    """What ``bisect-run`` found for the checked-out commit: the exit code for ``git bisect run``
+    (0 good, 1 bad, 125 skip), the line to print, and the error that made it a skip (if any)."""
+
+    code: int
+    line: str
+    error: LlamaforgeError | None = None
+
+
+def bisect_run_once(paths: Any, source: Path, req: BisectRequest, *, good_value: float | None = None,
+                    bad_value: float | None = None, reference: float | None = None, threshold: float = 0.05,
+                    command: str | None = None) -> RunOnce:
+    """Build HEAD of ``source`` in place, measure it once (stored as a ``bisect-run`` run) and judge it
+    (:func:`bisect_run_verdict`). A commit that does not build, or whose measurement fails, is a skip
+    (125); bad options or setup problems raise (``git bisect`` must stop, not mark the commit bad)."""
+    from .bench import measure_point
+    from .bench.plan import resolve_model
+    from .build import BuildOptions, build
+    from .config import Pin
+
+    field_name = check_metric(req.metric)
+    tree = head_tree(source)
+    req = dataclasses.replace(req, good=tree.commit, bad=tree.commit)
+    bisect_run_verdict([1.0], good_value=good_value, bad_value=bad_value, reference=reference,
+                       threshold=threshold)  # validates the options before building
+    model_path = resolve_model(req.model, paths)
+    try:
+        b = build(paths, Pin(name=tree.commit[:9], commit=tree.commit, sources=()), req.backend, BuildOptions(),
+                  tree=tree, build_dir=paths.builds / f"bisect-run-{req.backend}")
+    except BuildError as e:
+        return RunOnce(125, f"{tree.commit[:12]} does not build: exit 125 (skip)", e)
+    plan = bisect_plan(req, model_path)
+    with Store(paths.store_db) as store:
+        run_id = store.new_run("bisect-run", plan.to_json(), command=command, name=f"bisect-run {tree.commit[:9]}")
+        pt = measure_point(b, model_path, plan.points[0], plan, store, run_id, label=tree.commit[:9])
+        store.set_run_status(run_id, "done" if pt.status == "ok" else "failed")
+    values = pt.measured(field_name)
+    if not values:
+        return RunOnce(125, f"{tree.commit[:12]}: measurement failed ({pt.failure_class}: {pt.failure_detail}): "
+                            "exit 125 (skip)")
+    verdict = bisect_run_verdict(values, good_value=good_value, bad_value=bad_value, reference=reference,
+                                 threshold=threshold)
+    return RunOnce(0 if verdict == "good" else 1,
+                   f"{tree.commit[:12]} {req.metric} median {summarize(values).median:.1f} t/s → {verdict}")

@@ -74,7 +74,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     from llamaforge.report.kinds import compare as compare_kind
 
     fx = make_fixture(cpu_build.source_dir)
-    base = fx.commits[SLOW_INDEX - 1]
+    base = fx.commits[0]
     req = CompareRequest(base=Side("A", base, "cpu", fx.spec), head=Side("B", fx.slow, "cpu", fx.spec),
                          model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=4, rounds=4,
                          prompt_tokens=64, n_predict=32, threads=2)
@@ -87,3 +87,34 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     assert tg["comparison"]["verdict"] == "worse", tg
     assert tg["comparison"]["ratio"] < 0.8
     assert "worse" in md
+
+
+@pytest.mark.slow
+def test_bisect_run_builds_the_checkout_in_place_and_exits_by_its_verdict(lf_paths, cpu_build, tiny_model, tmp_path,
+                                                                          capsys):
+    """`llamaforge bisect-run` (what `git bisect run` calls) on a real checkout: one build of HEAD in place,
+    one measurement, exit 1 against a reference it cannot reach and 0 against one it clearly beats (the
+    second call reuses the build)."""
+    from invoke import Context
+
+    from llamaforge.commands.compare import bisect_run
+    from llamaforge.proc import run
+
+    fx = make_fixture(cpu_build.source_dir)
+    checkout = tmp_path / "checkout"
+    assert run(["git", "clone", "-q", "--", str(fx.path), str(checkout)], timeout=600).ok
+    assert run(["git", "-C", str(checkout), "checkout", "-q", fx.commits[0]], timeout=120).ok
+    codes, lines = [], []
+    for reference in ("1e12", "1e-9"):
+        with pytest.raises(SystemExit) as e:
+            bisect_run(Context(), source=str(checkout), reference=reference, model=str(tiny_model), repeats=3,
+                       n_predict=16)
+        codes.append(e.value.code)
+        lines.append(capsys.readouterr().out)
+    assert codes == [1, 0], lines
+    assert f"{fx.commits[0][:12]} tg median" in lines[1] and "→ good" in lines[1]
+    with Store(lf_paths.store_db) as store:
+        runs = [r for r in store.list_runs("bisect-run") if r.name == f"bisect-run {fx.commits[0][:9]}"]
+        points = [p for r in runs[-2:] for p in store.points(r.id)]
+    assert len(runs) >= 2 and all(r.status == "done" for r in runs[-2:])
+    assert len(points) == 2 and all(p.status == "ok" and p.measured("tg_tps") for p in points)

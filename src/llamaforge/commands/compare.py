@@ -7,9 +7,9 @@ from pathlib import Path
 
 from ..console import console, esc, info, print_error
 from ..effect import parse_effect
-from ..errors import BuildError, ConfigError, LlamaforgeError
+from ..errors import LlamaforgeError
 from ..store import Store
-from ._common import as_int, lf_task, paths
+from ._common import as_float, as_int, lf_task, paths
 
 
 def _source(value) -> str | None:  # noqa: ANN001
@@ -117,58 +117,27 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
     """For `git bisect run`: build the current checkout (HEAD of --source) in place, measure it and
     exit 0 (good), 1 (bad) or 125 (does not build: skip). Setup errors exit 128, which stops
     git bisect instead of marking the commit bad."""
-    from ..bench import measure_point
-    from ..bench.plan import resolve_model
-    from ..bisect import (
-        BisectRequest,
-        bisect_plan,
-        bisect_run_verdict,
-        check_metric,
-        head_tree,
-    )
-    from ..build import BuildOptions, build
-    from ..config import Pin
+    from ..bisect import BisectRequest, bisect_run_once
 
     try:
-        field_name = check_metric(metric)
-        p = paths()
-        tree = head_tree(Path(source))
-        req = BisectRequest(good=tree.commit, bad=tree.commit, metric=metric, backend=backend, model=model,
+        req = BisectRequest(good="HEAD", bad="HEAD", metric=metric, backend=backend, model=model,
                             repeats=_int(repeats, "--repeats"), n_predict=_int(n_predict, "--n-predict"))
-        gv = float(good_value) if good_value is not None else None
-        bv = float(bad_value) if bad_value is not None else None
-        ref = float(reference) if reference is not None else None
-        thr = parse_effect(threshold, option="--threshold", allow_zero=False)
-        bisect_run_verdict([1.0], good_value=gv, bad_value=bv, reference=ref, threshold=thr)  # validates options
-        model_path = resolve_model(model, p)
-        try:
-            b = build(p, Pin(name=tree.commit[:9], commit=tree.commit, sources=()), backend, BuildOptions(), tree=tree,
-                      build_dir=p.builds / f"bisect-run-{backend}")
-        except BuildError as e:
-            print_error(e)
-            console.print(esc(f"{tree.commit[:12]} does not build: exit 125 (skip)"))
-            sys.exit(125)
-        plan = bisect_plan(req, model_path)
-        with Store(p.store_db) as store:
-            run_id = store.new_run("bisect-run", plan.to_json(), command=" ".join(sys.argv),
-                                   name=f"bisect-run {tree.commit[:9]}")
-            pt = measure_point(b, model_path, plan.points[0], plan, store, run_id, label=tree.commit[:9])
-            store.set_run_status(run_id, "done" if pt.status == "ok" else "failed")
-        values = pt.measured(field_name)
-        if not values:
-            console.print(esc(f"{tree.commit[:12]}: measurement failed ({pt.failure_class}: {pt.failure_detail}): exit 125 (skip)"))
-            sys.exit(125)
-        verdict = bisect_run_verdict(values, good_value=gv, bad_value=bv, reference=ref, threshold=thr)
+        out = bisect_run_once(paths(), Path(source), req, good_value=_num(good_value, "--good-value"),
+                              bad_value=_num(bad_value, "--bad-value"), reference=_num(reference, "--reference"),
+                              threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
+                              command=" ".join(sys.argv))
     except LlamaforgeError as e:
         print_error(e)
         sys.exit(128)
-    except ValueError as e:
-        print_error(ConfigError(f"bad number: {e}", "give --good-value/--bad-value/--reference in t/s"))
-        sys.exit(128)
-    import statistics
+    if out.error is not None:
+        print_error(out.error)
+    console.print(esc(out.line))
+    sys.exit(out.code)
 
-    console.print(esc(f"{tree.commit[:12]} {metric} median {statistics.median(values):.1f} t/s → {verdict}"))
-    sys.exit(0 if verdict == "good" else 1)
+
+def _num(value: object, what: str) -> float | None:
+    """An optional t/s value (``None`` when not given)."""
+    return None if value is None else as_float(value, what)
 
 
 TASKS = [compare, bisect, bisect_run]
