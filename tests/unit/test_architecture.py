@@ -126,32 +126,23 @@ def test_function_local_imports_are_edges():
     assert {t for n in _imports(tree) for t in _targets(mod, MODULES[mod], n)} == {f"{PKG}.store"}
 
 
-#: being reworked by the adaptive-sweep work; split after it lands
-LONG_IN_PROGRESS = {f"{PKG}.bench.runner._measure_server"}
-
 
 def test_no_import_cycle_among_llamaforge_modules():
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
-def _long_functions(skip: set[str] = frozenset()) -> list[str]:
+def _long_functions() -> list[str]:
     out = []
     for mod, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES and f"{mod}.{node.name}" not in skip:
+                if n > MAX_FUNCTION_LINES:
                     out.append(f"{mod}.{node.name} ({n} lines)")
     return out
 
 
-def test_no_function_is_longer_than_80_lines_outside_work_in_progress():
-    long = _long_functions(LONG_IN_PROGRESS)
-    assert not long, "split: " + ", ".join(long)
-
-
-@pytest.mark.xfail(strict=True, reason="bench.runner._measure_server: split after the adaptive-sweep work lands")
 def test_no_function_is_longer_than_80_lines():
     assert not _long_functions(), "split: " + ", ".join(_long_functions())
 

@@ -215,13 +215,7 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
                     ctx_info["fit_note"] = "llama-fit-params found no fit either: measured unfitted"
                 session = start(args)
             point.extra = dict(ctx_info)
-        point.command = session.args
-        point.t_load_s = session.t_load_s
-        props = session.props()
-        point.n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        point.build_info = props.get("build_info")
-        meta = session.model_meta()
-        point.n_ctx_train = meta.get("n_ctx_train") or (plan.model_facts.get("n_ctx_train") or None)
+        meta = _server_facts(point, session, plan)
         prompt = state.prompts.get(build.key)
         if prompt is None:
             on_phase("prompt")
@@ -234,34 +228,58 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         if point.n_ctx and prompt.n_tokens + plan.n_predict > point.n_ctx:
             raise PointFailure("fit", f"the fitted context ({point.n_ctx}) is smaller than prompt + n_predict "
                                f"({prompt.n_tokens} + {plan.n_predict})")
-        if plan.warmup:
-            on_phase("warm-up")
-            t0 = time.monotonic()
-            resp = _complete(session, build, model_path, prompt, plan, state, extra)
-            point.t_warmup_s = time.monotonic() - t0
-            point.samples.append(_sample(0, True, resp))
-        t0 = time.monotonic()
-        for i in range(plan.repeats):
-            on_phase(f"measuring {i + 1}/{plan.repeats}")
-            resp = _complete(session, build, model_path, prompt, plan, state, extra)
-            s = _sample(i + 1, False, resp)
-            point.samples.append(s)
-            if s.predicted_n is not None and s.predicted_n != plan.n_predict:
-                extra.setdefault("warnings", []).append(
-                    f"request {i + 1} generated {s.predicted_n} tokens, not {plan.n_predict}")
-        point.t_measure_s = time.monotonic() - t0
+        _requests(point, session, build, model_path, prompt, plan, state, extra, on_phase)
     finally:
         on_phase("stopping")
         if session is not None:
             session.stop()
         mres = monitor.stop() if monitor.is_alive() else monitor.result
         store_monitor(point, mres)
-        point.mem_breakdown = parse_memory_breakdown(log_path)
-        devs = (point.mem_breakdown or {}).get("devices") or []
-        if point.vram_self_mib is None and devs:
-            # no NVML (e.g. a Vulkan device of another vendor): take what llama.cpp itself reports
-            point.vram_self_mib = float(sum(d.get("self", 0) for d in devs))
-            point.extra = {**(point.extra or {}), "vram_self_source": "fit_memory_breakdown"}
+        _record_breakdown(point, log_path)
+
+
+def _server_facts(point: Point, session: ServerSession, plan: Plan) -> dict:
+    """What the loaded server says about itself into the point (command, load time, context, build);
+    returns the model's metadata."""
+    point.command = session.args
+    point.t_load_s = session.t_load_s
+    props = session.props()
+    point.n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
+    point.build_info = props.get("build_info")
+    meta = session.model_meta()
+    point.n_ctx_train = meta.get("n_ctx_train") or (plan.model_facts.get("n_ctx_train") or None)
+    return meta
+
+
+def _requests(point: Point, session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
+              state: SweepState, extra: dict, on_phase: PhaseFn) -> None:
+    """The warm-up (kept, flagged) and the measured requests of one server start."""
+    if plan.warmup:
+        on_phase("warm-up")
+        t0 = time.monotonic()
+        resp = _complete(session, build, model_path, prompt, plan, state, extra)
+        point.t_warmup_s = time.monotonic() - t0
+        point.samples.append(_sample(0, True, resp))
+    t0 = time.monotonic()
+    for i in range(plan.repeats):
+        on_phase(f"measuring {i + 1}/{plan.repeats}")
+        resp = _complete(session, build, model_path, prompt, plan, state, extra)
+        s = _sample(i + 1, False, resp)
+        point.samples.append(s)
+        if s.predicted_n is not None and s.predicted_n != plan.n_predict:
+            extra.setdefault("warnings", []).append(
+                f"request {i + 1} generated {s.predicted_n} tokens, not {plan.n_predict}")
+    point.t_measure_s = time.monotonic() - t0
+
+
+def _record_breakdown(point: Point, log_path: Path) -> None:
+    """llama.cpp's memory breakdown from the server log; its device total where NVML had none."""
+    point.mem_breakdown = parse_memory_breakdown(log_path)
+    devs = (point.mem_breakdown or {}).get("devices") or []
+    if point.vram_self_mib is None and devs:
+        # no NVML (e.g. a Vulkan device of another vendor): take what llama.cpp itself reports
+        point.vram_self_mib = float(sum(d.get("self", 0) for d in devs))
+        point.extra = {**(point.extra or {}), "vram_self_source": "fit_memory_breakdown"}
 
 
 def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, store: Store, run_id: str,
