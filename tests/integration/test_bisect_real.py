@@ -107,10 +107,11 @@ def test_bisect_run_builds_the_checkout_in_place_and_exits_by_its_verdict(lf_pat
     codes, lines = [], []
     for reference in ("1e12", "1e-9"):
         with pytest.raises(SystemExit) as e:
-            bisect_run(Context(), source=str(checkout), reference=reference, model=str(tiny_model), repeats=3,
+            bisect_run(Context(), source=str(checkout), reference=reference, model=str(tiny_model), repeats=4,
                        n_predict=16)
         codes.append(e.value.code)
-        lines.append(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        lines.append(captured.out + captured.err)
     assert codes == [1, 0], lines
     assert f"{fx.commits[0][:12]} tg median" in lines[1] and "→ good" in lines[1]
     with Store(lf_paths.store_db) as store:
