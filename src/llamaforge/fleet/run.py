@@ -13,6 +13,7 @@ the host's own), export the run, pull the export back, check its sha256 and impo
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,24 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
     return run.id, [h for h in hosts if (state.get(h.name) or {}).get("status") != "ok"]
 
 
+#: how long a detached sweep may take to hold its lock (start-up, model synthesis on the host)
+DETACH_START_S = 300.0
+
+
+def _wait_started(r: Remote, h: FleetHost, name: str, log: str) -> None:
+    """Return once the detached sweep ``name`` holds its lock (or is already done): until then the
+    host looks idle, and a ``--resume`` arriving in that window would start a second sweep."""
+    deadline = time.monotonic() + DETACH_START_S
+    while True:
+        st = r.agent("run-status", name)
+        if st.get("measuring") or (st.get("exists") and st.get("status") != "running"):
+            return      # measuring, or already ended (done, or stopped: --resume takes it from there)
+        if time.monotonic() > deadline:
+            raise FleetError(f"host {h.name}: the detached sweep did not start within {DETACH_START_S:.0f} s",
+                             f"read its log on the host ({log}), fix the cause, then run with --resume")
+        time.sleep(0.5)
+
+
 def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, detach: bool
                ) -> Callable[[FleetHost, LineSink], dict]:
     def job(h: FleetHost, sink: LineSink) -> dict:
@@ -144,6 +163,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
                 r.mkdir(posixpath.dirname(log))
                 r.run(["setsid", "-f", "sh", "-c", _DETACH_SH, "sh", *argv], cwd=r.workspace,
                       env={**r.env(), "LLAMAFORGE_FLEET_LOG": log}, what="setsid llamaforge bench")
+                _wait_started(r, h, name, log)    # else an immediate --resume could start a second sweep
                 sink.line(f"detached; log: {log}")
                 return {"detached": True, "log": log}
             if argv:
