@@ -20,6 +20,8 @@ import functools
 import re
 from pathlib import Path
 
+from gguf.vocab import bytes_to_unicode
+
 from .gguf_read import parse_header
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -28,15 +30,8 @@ _CONTROL_TYPES = {3, 4, 5}   # llama.cpp token types: CONTROL, USER_DEFINED, UNU
 
 @functools.cache
 def _unicode_to_byte() -> dict[str, int]:
-    """Inverse of GPT-2's ``bytes_to_unicode`` (printable bytes map to themselves, the rest to 256+n)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {chr(b): b for b in printable}
-    n = 0
-    for b in range(256):
-        if b not in printable:
-            table[chr(256 + n)] = b
-            n += 1
-    return table
+    """Inverse of GPT-2's byte→unicode table (gguf-py's ``bytes_to_unicode``, which llama.cpp's converter uses)."""
+    return {c: b for b, c in bytes_to_unicode().items()}
 
 
 def token_bytes_bpe(text: str) -> bytes | None:
