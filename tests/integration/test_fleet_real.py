@@ -50,12 +50,18 @@ def fleet_ws(tmp_path_factory, cpu_build):
     with local_sshd(tmp / "sshd") as sshd:
         ws = tmp / "controller"
         ws.mkdir()
+        kh = tmp / "known_hosts"   # alpha and nopython: strict, their key added by ssh-keyscan; beta: accept-new
+        kh.write_text(subprocess.run(["ssh-keyscan", "-p", str(sshd.port), "127.0.0.1"], capture_output=True,
+                                     text=True, check=True, timeout=30).stdout)
         shutil.copy(REPO / "pins.toml", ws / "pins.toml")
         hosts = []
-        for name, addr, machine in (("alpha", "127.0.0.1", "alpha"), ("beta", "localhost", "beta-box")):
+        for name, addr, machine, policy in (("alpha", "127.0.0.1", "alpha", "strict"),
+                                            ("beta", "localhost", "beta-box", "accept-new")):
             hosts.append(f"""
 [hosts.{name}]
 target = "{sshd.user}@{addr}:{sshd.port}"
+host_key = "{policy}"
+known_hosts = "{kh}"
 workspace = "{tmp / ('ws-' + name)}"
 machine = "{machine}"
 identity = "{sshd.user_key}"
@@ -67,7 +73,7 @@ LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
 """)
         hosts.append(f'[hosts.refused]\ntarget = "{sshd.user}@127.0.0.1:{free_port()}"\nidentity = "{sshd.user_key}"\n')
         hosts.append(f'[hosts.nopython]\ntarget = "{sshd.user}@127.0.0.1:{sshd.port}"\nidentity = "{sshd.user_key}"\n'
-                     f'workspace = "{tmp / "ws-nopython"}"\npython = "/nonexistent/python3"\n')
+                     f'workspace = "{tmp / "ws-nopython"}"\npython = "/nonexistent/python3"\nknown_hosts = "{kh}"\n')
         (ws / "fleet.toml").write_text("\n".join(hosts))
         yield ws, tmp
 

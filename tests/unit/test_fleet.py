@@ -267,3 +267,38 @@ def test_fleet_commands_refuse_bad_input_before_contacting_any_host(tmp_path, mo
             program.run(["llamaforge", *argv], exit=True)
         err = capsys.readouterr().err
         assert e.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_host_key_policy_is_strict_by_default_and_checked():
+    h = parse_fleet('[hosts.gpu]\ntarget = "gpu"\n').hosts["gpu"]
+    assert h.host_key == "strict" and h.known_hosts == str(Path("~/.ssh/known_hosts").expanduser())
+    h = parse_fleet('[hosts.gpu]\ntarget = "gpu"\nhost_key = "accept-new"\nknown_hosts = "/tmp/kh"\n').hosts["gpu"]
+    assert (h.host_key, h.known_hosts) == ("accept-new", "/tmp/kh")
+    with pytest.raises(ConfigError) as e:
+        parse_fleet('[hosts.gpu]\ntarget = "gpu"\nhost_key = "no"\n')
+    assert "host_key 'no'" in e.value.message and "accept-new" in e.value.fix
+
+
+def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
+    import paramiko
+
+    from llamaforge.fleet.remote import UnknownHostKey, _policy, fingerprint, unreachable
+
+    kh = tmp_path / "ssh" / "known_hosts"
+    h = parse_fleet(f'[hosts.gpu]\ntarget = "me@gpu.lan:2222"\nknown_hosts = "{kh}"\n').hosts["gpu"]
+    key = paramiko.RSAKey.generate(1024)
+    other = paramiko.RSAKey.generate(1024)
+    unknown = unreachable(h, UnknownHostKey("[gpu.lan]:2222", key))
+    assert f"SSH host key of [gpu.lan]:2222 is not in {kh}" in unknown.message and fingerprint(key) in unknown.message
+    assert f"ssh-keyscan -p 2222 gpu.lan >> {kh}" in unknown.fix and "accept-new" in unknown.fix
+    changed = unreachable(h, paramiko.BadHostKeyException("[gpu.lan]:2222", key, other))
+    assert "CHANGED" in changed.message and fingerprint(other) in changed.message and "ssh-keygen -R" in changed.fix
+    assert all("\n" not in str(e) for e in (unknown, changed))
+
+    with pytest.raises(UnknownHostKey):   # strict: the policy refuses, nothing is written
+        _policy("strict", str(kh)).missing_host_key(paramiko.SSHClient(), "[gpu.lan]:2222", key)
+    assert not kh.exists()
+    client = paramiko.SSHClient()
+    _policy("accept-new", str(kh)).missing_host_key(client, "[gpu.lan]:2222", key)
+    stored = paramiko.HostKeys(str(kh))   # appended in OpenSSH's format; the next connection reads it
+    assert stored.lookup("[gpu.lan]:2222")["ssh-rsa"] == key and client.get_host_keys().lookup("[gpu.lan]:2222")

@@ -11,6 +11,9 @@
     identity = "~/.ssh/id_ed25519"     # optional private key file
     python = "python3"                 # the host's Python (>= 3.11) that makes the venv
     system_site_packages = false       # let the venv see the host Python's packages
+    host_key = "strict"                # "strict" (default): the host's key must be in known_hosts;
+                                       # "accept-new": an unknown key is trusted once and saved there
+    known_hosts = "~/.ssh/known_hosts" # the known-hosts file read (and, with accept-new, appended to)
     [hosts.desk.env]                   # extra environment of every llamaforge command on the host
     LLAMAFORGE_BUILD_ROOT = "/data/lf-builds"
 
@@ -37,7 +40,9 @@ TARGET_RE = re.compile(rf"^(?:(?P<user>{_USER})@)?(?P<host>{_HOST}|\[[0-9A-Fa-f:
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST_KEYS = {"target", "workspace", "machine", "backends", "gateway", "identity", "python",
-              "system_site_packages", "env"}
+              "system_site_packages", "env", "host_key", "known_hosts"}
+HOST_KEY_POLICIES = ("strict", "accept-new")
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _EXAMPLE = 'e.g. [hosts.desk] target = "alice@desk.lan:22" workspace = "llamaforge"'
 
 
@@ -77,6 +82,8 @@ class FleetHost:
     python: str = "python3"
     system_site_packages: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    host_key: str = "strict"
+    known_hosts: str = str(Path(DEFAULT_KNOWN_HOSTS).expanduser())
 
 
 @dataclass
@@ -157,6 +164,12 @@ def _host(name: str, body: object, where: str) -> FleetHost:
     sysp = body.get("system_site_packages", False)
     if not isinstance(sysp, bool):
         raise ConfigError(f"{w}.system_site_packages must be true or false", "e.g. system_site_packages = true")
+    host_key = body.get("host_key", "strict")
+    if host_key not in HOST_KEY_POLICIES:
+        raise ConfigError(f"{w}.host_key {host_key!r} is not a host-key policy",
+                          'use host_key = "strict" (the key must be in known_hosts) or "accept-new" (trust on first use)')
+    known_hosts = _text(body.get("known_hosts", DEFAULT_KNOWN_HOSTS), f"{w}.known_hosts",
+                        fix=f'give a file, e.g. known_hosts = "{DEFAULT_KNOWN_HOSTS}"')
     env = body.get("env", {})
     if not isinstance(env, dict):
         raise ConfigError(f"{w}.env must be a table", f"write [hosts.{name}.env] with NAME = \"value\" lines")
@@ -173,7 +186,8 @@ def _host(name: str, body: object, where: str) -> FleetHost:
     return FleetHost(name=name, target=target, workspace=workspace, machine=machine, backends=tuple(backends),
                      gateway=gateway, identity=str(Path(identity).expanduser()) if identity else None,
                      python=_python(body.get("python", "python3"), f"{w}.python"),
-                     system_site_packages=sysp, env=clean_env)
+                     system_site_packages=sysp, env=clean_env, host_key=host_key,
+                     known_hosts=str(Path(known_hosts).expanduser()))
 
 
 def parse_fleet(text: str, path: Path | None = None) -> Fleet:

@@ -4,6 +4,12 @@ Fabric's ``Connection.run`` takes a shell command string. Every command here is 
 list with :func:`shlex.join` (each operand quoted), behind ``cd -- DIR &&`` and ``exec env -- NAME=VALUE``
 (``--`` before operands), so a value from ``fleet.toml`` or an option can never become shell syntax.
 Connection failures become one :class:`FleetError` line naming the host and the fix.
+
+Host keys: Fabric trusts any key (paramiko's AutoAddPolicy, no known_hosts read). Here every
+connection (and its gateway) reads the host's ``known_hosts`` file; a key that differs from the
+stored one is always refused. An unknown key is refused under ``host_key = "strict"`` (the default,
+with the ``ssh-keyscan`` line that adds it) and, under ``"accept-new"``, trusted and appended to the
+file (OpenSSH's ``StrictHostKeyChecking=accept-new``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import posixpath
 import shlex
 import socket
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -37,13 +44,62 @@ def command_line(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, 
     return line + shlex.join([str(a) for a in argv])
 
 
-def _connection(target: Target, identity: str | None, gateway: Any = None, timeout: float = 15.0) -> Any:
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def fingerprint(key: Any) -> str:
+    """OpenSSH's ``SHA256:...`` fingerprint of a paramiko key (what ``ssh-keygen -lf`` prints)."""
+    import base64
+    import hashlib
+
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+
+
+def keyscan_line(target: Target, known_hosts: str) -> str:
+    """The command that adds ``target``'s host key to ``known_hosts`` (after checking its fingerprint)."""
+    port = f"-p {target.port} " if target.port and target.port != 22 else ""
+    return f"ssh-keyscan {port}{shlex.quote(target.host)} >> {shlex.quote(known_hosts)}"
+
+
+class UnknownHostKey(Exception):
+    """The server's host key is not in known_hosts and the policy is strict."""
+
+    def __init__(self, hostname: str, key: Any) -> None:
+        super().__init__(f"{hostname}: unknown {key.get_name()} host key {fingerprint(key)}")
+        self.hostname, self.key = hostname, key
+
+
+def _policy(host_key: str, known_hosts: str) -> Any:
+    import paramiko
+
+    class Strict(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            raise UnknownHostKey(hostname, key)
+
+    class AcceptNew(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            line = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line()
+            path = Path(known_hosts)
+            with _KNOWN_HOSTS_LOCK:   # hosts connect from parallel threads
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                with path.open("a", encoding="utf-8") as f:
+                    f.write(line)
+
+    return Strict() if host_key == "strict" else AcceptNew()
+
+
+def _connection(target: Target, host: FleetHost, gateway: Any = None, timeout: float = 15.0) -> Any:
     from fabric import Connection
 
     kwargs: dict[str, Any] = {"connect_timeout": timeout}
-    if identity:
-        kwargs["connect_kwargs"] = {"key_filename": [identity], "look_for_keys": False, "allow_agent": False}
-    return Connection(target.host, user=target.user, port=target.port, gateway=gateway, **kwargs)
+    if host.identity:
+        kwargs["connect_kwargs"] = {"key_filename": [host.identity], "look_for_keys": False, "allow_agent": False}
+    conn = Connection(target.host, user=target.user, port=target.port, gateway=gateway, **kwargs)
+    if Path(host.known_hosts).is_file():
+        conn.client.load_host_keys(host.known_hosts)
+    conn.client.set_missing_host_key_policy(_policy(host.host_key, host.known_hosts))
+    return conn
 
 
 def unreachable(host: FleetHost, exc: BaseException) -> FleetError:
@@ -51,6 +107,19 @@ def unreachable(host: FleetHost, exc: BaseException) -> FleetError:
     import paramiko
 
     what = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, UnknownHostKey):
+        via = host.gateway if host.gateway and exc.hostname.strip("[]").split("]:")[0] == host.gateway.host else host.target
+        return FleetError(f"host {host.name} ({host.target}): SSH host key of {exc.hostname} is not in {host.known_hosts} "
+                          f"(host_key = \"strict\"; it offers {exc.key.get_name()} {fingerprint(exc.key)})",
+                          f"check that fingerprint, then add the key: {keyscan_line(via, host.known_hosts)} "
+                          f"(or log in once with ssh), or set host_key = \"accept-new\" for the host in fleet.toml")
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return FleetError(f"host {host.name} ({host.target}): SSH host key of {exc.hostname} CHANGED (now "
+                          f"{exc.key.get_name()} {fingerprint(exc.key)}, {host.known_hosts} has "
+                          f"{fingerprint(exc.expected_key)}); refused",
+                          "if the host was reinstalled, remove the old key (ssh-keygen -R "
+                          f"{shlex.quote(exc.hostname)} -f {shlex.quote(host.known_hosts)}) and add the new one; "
+                          "otherwise do not connect (someone may be in between)")
     if isinstance(exc, paramiko.AuthenticationException):
         return FleetError(f"host {host.name} ({host.target}): SSH login refused ({what})",
                           "check the user and key (identity = \"...\" in fleet.toml, or ~/.ssh/config)")
@@ -66,8 +135,8 @@ class Remote:
 
     def __init__(self, host: FleetHost, *, timeout: float = 15.0) -> None:
         self.host = host
-        gw = _connection(host.gateway, host.identity, timeout=timeout) if host.gateway else None
-        self.conn = _connection(host.target, host.identity, gw, timeout)
+        gw = _connection(host.gateway, host, timeout=timeout) if host.gateway else None
+        self.conn = _connection(host.target, host, gw, timeout)
         self._workspace: str | None = None
 
     def open(self) -> Remote:
@@ -75,7 +144,7 @@ class Remote:
 
         try:
             self.conn.open()
-        except (OSError, paramiko.SSHException, EOFError) as e:
+        except (OSError, paramiko.SSHException, EOFError, UnknownHostKey) as e:
             raise unreachable(self.host, e) from None
         return self
 
