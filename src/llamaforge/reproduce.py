@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bench.schedule import SENTINEL_LABEL
 from .build.backends import display_name
 from .errors import BenchError
 from .metrics import pick_test
@@ -109,10 +110,12 @@ def _name(p: Point, backend: str) -> str:
 def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, str], *, parent_id: str = "",
                  child_id: str = "", min_effect: float = MIN_EFFECT) -> Verdict:
     """Compare the child run's points with the same points of the parent (points only one side has are
-    left out: a subset reproduce measures only some)."""
-    by_key = {p.key: p for p in parent}
+    left out: a subset reproduce measures only some). Drift sentinels are not points: they re-measure a
+    reference point to watch the machine, and judging them again would count that point twice."""
+    by_key = {p.key: p for p in parent if p.label != SENTINEL_LABEL}
     out = []
-    for c in sorted(child, key=lambda p: (p.ncmoe, p.ngl, backend_of.get(p.build_key, ""), p.engine)):
+    points = [p for p in child if p.label != SENTINEL_LABEL]
+    for c in sorted(points, key=lambda p: (p.ncmoe, p.ngl, backend_of.get(p.build_key, ""), p.engine)):
         a = by_key.get(c.key)
         name = _name(c, backend_of.get(c.build_key, "?"))
         if a is None:

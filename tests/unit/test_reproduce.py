@@ -48,6 +48,23 @@ def test_subset_and_failed_points():
     assert len(v.points) == 1 and v.points[0].status == "failed" and "ok then crash" in v.line()
 
 
+def test_sentinels_are_not_judged_as_points():
+    """A reproduce run re-measures its reference point at the end (a sentinel), as the sweep did: the
+    verdict is about the points, so the sentinel pair must not appear as a second "CUDA ncmoe 0"."""
+    from llamaforge.bench.schedule import SENTINEL_LABEL
+
+    def sentinel(tg: float) -> Point:
+        p = _pt("cu", 0, tg, spread=0.0)
+        p.label = SENTINEL_LABEL
+        return p
+
+    parent = [_pt("cu", 0, 200.0), sentinel(200.0)]
+    child = [_pt("cu", 0, 199.0, seed=4), sentinel(300.0)]
+    v = check_points(parent, child, {"cu": "cuda"})
+    assert [p.name for p in v.points] == ["CUDA ncmoe 0"]
+    assert v.line() == "1/1 points reproduce"
+
+
 def test_select_points_subset_and_bad_selection():
     from llamaforge.bench.plan import PointSpec
 
