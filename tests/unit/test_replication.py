@@ -290,3 +290,23 @@ def test_bad_launch_options_are_one_line(tmp_path, monkeypatch, capsys, kw, mess
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
     assert not list(tmp_path.glob("*.sqlite"))
+
+
+def test_two_launch_points_get_the_note_that_their_interval_is_only_the_range_of_two(tmp_path):
+    """2 clusters resample to at most the two starts' values: the report must say so (and only then)."""
+    import run_fake
+
+    from llamaforge.report.data import load
+    from llamaforge.report.replication import replication_section
+
+    store, run_id = run_fake.build(tmp_path)
+    data = load(store, run_id)
+    assert not any("2 server starts" in n for n in replication_section(data).notes)
+    pt = next(r.point for r in data.all_rows if r.point is not None and r.point.samples)
+    for s in pt.samples[3:]:
+        s.launch = 2
+    assert any("2 server starts" in n for n in replication_section(data).notes)
+    for s in pt.samples[4:]:
+        s.launch = 3          # three starts: the bootstrap has more than the two values to draw from
+    assert not any("2 server starts" in n for n in replication_section(data).notes)
+    store.close()

@@ -24,6 +24,14 @@ from .sections import Section, Table
 _ORDER = ("tg", "pp")   # the order metrics are shown in here
 
 
+# Why a 2-launch CI is narrow: resampling 2 clusters can only give the two launches' values (and their
+# mix), so the interval is about the range of the two starts, and for any continuous spread a third
+# start lands outside the range of two with probability 2/3. Said, not corrected (nothing is widened).
+_TWO_LAUNCHES = ("Points with 2 server starts (2×n): the bootstrap interval is about the range of the two starts. "
+                 "A third start of the same point lands outside the range of two with probability 2/3, so such an "
+                 "interval understates between-start spread; use --launches 3 or more before quoting a level.")
+
+
 def _sd(var: float | None) -> str:
     return "–" if var is None else f"{math.sqrt(var):.2f}"
 
@@ -56,6 +64,8 @@ def replication_section(data: ReportData) -> Section:
         sec.notes.append("Between-process spread was NOT measured: every point ran in one server start "
                          "(--launches 1). The CIs below cover only request-to-request spread inside one process "
                          "and are not widened to make up for it; re-measure with --launches 2 or more.")
+    if any(len(r.point.launch_groups(FIELDS["tg"])) == 2 for r in data.all_rows if r.point is not None):
+        sec.notes.append(_TWO_LAUNCHES)
     t = Table(["series", "ncmoe", "n", "tg t/s median [95 % CI]", "tg sd within / between", "tg between %",
                "pp t/s median [95 % CI]", "pp sd within / between", "flags"],
               title="Per point, clustered by launch")
