@@ -13,7 +13,7 @@ The one-line verdict reads ``14/16 points reproduce; Vulkan ncmoe 0 differs by +
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,30 @@ def verdict_for(store: Store, parent: Run, child: Run, min_effect: float = MIN_E
     backend_of = {b.get("key"): str(b.get("backend")) for b in store.builds_for_run(parent.id) + store.builds_for_run(child.id)}
     return check_points(store.points(parent.id), store.points(child.id), backend_of, parent_id=parent.id,
                         child_id=child.id, min_effect=min_effect)
+
+
+def verdict_between(store: Store, first: Run, second: Run, min_effect: float = MIN_EFFECT) -> Verdict:
+    """Judge ``second`` against ``first`` without measuring: two stored sweeps, e.g. the same plan run in
+    two sessions or on two machines. Their builds are matched by key, or by backend when the keys differ
+    (a rebuild on another machine gets another key), which needs one build per backend in each run."""
+    for r in (first, second):
+        sweep_run(store, r.id)
+    b1, b2 = store.builds_for_run(first.id), store.builds_for_run(second.id)
+    if {b.get("key") for b in b1} == {b.get("key") for b in b2}:
+        return verdict_for(store, first, second, min_effect)
+    by_backend: dict[str, str] = {}
+    for run, builds in ((first, b1), (second, b2)):
+        backends = [str(b.get("backend")) for b in builds]
+        if len(set(backends)) != len(backends):
+            raise BenchError(f"run {run.id} has several builds of one backend and the two runs' builds differ",
+                             "compare two runs of the same builds, or runs with one build per backend")
+        by_backend.update({str(b.get("key")): str(b.get("backend")) for b in builds})
+
+    def by_backend_points(run: Run) -> list[Point]:
+        return [replace(p, build_key=by_backend[p.build_key]) for p in store.points(run.id)]
+
+    return check_points(by_backend_points(first), by_backend_points(second), {v: v for v in by_backend.values()},
+                        parent_id=first.id, child_id=second.id, min_effect=min_effect)
 
 
 # ----------------------------------------------------------------------------------- the re-run

@@ -139,3 +139,37 @@ def test_report_host_memory_and_conditions_sections(tmp_path):
     assert cond.tables[0].data[0]["flags"] == ["throttled", "loaded", "shared"]
     assert "1 of 1 point(s) ran throttled, loaded or shared" in cond.notes[0]
     assert any("throttled" in n for n in secs["summary"].notes)
+
+
+def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = False) -> str:
+    """The same sweep in another session: every build rebuilt (new keys), tg scaled by ``tg_factor``."""
+    from llamaforge.records import BuildManifest
+
+    second = store.new_run("sweep", {"backends": ["cpu", "vulkan"]})
+    new_key = {}
+    for b in store.builds_for_run(first_id):
+        new_key[b["key"]] = b["key"] + "-rebuilt"
+        store.add_build(BuildManifest(new_key[b["key"]], b["backend"], "dev", b.get("commit") or "0" * 40).to_json(),
+                        second)
+    if dup_backend:
+        store.add_build(BuildManifest("cpu-other", "cpu", "dev", "1" * 40).to_json(), second)
+    for p in store.points(first_id):
+        samples = [Sample(s.idx, s.warmup, s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
+                          s.predicted_ms, s.tg_tps * tg_factor if s.tg_tps is not None else None) for s in p.samples]
+        store.record_point(Point(second, new_key[p.build_key], p.engine, ncmoe=p.ncmoe, status=p.status,
+                                 failure_class=p.failure_class, n_ctx=p.n_ctx, samples=samples))
+    return second
+
+
+def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
+    from llamaforge.reproduce import verdict_between
+
+    store, first = run_fake.build(tmp_path)
+    n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too
+    same = verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 1.0)))
+    assert same.line() == f"{n}/{n} points reproduce"
+    slower = verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 0.5)))
+    assert slower.n_ok == 1 and "differs by -50% (tg)" in slower.line()
+    with pytest.raises(BenchError, match="several builds of one backend"):
+        verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 1.0, dup_backend=True)))
+    store.close()

@@ -344,20 +344,28 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
     "run": "the sweep to re-measure (id, unique prefix or 'latest')",
     "points": "only these ncmoe points (same syntax as --ncmoe; default: all of the run's points)",
     "min_effect": "differences smaller than this share never count as 'differs' (default 0.05 = 5 %)",
-    "allow_busy": _BENCH_HELP["allow_busy"]})
-def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False):
+    "allow_busy": _BENCH_HELP["allow_busy"],
+    "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
+               "another machine; builds matched by backend when their keys differ)"})
+def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False, against=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
     and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
+    With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
 
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
     from rich.table import Table
 
     from ..reproduce import reproduce as reproduce_run
+    from ..reproduce import verdict_between
 
     p = paths()
     store = Store(p.store_db)
-    v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                      min_effect=as_float(min_effect, "--min-effect", minimum=0))
+    effect = as_float(min_effect, "--min-effect", minimum=0)
+    if against:
+        v = verdict_between(store, store.get_run(run), store.get_run(against), effect)
+    else:
+        v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
+                          min_effect=effect)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
         t.add_column(col)
