@@ -9,6 +9,9 @@
 #   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
 #   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
 #   lf SECONDS ARGS...    any llamaforge command (e.g. reproduce RUN --points …), stopped after SECONDS
+#   amx                   issue #11 on an AMX host: the demo with Ubuntu's gcc 12 (the toolchain × CPU pair
+#                         whose CPU repack/AMX path crashed); expect the smoke run's --no-repack quirk in the
+#                         report (results in $OUT/amx-demo). Written 11-30, not yet run on the device.
 # The code is frozen at `setup` (src/ copied to .gpu/src): later calls run that copy even if the
 # checkout moved on in between, so build keys and the store schema stay those of the session.
 # What to carry (git-ignored, made on the dev machine by scripts/gpu/prepare.sh): .carry/
@@ -84,6 +87,11 @@ case "$phase" in
   lf)
     secs=${1:?seconds}; shift
     timeout -s INT -k 60 "$secs" python3 -m llamaforge "$@" || echo "llamaforge $1 stopped (rc=$?)" ;;
+  amx)
+    grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+    export CC=gcc-12 CXX=g++-12 PATH=/opt/vk/usr/bin:$PATH CPATH=/opt/vk/usr/include${CPATH:+:$CPATH}
+    lf doctor 2>&1 | grep -iE "amx|gcc|cc " || true
+    lf demo --backends cpu,vulkan --out "${OUT:-$ROOT/.gpu}/amx-demo" ;;
   report)
     lf report "${1:-latest}" --out "$OUT/report" ;;
   *) echo "unknown phase $phase"; exit 2 ;;
