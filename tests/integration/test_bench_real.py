@@ -202,3 +202,12 @@ def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_mode
     assert seqs[0][0] == 1 and seqs[-1][0] == 6
     md = write_report(store, run, tmp_path / "report").md.read_text()
     assert "Replication and drift" in md and "| 2×2 |" in md and "not measured" not in md.split("Replication")[1][:400]
+    assert "range of the two starts" in md
+
+    # then reproduce it: the re-run measures its own sentinel, but only the 2 points are judged
+    from llamaforge.reproduce import reproduce
+
+    v = reproduce(store, lf_paths, run, progress=False)
+    assert [p.label for p in store.points(v.child)].count(SENTINEL_LABEL) == 1
+    assert sorted(p.name for p in v.points) == sorted(["CPU ncmoe 0", f"CPU ncmoe {n_layers}"])
+    assert v.line().startswith(f"{v.n_ok}/2 points reproduce")
