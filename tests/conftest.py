@@ -95,7 +95,7 @@ def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_facto
     """A real CPU + Vulkan sweep of the tiny MoE (ncmoe 0, 4, 8; 2 repeats) in a fresh store:
     returns (store_path, run_id). Reports and exports are tested against it."""
     from llamaforge.bench.plan import Plan, make_points
-    from llamaforge.bench.runner import run_sweep
+    from llamaforge.bench.sweep import run_sweep
     from llamaforge.models import model_facts
     from llamaforge.store import Store
 

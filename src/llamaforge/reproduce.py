@@ -217,7 +217,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
     the new run's summary (``reproduce``)."""
     from .bench.plan import Plan
-    from .bench.runner import run_sweep
+    from .bench.sweep import run_sweep
 
     parent = sweep_run(store, run_id)
     plan = Plan.from_json(parent.plan)

@@ -167,7 +167,7 @@ def run_bench(binary: Path, model: Path, env: dict[str, str], extra: list[str], 
               cpu_moe_layers: int | None = None, timeout_s: float | None = None) -> Part:
     """A one-repetition llama-bench of a short prompt and a few generated tokens."""
     timeout_s = timeout_s or BENCH_TIMEOUT_S
-    from .bench.llamabench import parse_results
+    from .bench.engines.llamabench import parse_results
     # generation only (-p 0): the server part already processes a prompt, and every extra llama-bench
     # test costs a warm-up run and, on lavapipe, slow pipeline compiles
     args = [str(binary), "-m", str(model), "-p", "0", "-n", str(SMOKE_N_PREDICT), "-r", "1", "-o", "jsonl"]

@@ -16,7 +16,7 @@ from llamaforge.bench import server as server_mod
 from llamaforge.bench.adjust import CPU_VULKAN_PROMPT_TOKENS
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 
 from llamaforge import proc
 from llamaforge.bench.plan import Plan, PointSpec, read_facts
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bench.plan import Plan, PointSpec, read_facts
-from llamaforge.bench.runner import measure_point
+from llamaforge.bench.sweep import measure_point
 from llamaforge.build.options import build_options, ncmoe_overrides, probe_build
 from llamaforge.store import Store
 

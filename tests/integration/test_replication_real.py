@@ -11,7 +11,7 @@ import time
 import pytest
 
 from llamaforge.bench.plan import Plan, make_points, read_facts
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.hostlock import LOCK_NAME, holder, lock_dir
 from llamaforge.report import data as rdata
 from llamaforge.report.tables import build_sections

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from llamaforge.bench.plan import Plan, make_points
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.models import model_facts
 from llamaforge.report import build_report, write_report
 from llamaforge.store import Store

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bench.plan import Plan, make_points
-from llamaforge.bench.runner import measure_point
+from llamaforge.bench.sweep import measure_point
 from llamaforge.build import Build
 from llamaforge.files import sha256_file
 from llamaforge.models import model_facts

@@ -152,3 +152,41 @@ if __name__ == "__main__":  # pragma: no cover - a map for humans
         print("cycle:", " <-> ".join(c))
     print("\n".join(_long_functions()))
     pytest.main([__file__, "-q"])
+
+
+#: the word a comment beside a function-local import of our own modules must hold (why it is local)
+LOCAL_IMPORT_REASON = "start-up"
+
+
+def unexplained_local_imports(mod: str, path: Path) -> list[int]:
+    """Lines of function-local imports of llamaforge modules in ``path`` (module ``mod``) with no
+    comment naming the start-up cost on that line or the line above."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    out = []
+    for fn in ast.walk(ast.parse(text, str(path))):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in _imports(fn):
+            near = " ".join(lines[max(0, node.lineno - 2):node.lineno])
+            if _targets(mod, path, node) and LOCAL_IMPORT_REASON not in near:
+                out.append(node.lineno)
+    return sorted(set(out))
+
+
+def test_the_local_import_finder_sees_an_unexplained_one(tmp_path):
+    mod = f"{PKG}.bench.sweep"          # resolved as if the text were that module
+    path = tmp_path / "sweep.py"
+    path.write_text("def f():\n    from ..store import Store\n\n\ndef g():\n"
+                    f"    # {LOCAL_IMPORT_REASON}: models pulls in gguf\n    from ..store import Point\n"
+                    "\n\ndef h():\n    import json\n")
+    assert unexplained_local_imports(mod, path) == [2]
+
+
+def test_bench_has_no_unexplained_function_local_imports():
+    """Issue 13: the bench package imports its own modules at the top; a local import is allowed only
+    where start-up time needs it, and says so."""
+    pkg = f"{PKG}.bench"
+    found = [f"{path.relative_to(SRC)}:{n}" for mod, path in MODULES.items()
+             if mod == pkg or mod.startswith(pkg + ".") for n in unexplained_local_imports(mod, path)]
+    assert not found, "function-local imports without a start-up reason: " + ", ".join(found)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from llamaforge.bench.fitmap import parse_fit_output
+from llamaforge.bench.engines.fit import parse_fit_output
 from llamaforge.bench.server import classify_failure, parse_memory_breakdown, read_log_tail
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_bench_runner import _plan, fake_build, store  # noqa: F401 - fixtures
 
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError
 from llamaforge.locks import exclusive_lock, run_lock_path
 

@@ -11,7 +11,7 @@ import pytest
 from test_bench_runner import FAKE, FakeBuild
 
 from llamaforge.bench.plan import Plan, make_points
-from llamaforge.bench.runner import run_sweep
+from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError
 from llamaforge.hostlock import HostLock
 from llamaforge.store import Store

@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from llamaforge.bench.plan import Plan, PointSpec, make_points
-from llamaforge.bench.runner import measure_point, point_summary, run_sweep
+from llamaforge.bench.summary import point_summary
+from llamaforge.bench.sweep import measure_point, run_sweep
 from llamaforge.store import Store
 
 FAKE = Path(__file__).with_name("bench_fake_server.py")

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.bench.fitmap import fit_params
-from llamaforge.bench.llamabench import bench_args, parse_results, samples_from
+from llamaforge.bench.engines.fit import fit_params
+from llamaforge.bench.engines.llamabench import bench_args, parse_results, samples_from
+from llamaforge.bench.engines.server import fit_status_of, server_args
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec
-from llamaforge.bench.runner import fit_status_of, measure_point, server_args
+from llamaforge.bench.sweep import measure_point
 from llamaforge.build.options import BinaryOptions, build_options, ncmoe_overrides, parse_help, probe_binary
 from llamaforge.errors import BuildError
 from llamaforge.store import Store
@@ -280,7 +281,7 @@ def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
 
 
 def test_a_sweep_over_a_binary_with_unreadable_help_stops_before_measuring(tmp_path, store):
-    from llamaforge.bench.runner import run_sweep
+    from llamaforge.bench.sweep import run_sweep
 
     d = tmp_path / "broken"
     d.mkdir()

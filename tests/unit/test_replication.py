@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from invoke import Context
 
-from llamaforge.bench import runner
+from llamaforge.bench import sweep
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.schedule import (
     SENTINEL_LABEL,
@@ -123,7 +123,7 @@ def test_remaining_skips_done_launches_and_keeps_them_apart():
     assert [s.item for s in todo] == [0, 2, 0]
 
 
-# ------------------------------------------------------------------------------- runner (faked)
+# ------------------------------------------------------------------------------- sweep (faked)
 
 
 @dataclass
@@ -181,10 +181,10 @@ def _fake_once(calls: list, *, tg=lambda call, label: 100.0, fail=lambda call: F
 
 def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sample(store, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(runner, "_measure_once", _fake_once(calls))
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls))
     builds = [FakeBuild("cpu-a"), FakeBuild("cpu-b")]
     plan = _plan("0:2", launches=2, seed=5, sentinel_every=0)
-    run = runner.run_sweep(plan, builds, store, None, progress=False)
+    run = sweep.run_sweep(plan, builds, store, None, progress=False)
     assert len(calls) == 12 and all(a[:3] != b[:3] for a, b in zip(calls, calls[1:], strict=False))
     # interleaved: the first six starts cover all six items once
     assert len({c[:2] for c in calls[:6]}) == 6
@@ -203,15 +203,15 @@ def test_resume_measures_only_the_missing_launches(store, monkeypatch):
     calls: list = []
     builds = [FakeBuild("cpu-a")]
     plan = _plan("0:2", launches=2, seed=1, sentinel_every=0)
-    monkeypatch.setattr(runner, "_measure_once", _fake_once(calls, stop_after=4))
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, stop_after=4))
     with pytest.raises(KeyboardInterrupt):
-        runner.run_sweep(plan, builds, store, None, progress=False)
+        sweep.run_sweep(plan, builds, store, None, progress=False)
     run = store.list_runs()[0].id
     assert store.get_run(run).status == "interrupted"
     first = list(calls)
     calls2: list = []
-    monkeypatch.setattr(runner, "_measure_once", _fake_once(calls2))
-    runner.run_sweep(runner.Plan.from_json(store.get_run(run).plan), builds, store, None, resume_run=run,
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls2))
+    sweep.run_sweep(Plan.from_json(store.get_run(run).plan), builds, store, None, resume_run=run,
                      progress=False)
     assert len(calls2) == 2 and set(calls2).isdisjoint(first)
     assert all(sorted({s.launch for s in p.samples}) == [1, 2] for p in store.points(run))
@@ -219,8 +219,8 @@ def test_resume_measures_only_the_missing_launches(store, monkeypatch):
 
 def test_a_failed_launch_fails_its_point_and_cancels_its_later_launches(store, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(runner, "_measure_once", _fake_once(calls, fail=lambda c: c[1] == 1))
-    run = runner.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a")], store, None,
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, fail=lambda c: c[1] == 1))
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a")], store, None,
                            progress=False)
     assert sum(1 for c in calls if c[1] == 1) == 1 and len(calls) == 7
     bad = next(p for p in store.points(run) if p.ncmoe == 1)
@@ -233,9 +233,9 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
     def tg(call, label):   # the machine slows down by 20 % for the last two starts (the final sentinels)
         return 80.0 if len(calls) > 16 else 100.0
 
-    monkeypatch.setattr(runner, "_measure_once", _fake_once(calls, tg=tg))
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=tg))
     builds = [FakeBuild("a"), FakeBuild("b")]
-    run = runner.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, None, progress=False)
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, None, progress=False)
     pts = store.points(run)
     sent = [p for p in pts if p.label == SENTINEL_LABEL]
     assert {(p.build_key, p.ncmoe) for p in sent} == {("a", 0), ("b", 0)}
@@ -251,8 +251,8 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
 
 
 def test_no_drift_is_flagged_on_a_steady_machine(store, monkeypatch):
-    monkeypatch.setattr(runner, "_measure_once", _fake_once([]))
-    run = runner.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=2), [FakeBuild("a")], store, None,
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once([]))
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=2), [FakeBuild("a")], store, None,
                            progress=False)
     assert drift_flags(store.points(run)) == []
 

@@ -202,7 +202,7 @@ def test_likely_cause_names_amx_oom_fit_refused_and_nothing_for_healthy_logs():
 
 
 def test_recorded_quirks_reach_server_bench_and_fit_params_and_no_quirks_disables_them(fake):
-    from llamaforge.bench.runner import server_args
+    from llamaforge.bench.engines.server import server_args
 
     b = fake("ok")
     b.manifest = {"quirks": [{"name": "no-repack", "summary": "s", "evidence": {"signal": "SIGSEGV", "cause": "AMX"},

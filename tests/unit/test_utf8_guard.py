@@ -1,4 +1,4 @@
-"""Tokens that are not whole UTF-8, and the runner's retry when a server rejects its own output."""
+"""Tokens that are not whole UTF-8, and the server engine's retry when a server rejects its own output."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.bench import runner
+from llamaforge.bench.engines import server as engine_server
 from llamaforge.bench.prompts import Prompt
 from llamaforge.bench.server import PointFailure
 from llamaforge.models.utf8 import incomplete_utf8_ids, token_bytes_bpe
@@ -55,23 +55,21 @@ def _plan():
 
 
 def test_a_server_that_rejects_its_own_output_is_retried_with_banned_tokens(monkeypatch):
-    import llamaforge.models.utf8 as utf8
-
-    monkeypatch.setattr(utf8, "incomplete_utf8_tokens", lambda p: [7, 9])
-    state, extra = runner.SweepState(), {}
+    monkeypatch.setattr(engine_server, "incomplete_utf8_tokens", lambda p: [7, 9])
+    state, extra = engine_server.SweepState(), {}
     s = _Session([PointFailure("bad-response", PARSE_500)])
     prompt = Prompt("a b c", [1, 2, 3], 1, False, 3)
-    assert runner._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra)["timings"]
+    assert engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra)["timings"]
     assert s.calls == [None, [7, 9]] and state.banned == {"k-cpu": [7, 9]}
     assert extra["output_guard"]["banned_tokens"] == 2 and "Content-only" in extra["output_guard"]["why"]
     extra2: dict = {}
-    runner._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra2)   # later requests: banned at once
+    engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra2)   # later requests: banned at once
     assert s.calls[-1] == [7, 9] and extra2["output_guard"]["banned_tokens"] == 2
 
 
 def test_other_bad_responses_are_not_retried(monkeypatch):
     s = _Session([PointFailure("bad-response", "/completion answered HTTP 500: out of slots")])
     with pytest.raises(PointFailure, match="out of slots"):
-        runner._complete(s, _Build(), Path("m.gguf"), Prompt("a", [1], 1, False, 1), _plan(),
-                         runner.SweepState(), {})
+        engine_server._complete(s, _Build(), Path("m.gguf"), Prompt("a", [1], 1, False, 1), _plan(),
+                                engine_server.SweepState(), {})
     assert s.calls == [None]

@@ -1,10 +1,10 @@
-"""``bench --ncmoe auto``: the fit map, then the adaptive sweep (:mod:`.adaptive`) through the runner.
+"""``bench --ncmoe auto``: the fit map, then the adaptive sweep (:mod:`.adaptive`) through the sweep.
 
 1. :func:`fit_curve` stores a ``fitmap`` run over every ``-ncmoe`` of the model (llama-fit-params,
    about a second a point, no weights loaded): the context curve of every build, hence the
    native-context threshold, exactly.
 2. :func:`run_auto` starts an ordinary ``sweep`` run and lets :func:`adaptive_sweep` choose its
-   points; each chosen point is measured by ``runner.measure_points`` (the host and run locks, the
+   points; each chosen point is measured by ``sweep.measure_points`` (the host and run locks, the
    busy-GPU check, ``--launches`` server starts, every launch stored as usual). A point that breaks the
    trend gets one more launch. One drift sentinel per build ends the run (the plan's
    ``sentinel_every`` is not used: an adaptive run's length is not known in advance).
@@ -30,7 +30,7 @@ from ..store import Store
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
 from .fitmap import run_fitmap
 from .plan import BuildLike, Plan, PointSpec
-from .runner import Item, MeasureItems, engines_of, run_sweep
+from .sweep import Item, MeasureItems, engines_of, run_sweep
 
 #: the sentinel interval that puts one sentinel at the end of a call only
 _END_ONLY = 10**9
@@ -69,7 +69,7 @@ def tg_summary(p: Any) -> PointSummary | None:
 
 @dataclasses.dataclass
 class AutoDriver:
-    """The runner's ``driver`` for an adaptive run (see the module doc)."""
+    """The sweep's ``driver`` for an adaptive run (see the module doc)."""
 
     plan: Plan
     builds: list[BuildLike]

@@ -22,7 +22,7 @@ from ..build.backends import display_name
 from ..errors import StoreError
 from ..records import BuildManifest, Environment, RunPlan
 from ..store import Point, Store
-from .runner import point_summary
+from .summary import point_summary
 
 FORMATS = ("json", "csv", "jsonl")
 

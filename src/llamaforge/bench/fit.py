@@ -1,7 +1,7 @@
 """The fit decision: ``-fitt`` margins from ``--fitt`` or ``--vram-budget``, per build.
 
 One home for what every engine (llama-server, llama-bench, llama-fit-params) passes as ``-fitt``,
-so the runner, the llama-bench engine and fitmap cannot disagree.
+so the engines (:mod:`.engines`: server, llama-bench, fit) cannot disagree.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import BenchError
+from ..models import model_facts
+from ..models import resolve_model as resolve
+from ..models.refs import download_record
 from ..redact import redact_url
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
@@ -144,8 +147,6 @@ class Plan:
 
     def __post_init__(self) -> None:
         if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
-            from ..models.refs import download_record
-
             self.model_download = download_record(self.model_path)
         if self.launches < 1:
             raise BenchError(f"--launches must be at least 1 (got {self.launches})",
@@ -319,13 +320,9 @@ def split_extra(extra: str | list[str] | None) -> list[str]:
 
 def resolve_model(ref: str, paths: Any) -> Path:
     """A model reference (path, ``synth:PRESET[:MIX]``, ``hf:…``, URL) → a local GGUF path."""
-    from ..models import resolve_model as resolve
-
     return Path(resolve(ref, paths))
 
 
 def read_facts(path: Path) -> dict:
     """``ModelFacts.to_dict()`` of a model file (what the plan and the report read)."""
-    from ..models import model_facts
-
     return model_facts(path).to_dict()

@@ -123,8 +123,9 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     ends, the native-context threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
     (see bench.adaptive); the report marks which points were measured and which interpolated.
     """
+    from ..bench.display import print_run
     from ..bench.plan import DEFAULT_LAUNCHES, Plan
-    from ..bench.runner import print_run, run_sweep
+    from ..bench.sweep import run_sweep
 
     launches = _int_option(launches, "--launches", DEFAULT_LAUNCHES, minimum=1,
                            fix="e.g. --launches 2 (each point in 2 separate server starts)")
@@ -285,8 +286,8 @@ def runs(c, run=None, kind=None, failed=False):
     """List stored runs, or show one run's points."""
     from rich.table import Table
 
+    from ..bench.display import print_run
     from ..bench.fitmap import fitmap_table
-    from ..bench.runner import print_run
 
     store = Store(paths().store_db)
     if run:

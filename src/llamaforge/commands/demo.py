@@ -43,7 +43,8 @@ def available_backends() -> list[str]:
 def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=192, n_predict=16,
          out=None):
     """Build, verify, synthesize, sweep and report — the default pin on this machine's backends."""
-    from ..bench.runner import print_run, run_sweep
+    from ..bench.display import print_run
+    from ..bench.sweep import run_sweep
     from ..models import model_facts, resolve_model
     from ..report import write_report
     from ..store import Store

@@ -6,8 +6,8 @@ produced output that does not match the expected Content-only format") when the 
 not valid UTF-8. A real model rarely writes such bytes; a synthetic or badly quantized one does,
 and ``ignore_eos`` makes long generations likelier to. Banning these tokens with ``logit_bias``
 keeps every generated piece whole UTF-8 (a concatenation of valid UTF-8 is valid UTF-8), so the
-request completes and its timings can be measured. The runner does that only after a server has
-answered with that error, and records it on the point (:mod:`llamaforge.bench.runner`).
+request completes and its timings can be measured. The server engine does that only after a server has
+answered with that error, and records it on the point (:mod:`llamaforge.bench.engines.server`).
 
 Token texts are read from the GGUF header (``tokenizer.ggml.tokens``): byte-level BPE vocabularies
 (``tokenizer.ggml.model`` ``gpt2``) store bytes through GPT-2's byte→unicode table; SentencePiece

@@ -14,21 +14,24 @@ llama-bench itself runs with a context of just prompt + generated tokens).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
 from pathlib import Path
 
-from .. import proc
-from ..build.options import build_options
-from ..errors import BuildError
-from ..store import Point, Sample
-from . import adjust
-from .fit import fitt_for
-from .fitmap import fit_params
-from .monitor import Monitor, store_monitor
-from .plan import BuildLike, Plan, PointSpec
-from .server import PointFailure, classify_failure, die_with_parent
+from ... import proc
+from ...build.options import build_options
+from ...errors import BuildError
+from ...store import Point, Sample
+from .. import adjust
+from ..fit import fitt_for
+from ..monitor import Monitor, store_monitor
+from ..plan import BuildLike, Plan, PointSpec
+from ..server import PointFailure, classify_failure, die_with_parent
+from .base import MeasureContext, Measurement, PhaseFn
+from .fit import fit_params
+from .offload import offload_args
 
 
 def _int(obj: dict, key: str) -> int:
@@ -127,18 +130,14 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
     try:
-        args += opts.ncmoe_args("llama-bench", spec.ncmoe)
+        args += offload_args(opts, "llama-bench", spec, threads=plan.threads)   # never -fitt (module doc)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
-    if spec.ngl != -1:
-        args += ["-ngl", str(spec.ngl)]
     if plan.bench_depths:
         if "-d" not in opts.bench and "--n-depth" not in opts.bench:
             raise PointFailure("error", "this llama-bench has no -d (--n-depth) option",
                                None)
         args += ["-d", ",".join(str(d) for d in sorted({0, *plan.bench_depths}))]
-    if plan.threads:
-        args += ["-t", str(plan.threads)]
     args += adjust.extra_args(build, plan, "llama-bench")      # recorded quirks, CPU-Vulkan defaults
     extra = [a for a in [*plan.extra_args, *spec.extra_args]]
     if any(a in ("-fitt", "--fit-target") for a in extra):
@@ -146,8 +145,23 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     return args + extra
 
 
+class LlamaBenchEngine:
+    """``engine = "llama-bench"``: see the module doc. With ``--engine both`` (the cross-check) tg is
+    also measured at a depth equal to the prompt, like the server's."""
+
+    name = "llama-bench"
+
+    def measure(self, ctx: MeasureContext) -> Measurement:
+        plan = ctx.plan
+        if plan.engine == "both":
+            depth = adjust.prompt_tokens(ctx.build, plan)
+            plan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, depth}))
+        measure_llamabench(ctx.point, ctx.build, ctx.model_path, ctx.spec, plan, ctx.log_path, ctx.on_phase)
+        return ctx.point
+
+
 def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
-                       log_path: Path, on_phase) -> None:  # noqa: ANN001 - a PhaseFn
+                       log_path: Path, on_phase: PhaseFn) -> None:
     """Fill ``point`` from one llama-bench call (raises PointFailure)."""
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
