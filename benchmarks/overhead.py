@@ -77,7 +77,7 @@ def main() -> int:
                 prompt_tokens=a.prompt_tokens, n_predict=a.n_predict, threads=a.threads)
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "llamaforge.sqlite") as store:
         t0 = time.monotonic()
-        run = run_sweep(plan, [build], store, paths, progress=False)
+        run = run_sweep(plan, [build], store, progress=False)
         wall = time.monotonic() - t0
         pts = store.points(run)
         load = sum(p.t_load_s or 0 for p in pts)

@@ -105,5 +105,5 @@ def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_facto
                 points=make_points("0:8:4", None, n_layers=facts.n_layers), backends=["cpu", "vulkan"],
                 repeats=2, prompt_tokens=160, n_predict=16, threads=2)
     with Store(store_path) as store:
-        run_id = run_sweep(plan, [cpu_build, vulkan_build], store, lf_paths, name="real-sweep", progress=False)
+        run_id = run_sweep(plan, [cpu_build, vulkan_build], store, name="real-sweep", progress=False)
     return store_path, run_id

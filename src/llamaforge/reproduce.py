@@ -227,7 +227,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     builds = run_builds(store, paths, parent)
     plan.build_keys = [b.key for b in builds]
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
-    child_id = run_sweep(plan, builds, store, paths, command=command, name=f"reproduce {parent.id}",
+    child_id = run_sweep(plan, builds, store, command=command, name=f"reproduce {parent.id}",
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)
     v = verdict_for(store, parent, child, min_effect)

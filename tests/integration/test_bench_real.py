@@ -62,7 +62,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
     # lavapipe is slow (~100 s a point): the two ends there, every point on the CPU build
     spec = f"0:{n_layers}" if any_build.backend == "cpu" else f"0,{n_layers}"
     plan = _plan(tiny_model, make_points(spec, n_layers=n_layers))
-    run = run_sweep(plan, [any_build], store, lf_paths, progress=False)
+    run = run_sweep(plan, [any_build], store, progress=False)
     pts = store.points(run)
     assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
     for p in pts:
@@ -98,7 +98,7 @@ def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_mode
 
     monkeypatch.setattr(server_mod.ServerSession, "complete", killing_complete)
     points = [PointSpec(0), PointSpec(2, extra_args=("--no-such-flag",)), PointSpec(3), PointSpec(4)]
-    run = run_sweep(_plan(tiny_model, points, repeats=2), [cpu_build], store, lf_paths, progress=False)
+    run = run_sweep(_plan(tiny_model, points, repeats=2), [cpu_build], store, progress=False)
     by_n = {p.ncmoe: p for p in store.points(run)}
     assert by_n[0].status == "ok" and by_n[4].status == "ok"
     assert by_n[2].status == "failed" and by_n[2].failure_class == "error" and "no-such-flag" in by_n[2].log_tail
@@ -151,7 +151,7 @@ def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny
 def test_llama_bench_engine_keeps_every_sample_and_takes_context_from_fit_params(cpu_build, tiny_model, store,
                                                                                  lf_paths):
     plan = _plan(tiny_model, make_points("0,4", n_layers=8), engine="llama-bench", prompt_tokens=64, n_predict=8)
-    run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+    run = run_sweep(plan, [cpu_build], store, progress=False)
     for p in store.points(run):
         assert p.status == "ok", (p.failure_class, p.log_tail)
         assert {s.test for s in p.samples} == {"pp64", "tg8"}
@@ -185,7 +185,7 @@ def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_mode
     n_layers = read_facts(tiny_model)["n_layers"]
     plan = _plan(tiny_model, make_points(f"0,{n_layers}", n_layers=n_layers), prompt_tokens=64, n_predict=8,
                  launches=2, seed=11, sentinel_every=2)
-    run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+    run = run_sweep(plan, [cpu_build], store, progress=False)
     pts = store.points(run)
     regular = [p for p in pts if p.label == ""]
     sentinel = [p for p in pts if p.label == SENTINEL_LABEL]

@@ -23,7 +23,7 @@ def test_a_real_point_is_measured_despite_a_dead_proxy(cpu_build, tiny_model, tm
                 points=[PointSpec(0)], repeats=1, prompt_tokens=64, n_predict=8, threads=2,
                 load_timeout_s=300, request_timeout_s=300)
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
-        run = run_sweep(plan, [cpu_build], store, None, progress=False)
+        run = run_sweep(plan, [cpu_build], store, progress=False)
         (pt,) = store.points(run)
         assert pt.status == "ok", (pt.failure_class, pt.failure_detail, pt.log_tail)
         assert pt.measured("tg_tps") and pt.n_ctx

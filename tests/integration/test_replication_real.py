@@ -57,7 +57,7 @@ def test_engine_both_then_reproduce_a_subset(cpu_build, tiny_model, tmp_path, lf
                 points=make_points("0,8", None, n_layers=facts["n_layers"]), engine="both", repeats=2,
                 prompt_tokens=64, n_predict=16, threads=2, load_timeout_s=300, request_timeout_s=300)
     with Store(tmp_path / "llamaforge.sqlite") as store:
-        run = run_sweep(plan, [cpu_build], store, lf_paths, progress=False)
+        run = run_sweep(plan, [cpu_build], store, progress=False)
         pts = store.points(run)
         assert sorted((p.engine, p.ncmoe) for p in pts) == [("llama-bench", 0), ("llama-bench", 8),
                                                             ("server", 0), ("server", 8)]

@@ -23,7 +23,7 @@ def test_report_of_a_real_cpu_run_has_a_cpu_roofline(lf_paths, cpu_build, tiny_m
                 points=make_points("0", None, n_layers=facts.n_layers), backends=["cpu"],
                 repeats=1, prompt_tokens=64, n_predict=8, threads=2, launches=1)
     with Store(tmp_path / "s.sqlite") as store:
-        run_id = run_sweep(plan, [cpu_build], store, lf_paths, name="roofline", progress=False)
+        run_id = run_sweep(plan, [cpu_build], store, name="roofline", progress=False)
         env = store.get_run(run_id).env
         _, sections = build_report(store, run_id, tmp_path / "a")
         md = write_report(store, run_id, tmp_path / "out").md.read_text()

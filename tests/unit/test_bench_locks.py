@@ -41,18 +41,18 @@ def _stop(p: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 def test_a_second_resume_of_a_run_is_refused_naming_the_holder(fake_build, store):  # noqa: F811
     good = fake_build("good")
     plan = _plan("0:1", repeats=1)
-    run = run_sweep(plan, [good], store, None, progress=False)
+    run = run_sweep(plan, [good], store, progress=False)
     store.db.execute("DELETE FROM points WHERE run_id=? AND ncmoe=1", (run,))
     holder = _hold(store.path, run)
     try:
         with pytest.raises(BenchError) as ei:
-            run_sweep(plan, [good], store, None, resume_run=run, progress=False)
+            run_sweep(plan, [good], store, resume_run=run, progress=False)
         assert f"run {run} is in use by process {holder.pid}" in ei.value.message
         assert len(store.points(run)) == 1          # nothing measured twice
     finally:
         _stop(holder)
     # the holder died (kill -9): its lock is taken over and the resume measures what is missing
-    run_sweep(plan, [good], store, None, resume_run=run, progress=False)
+    run_sweep(plan, [good], store, resume_run=run, progress=False)
     assert len(store.points(run)) == 2
     assert run_lock_path(store.path, run).read_text() == ""   # released
 
@@ -75,9 +75,9 @@ def test_run_lock_file_names_are_safe(tmp_path):
 def test_resume_with_other_builds_is_refused(fake_build, store):  # noqa: F811
     a, other = fake_build("ext-cpu-aaa"), fake_build("ext-cpu-bbb")
     plan = _plan("0:1", repeats=1)
-    run = run_sweep(plan, [a], store, None, progress=False)
+    run = run_sweep(plan, [a], store, progress=False)
     with pytest.raises(BenchError) as ei:
-        run_sweep(plan, [other], store, None, resume_run=run, progress=False)
+        run_sweep(plan, [other], store, resume_run=run, progress=False)
     assert "ext-cpu-bbb" in ei.value.message and "would add a series" in ei.value.message
     assert {p.build_key for p in store.points(run)} == {"ext-cpu-aaa"}
     assert [b["key"] for b in store.builds_for_run(run)] == ["ext-cpu-aaa"]

@@ -43,7 +43,7 @@ def _plan(tmp_path: Path, points: str = "0:1") -> Plan:
 
 
 def test_points_store_host_memory_split_and_telemetry(build, store, tmp_path):
-    run = run_sweep(_plan(tmp_path, "0"), [build], store, None, progress=False)
+    run = run_sweep(_plan(tmp_path, "0"), [build], store, progress=False)
     (p,) = store.points(run)
     assert p.status == "ok", p.failure_detail
     assert p.extra["host_mem"]["rss_anon_peak_mib"] > 0 and p.extra["host_mem"]["rss_file_peak_mib"] > 0
@@ -54,13 +54,13 @@ def test_points_store_host_memory_split_and_telemetry(build, store, tmp_path):
 def test_a_held_host_lock_refuses_the_sweep_before_a_run_exists(build, store, tmp_path):
     with HostLock("other sweep"):
         with pytest.raises(BenchError, match="another llamaforge sweep is measuring"):
-            run_sweep(_plan(tmp_path), [build], store, None, progress=False)
+            run_sweep(_plan(tmp_path), [build], store, progress=False)
     assert store.list_runs() == []
 
 
 def test_allow_busy_measures_and_records_it(build, store, tmp_path):
     with HostLock("other sweep"):
-        run = run_sweep(_plan(tmp_path, "0"), [build], store, None, progress=False, allow_busy=True)
+        run = run_sweep(_plan(tmp_path, "0"), [build], store, progress=False, allow_busy=True)
     assert store.get_run(run).summary["allow_busy"] is True
     (p,) = store.points(run)
     assert f"PID {os.getpid()}" in p.extra["busy"]["host_lock"]   # who held the lock while it measured
@@ -69,7 +69,7 @@ def test_allow_busy_measures_and_records_it(build, store, tmp_path):
 def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):
     from llamaforge import reproduce as rep
 
-    run = run_sweep(_plan(tmp_path), [build], store, None, progress=False)
+    run = run_sweep(_plan(tmp_path), [build], store, progress=False)
     monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r: [build])
     v = rep.reproduce(store, None, run, points="1", progress=False)
     child = store.get_run(v.child)

@@ -129,7 +129,7 @@ def test_a_taken_port_is_retried_on_another(fake_build, store, tmp_path):
 def test_sweep_goes_on_after_a_failing_build_and_resume_measures_only_what_is_missing(fake_build, store):
     good, bad = fake_build("good"), fake_build("bad", mode="oom")
     plan = _plan("0:2", repeats=1)
-    run = run_sweep(plan, [good, bad], store, None, progress=False)
+    run = run_sweep(plan, [good, bad], store, progress=False)
     pts = store.points(run)
     assert len(pts) == 6
     assert {p.status for p in pts if p.build_key == "good"} == {"ok"}
@@ -138,12 +138,12 @@ def test_sweep_goes_on_after_a_failing_build_and_resume_measures_only_what_is_mi
     # lose one ok point (as after a kill -9 mid-point), then resume
     store.db.execute("DELETE FROM points WHERE run_id=? AND build_key='good' AND ncmoe=1", (run,))
     before = {p.id for p in store.points(run)}
-    run_sweep(plan, [good, bad], store, None, resume_run=run, progress=False)
+    run_sweep(plan, [good, bad], store, resume_run=run, progress=False)
     after = store.points(run)
     assert len(after) == 6 and len({p.key for p in after}) == 6
     assert {p.id for p in after} - before == {p.id for p in after if p.build_key == "good" and p.ncmoe == 1}
     # failed points are kept, unless asked to retry them
-    run_sweep(plan, [good, bad], store, None, resume_run=run, retry_failed=True, progress=False)
+    run_sweep(plan, [good, bad], store, resume_run=run, retry_failed=True, progress=False)
     again = store.points(run)
     assert len(again) == 6
     assert {p.id for p in again if p.build_key == "bad"}.isdisjoint(before)
@@ -153,7 +153,7 @@ def test_vram_budget_is_ignored_with_a_notice_for_cpu_builds(fake_build, store):
     from llamaforge.bench.plan import FitOptions
 
     plan = _plan("0", repeats=1, fit=FitOptions(vram_budget_gib=24))
-    run = run_sweep(plan, [fake_build()], store, None, progress=False)
+    run = run_sweep(plan, [fake_build()], store, progress=False)
     fit = store.get_run(run).plan["fit"]
     assert fit["margins_mib"] is None and "ignored" in fit["notice"]
     assert "--fit-target" not in store.points(run)[0].command

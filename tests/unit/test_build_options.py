@@ -288,5 +288,5 @@ def test_a_sweep_over_a_binary_with_unreadable_help_stops_before_measuring(tmp_p
     for name in ("llama-server", "llama-bench"):
         _script(d / name, "print('Illegal instruction')\nraise SystemExit(132)\n")
     with pytest.raises(BuildError, match="cannot read the options of llama-server"):
-        run_sweep(_plan(), [FakeBuild("broken", d)], store, None, progress=False)
+        run_sweep(_plan(), [FakeBuild("broken", d)], store, progress=False)
     assert store.list_runs() == []

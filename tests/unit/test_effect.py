@@ -29,16 +29,18 @@ def test_a_threshold_must_be_above_zero() -> None:
 
 
 def test_the_commands_share_the_rule(tmp_path, monkeypatch, capsys) -> None:
-    """compare, bisect and report refuse the same ambiguous value with the same message."""
+    """compare, bisect, report and reproduce refuse the same ambiguous value with the same message."""
     from invoke import Context
 
+    from llamaforge.commands.bench import reproduce
     from llamaforge.commands.compare import bisect, compare
     from llamaforge.commands.report import report
 
     monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path))
     for call in (lambda: compare(Context(), base="x", min_effect="5"),
                  lambda: bisect(Context(), good="a", bad="b", threshold="5"),
-                 lambda: report(Context(), run="latest", min_effect="5")):
+                 lambda: report(Context(), run="latest", min_effect="5"),
+                 lambda: reproduce(Context(), run="latest", min_effect="5")):
         with pytest.raises(SystemExit) as e:
             call()
         assert e.value.code == 2

@@ -184,7 +184,7 @@ def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sa
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls))
     builds = [FakeBuild("cpu-a"), FakeBuild("cpu-b")]
     plan = _plan("0:2", launches=2, seed=5, sentinel_every=0)
-    run = sweep.run_sweep(plan, builds, store, None, progress=False)
+    run = sweep.run_sweep(plan, builds, store, progress=False)
     assert len(calls) == 12 and all(a[:3] != b[:3] for a, b in zip(calls, calls[1:], strict=False))
     # interleaved: the first six starts cover all six items once
     assert len({c[:2] for c in calls[:6]}) == 6
@@ -205,13 +205,13 @@ def test_resume_measures_only_the_missing_launches(store, monkeypatch):
     plan = _plan("0:2", launches=2, seed=1, sentinel_every=0)
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, stop_after=4))
     with pytest.raises(KeyboardInterrupt):
-        sweep.run_sweep(plan, builds, store, None, progress=False)
+        sweep.run_sweep(plan, builds, store, progress=False)
     run = store.list_runs()[0].id
     assert store.get_run(run).status == "interrupted"
     first = list(calls)
     calls2: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls2))
-    sweep.run_sweep(Plan.from_json(store.get_run(run).plan), builds, store, None, resume_run=run,
+    sweep.run_sweep(Plan.from_json(store.get_run(run).plan), builds, store, resume_run=run,
                      progress=False)
     assert len(calls2) == 2 and set(calls2).isdisjoint(first)
     assert all(sorted({s.launch for s in p.samples}) == [1, 2] for p in store.points(run))
@@ -220,7 +220,7 @@ def test_resume_measures_only_the_missing_launches(store, monkeypatch):
 def test_a_failed_launch_fails_its_point_and_cancels_its_later_launches(store, monkeypatch):
     calls: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, fail=lambda c: c[1] == 1))
-    run = sweep.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a")], store, None,
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a")], store,
                            progress=False)
     assert sum(1 for c in calls if c[1] == 1) == 1 and len(calls) == 7
     bad = next(p for p in store.points(run) if p.ncmoe == 1)
@@ -235,7 +235,7 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
 
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=tg))
     builds = [FakeBuild("a"), FakeBuild("b")]
-    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, None, progress=False)
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, progress=False)
     pts = store.points(run)
     sent = [p for p in pts if p.label == SENTINEL_LABEL]
     assert {(p.build_key, p.ncmoe) for p in sent} == {("a", 0), ("b", 0)}
@@ -252,7 +252,7 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
 
 def test_no_drift_is_flagged_on_a_steady_machine(store, monkeypatch):
     monkeypatch.setattr(sweep, "_measure_once", _fake_once([]))
-    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=2), [FakeBuild("a")], store, None,
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=2), [FakeBuild("a")], store,
                            progress=False)
     assert drift_flags(store.points(run)) == []
 

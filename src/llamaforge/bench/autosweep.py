@@ -137,7 +137,7 @@ def run_auto(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, o
     plan.points = [PointSpec(x) for x in auto_domain(plan)]
     plan.sentinel_every = 0          # one sentinel per build at the end instead (see the module doc)
     driver = AutoDriver(plan, builds, store, ctx, options, fitmap_run, started=started)
-    run_id = run_sweep(plan, builds, store, paths, command=command, name=name, progress=progress,
+    run_id = run_sweep(plan, builds, store, command=command, name=name, progress=progress,
                        allow_busy=allow_busy, run_extra={"adaptive": driver.record()}, driver=driver)
     return run_id, driver
 
@@ -150,7 +150,7 @@ def resume_auto(run: Any, plan: Plan, builds: list[BuildLike], store: Store, pat
     opts = AdaptiveOptions(**{k: v for k, v in (rec.get("options") or {}).items()
                               if k in {f.name for f in dataclasses.fields(AdaptiveOptions)}})
     driver = AutoDriver(plan, builds, store, ctx, opts, rec.get("fitmap_run"))
-    run_id = run_sweep(plan, builds, store, paths, resume_run=run.id, allow_busy=allow_busy, driver=driver)
+    run_id = run_sweep(plan, builds, store, resume_run=run.id, allow_busy=allow_busy, driver=driver)
     return run_id, driver
 
 

@@ -181,10 +181,10 @@ def busy_gpu_check(allow_busy: bool) -> dict | None:
     return {"gpu_processes": others}
 
 
-def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, resume_run: str | None = None,
-              kind: str = "sweep", label: str = "", retry_failed: bool = False, command: str | None = None,
-              name: str | None = None, progress: bool = True, allow_busy: bool = False,
-              run_extra: dict | None = None, driver: Driver | None = None) -> str:
+def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None = None,
+              retry_failed: bool = False, command: str | None = None, name: str | None = None,
+              progress: bool = True, allow_busy: bool = False, run_extra: dict | None = None,
+              driver: Driver | None = None) -> str:
     """Measure every (point, build) of ``plan`` that the run does not have yet. Returns the run id.
 
     Each (point, build, engine) item is measured in ``plan.launches`` server starts, scheduled by
@@ -209,15 +209,15 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, 
     else:
         lock.acquire()
     try:
-        return _run_sweep_locked(plan, builds, store, resume_run=resume_run, kind=kind, label=label,
+        return _run_sweep_locked(plan, builds, store, resume_run=resume_run,
                                  retry_failed=retry_failed, command=command, name=name, progress=progress,
                                  allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra, driver=driver)
     finally:
         lock.release()
 
 
-def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None, kind: str,
-                      label: str, retry_failed: bool, command: str | None, name: str | None, progress: bool,
+def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: str | None,
+                      retry_failed: bool, command: str | None, name: str | None, progress: bool,
                       allow_busy: bool, host_busy: dict | None, run_extra: dict | None,
                       driver: Driver | None = None) -> str:
     with contextlib.ExitStack() as held:   # the per-run lock: one process measures a run at a time
@@ -225,7 +225,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
             run = store.get_run(resume_run)
             _check_same_builds(run, builds)
             held.enter_context(run_lock(store.path, run.id))
-        return _run_sweep_body(plan, builds, store, held, resume_run=resume_run, kind=kind, label=label,
+        return _run_sweep_body(plan, builds, store, held, resume_run=resume_run,
                                retry_failed=retry_failed, command=command, name=name, progress=progress,
                                allow_busy=allow_busy, host_busy=host_busy, run_extra=run_extra, driver=driver)
 
@@ -241,7 +241,7 @@ def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
 
 
 def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: contextlib.ExitStack, *,
-                    resume_run: str | None, kind: str, label: str, retry_failed: bool, command: str | None,
+                    resume_run: str | None, retry_failed: bool, command: str | None,
                     name: str | None, progress: bool, allow_busy: bool, host_busy: dict | None,
                     run_extra: dict | None, driver: Driver | None = None) -> str:
     plan.build_keys = [b.key for b in builds]
@@ -259,7 +259,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
         plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
         for b in builds:
             adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
-        run_id = store.new_run(kind, {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
+        run_id = store.new_run("sweep", {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
                                name=name, parent_run=(run_extra or {}).get("reproduces"))
         held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:
@@ -268,11 +268,11 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
     status = "interrupted"
     try:
         if driver is None:
-            measure_points(items, plan, store, run_id, label=label, retry_failed=retry_failed, progress=progress,
+            measure_points(items, plan, store, run_id, retry_failed=retry_failed, progress=progress,
                            allow_busy=allow_busy, host_busy=host_busy)
         else:
             state = SweepState()
-            driver(lambda its, pl: measure_points(its, pl, store, run_id, label=label, retry_failed=retry_failed,
+            driver(lambda its, pl: measure_points(its, pl, store, run_id, retry_failed=retry_failed,
                                                   progress=progress, allow_busy=allow_busy, host_busy=host_busy,
                                                   state=state), run_id)
         status = "done"

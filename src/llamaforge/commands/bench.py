@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..console import console, esc, info, notice
+from ..effect import parse_effect
 from ..errors import BenchError, StoreError
 from ..store import Store
 from ._common import as_float, as_int, csv_list, lf_task, paths
@@ -132,55 +133,55 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     sentinel_every = _int_option(sentinel_every, "--sentinel-every", None, minimum=0,
                                  fix="give N > 0 (re-measure the reference points every N launches) or 0 (off)")
     p = paths()
-    store = Store(p.store_db)
-    command = " ".join(sys.argv)
-    if resume:
-        run = store.get_run(resume)
-        if run.kind not in ("sweep", "demo"):
-            raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
-        plan = Plan.from_json(run.plan)
-        if not plan.model_path.is_file():
-            raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-        builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
-        if run.plan.get("adaptive"):
-            from ..bench.autosweep import resume_auto
+    with Store(p.store_db) as store:
+        command = " ".join(sys.argv)
+        if resume:
+            run = store.get_run(resume)
+            if run.kind != "sweep":
+                raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
+            plan = Plan.from_json(run.plan)
+            if not plan.model_path.is_file():
+                raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
+            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
+            if run.plan.get("adaptive"):
+                from ..bench.autosweep import resume_auto
 
-            run_id, _ = resume_auto(run, plan, builds, store, p, allow_busy=bool(allow_busy))
+                run_id, _ = resume_auto(run, plan, builds, store, p, allow_busy=bool(allow_busy))
+            else:
+                run_id = run_sweep(plan, builds, store, resume_run=run.id, retry_failed=bool(retry_failed),
+                                   allow_busy=bool(allow_busy))
         else:
-            run_id = run_sweep(plan, builds, store, p, resume_run=run.id, retry_failed=bool(retry_failed),
-                               allow_busy=bool(allow_busy))
-    else:
-        if not model:
-            raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
-        backend_list = csv_list(backends, what="backend")
-        pin_list = csv_list(pins, what="pin") if pins else [None]
-        auto = _auto_options(ncmoe, ngl, max_points, time_budget)
-        plan = _plan_from_options(p, model=model, backends=backend_list,
-                                  pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe, ngl=ngl,
-                                  repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
-                                  vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
-                                  load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
-                                  seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
-                                  sentinel_every=sentinel_every, ctx=ctx)
-        plan.quirks = not no_quirks
-        if auto is not None:
-            from ..bench.autosweep import auto_domain, run_auto
+            if not model:
+                raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
+            backend_list = csv_list(backends, what="backend")
+            pin_list = csv_list(pins, what="pin") if pins else [None]
+            auto = _auto_options(ncmoe, ngl, max_points, time_budget)
+            plan = _plan_from_options(p, model=model, backends=backend_list,
+                                      pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe, ngl=ngl,
+                                      repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
+                                      vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
+                                      load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
+                                      seed=_int_option(seed, "--seed", None, minimum=0, fix="e.g. --seed 1"),
+                                      sentinel_every=sentinel_every, ctx=ctx)
+            plan.quirks = not no_quirks
+            if auto is not None:
+                from ..bench.autosweep import auto_domain, run_auto
 
-            auto_domain(plan, model)   # a dense model or an unknown layer count stops here, before any build
-        builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
-        if auto is not None:
+                auto_domain(plan, model)   # a dense model or an unknown layer count stops here, before any build
+            builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
+            if auto is not None:
 
-            run_id, _ = run_auto(plan, builds, store, p, options=auto, command=command, name=name,
-                                 allow_busy=bool(allow_busy))
-        else:
-            run_id = run_sweep(plan, builds, store, p, command=command, name=name, allow_busy=bool(allow_busy))
-    print_run(store, run_id)
-    if store.get_run(run_id).plan.get("adaptive"):
-        from ..bench.autosweep import print_adaptive
+                run_id, _ = run_auto(plan, builds, store, p, options=auto, command=command, name=name,
+                                     allow_busy=bool(allow_busy))
+            else:
+                run_id = run_sweep(plan, builds, store, command=command, name=name, allow_busy=bool(allow_busy))
+        print_run(store, run_id)
+        if store.get_run(run_id).plan.get("adaptive"):
+            from ..bench.autosweep import print_adaptive
 
-        print_adaptive(store, run_id)
-    info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
-    _refuse_all_failed(store, run_id)
+            print_adaptive(store, run_id)
+        info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
+        _refuse_all_failed(store, run_id)
 
 
 def _refuse_all_failed(store: Store, run_id: str) -> None:
@@ -262,22 +263,22 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     if not model:
         raise BenchError("no model given", "pass --model PATH")
     p = paths()
-    store = Store(p.store_db)
-    backend_list = csv_list(backends, what="backend")
-    pin_list = csv_list(pins, what="pin") if pins else [None]
-    from ..bench.plan import read_facts, resolve_model
+    with Store(p.store_db) as store:
+        backend_list = csv_list(backends, what="backend")
+        pin_list = csv_list(pins, what="pin") if pins else [None]
+        from ..bench.plan import read_facts, resolve_model
 
-    facts = read_facts(resolve_model(model, p))
-    n_layers = facts.get("n_layers")
-    default_ncmoe = f"0:{n_layers or 0}" if facts.get("n_experts") else "0"   # a dense model: only ncmoe 0
-    plan = _plan_from_options(p, model=model, backends=backend_list, pin_names=[x or "default" for x in pin_list],
-                              ncmoe=ncmoe or default_ncmoe, ngl=ngl, repeats=1, engine="server",
-                              prompt_tokens=2500, n_predict=128, vram_budget=vram_budget, fitt=fitt, extra=None,
-                              threads=threads, depths=None, load_timeout=600, request_timeout=900)
-    builds = _builds(p, backend_list, pin_list, bin_dir)
-    run_id = run_fitmap(plan, builds, store, command=" ".join(sys.argv))
-    console.print(fitmap_table(store, run_id))
-    info(f"run id: [bold]{esc(run_id)}[/]")
+        facts = read_facts(resolve_model(model, p))
+        n_layers = facts.get("n_layers")
+        default_ncmoe = f"0:{n_layers or 0}" if facts.get("n_experts") else "0"   # a dense model: only ncmoe 0
+        plan = _plan_from_options(p, model=model, backends=backend_list, pin_names=[x or "default" for x in pin_list],
+                                  ncmoe=ncmoe or default_ncmoe, ngl=ngl, repeats=1, engine="server",
+                                  prompt_tokens=2500, n_predict=128, vram_budget=vram_budget, fitt=fitt, extra=None,
+                                  threads=threads, depths=None, load_timeout=600, request_timeout=900)
+        builds = _builds(p, backend_list, pin_list, bin_dir)
+        run_id = run_fitmap(plan, builds, store, command=" ".join(sys.argv))
+        console.print(fitmap_table(store, run_id))
+        info(f"run id: [bold]{esc(run_id)}[/]")
 
 
 @lf_task(help={"run": "show one run's points (id, name, unique id prefix or 'latest')", "kind": "only runs of this kind",
@@ -289,35 +290,35 @@ def runs(c, run=None, kind=None, failed=False):
     from ..bench.display import print_run
     from ..bench.fitmap import fitmap_table
 
-    store = Store(paths().store_db)
-    if run:
-        r = store.get_run(run)
-        if r.kind == "fitmap":
-            console.print(fitmap_table(store, r.id))
-        else:
-            print_run(store, r.id)
-        if failed:
-            for pt in store.points(r.id, with_samples=False):
-                if pt.status != "ok":
-                    console.rule(esc(f"{pt.build_key} ncmoe={pt.ncmoe} ngl={pt.ngl}: {pt.failure_class}"))
-                    console.print(pt.failure_detail or "", markup=False)
-                    console.print(pt.log_tail or "(no log)", markup=False, highlight=False)
-        return
-    all_runs = store.list_runs(kind)
-    if not all_runs:
-        notice(f"no runs in {store.path}" + (f" of kind {kind}" if kind else ""))
-        return
-    t = Table(title=esc(f"runs in {store.path}"))
-    for col in ("id", "kind", "status", "name", "model", "builds", "points", "ok", "failed"):
-        t.add_column(col)
-    for r in all_runs:
-        pts = store.points(r.id, with_samples=False)
-        ok = sum(1 for pt in pts if pt.status == "ok")
-        model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
-        t.add_row(*(esc(v) for v in (r.id, r.kind, r.status, r.name or "", model,
-                                     ", ".join(map(str, r.plan.get("backends") or [])))),
-                  str(len(pts)), str(ok), str(len(pts) - ok))
-    console.print(t)
+    with Store(paths().store_db) as store:
+        if run:
+            r = store.get_run(run)
+            if r.kind == "fitmap":
+                console.print(fitmap_table(store, r.id))
+            else:
+                print_run(store, r.id)
+            if failed:
+                for pt in store.points(r.id, with_samples=False):
+                    if pt.status != "ok":
+                        console.rule(esc(f"{pt.build_key} ncmoe={pt.ncmoe} ngl={pt.ngl}: {pt.failure_class}"))
+                        console.print(pt.failure_detail or "", markup=False)
+                        console.print(pt.log_tail or "(no log)", markup=False, highlight=False)
+            return
+        all_runs = store.list_runs(kind)
+        if not all_runs:
+            notice(f"no runs in {store.path}" + (f" of kind {kind}" if kind else ""))
+            return
+        t = Table(title=esc(f"runs in {store.path}"))
+        for col in ("id", "kind", "status", "name", "model", "builds", "points", "ok", "failed"):
+            t.add_column(col)
+        for r in all_runs:
+            pts = store.points(r.id, with_samples=False)
+            ok = sum(1 for pt in pts if pt.status == "ok")
+            model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
+            t.add_row(*(esc(v) for v in (r.id, r.kind, r.status, r.name or "", model,
+                                         ", ".join(map(str, r.plan.get("backends") or [])))),
+                      str(len(pts)), str(ok), str(len(pts) - ok))
+        console.print(t)
 
 
 @lf_task(positional=["run"], help={"run": "run id, name, unique id prefix or 'latest'", "format": "json | csv | jsonl (llama-bench JSONL)",
@@ -327,24 +328,24 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
     llama.cpp's scripts/compare-llama-bench.py)."""
     from ..bench.export import export_run
 
-    store = Store(paths().store_db)
-    r = store.get_run(run)
-    text = export_run(store, r.id, format)
-    if output:
-        out = Path(output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        info(esc(f"wrote {out} ({format}, run {r.id})"))
-    else:
-        if not text:
-            raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")
-        sys.stdout.write(text)
+    with Store(paths().store_db) as store:
+        r = store.get_run(run)
+        text = export_run(store, r.id, format)
+        if output:
+            out = Path(output)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+            info(esc(f"wrote {out} ({format}, run {r.id})"))
+        else:
+            if not text:
+                raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")
+            sys.stdout.write(text)
 
 
 @lf_task(positional=["run"], help={
     "run": "the sweep to re-measure (id, unique prefix or 'latest')",
     "points": "only these ncmoe points (same syntax as --ncmoe; default: all of the run's points)",
-    "min_effect": "differences smaller than this share never count as 'differs' (default 0.05 = 5 %)",
+    "min_effect": "differences smaller than this never count as 'differs': 0.05 or 5% (default 5%)",
     "allow_busy": _BENCH_HELP["allow_busy"],
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
                "another machine; builds matched by backend when their keys differ)"})
@@ -359,14 +360,14 @@ def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False, against=No
     from ..reproduce import reproduce as reproduce_run
     from ..reproduce import verdict_between
 
+    effect = parse_effect(min_effect, option="--min-effect")
     p = paths()
-    store = Store(p.store_db)
-    effect = as_float(min_effect, "--min-effect", minimum=0)
-    if against:
-        v = verdict_between(store, store.get_run(run), store.get_run(against), effect)
-    else:
-        v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                          min_effect=effect)
+    with Store(p.store_db) as store:
+        if against:
+            v = verdict_between(store, store.get_run(run), store.get_run(against), effect)
+        else:
+            v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
+                              min_effect=effect)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
         t.add_column(col)
@@ -374,7 +375,7 @@ def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False, against=No
         for m in pc.metrics or [None]:
             t.add_row(esc(pc.name), esc(m.metric) if m else "–", m.a.fmt() if m and m.a else "–",
                       m.b.fmt() if m and m.b else "–", f"{m.change:+.1%}" if m and m.change is not None else "–",
-                      esc(pc.status) if m is None or m.agrees(float(min_effect)) is not False else "differs")
+                      esc(pc.status) if m is None or m.agrees(effect) is not False else "differs")
     console.print(t)
     info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
 

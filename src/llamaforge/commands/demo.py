@@ -78,7 +78,7 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
         raise BenchError("no points to measure", "give --ncmoe")
     t1 = time.monotonic()
     with Store(p.store_db) as store:
-        run_id = run_sweep(plan, builds, store, p, name="demo", command="llamaforge demo")
+        run_id = run_sweep(plan, builds, store, name="demo", command="llamaforge demo")
         t_sweep = time.monotonic() - t1
         print_run(store, run_id)
         out_dir = p.results / "demo" if out is None else Path(out)
