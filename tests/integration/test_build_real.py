@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge.build import Build, BuildOptions, build
-from llamaforge.verify import verify_build
+from llamaforge.build.verify import verify_build
 
 pytestmark = pytest.mark.slow
 

@@ -174,7 +174,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
     monkeypatch.setenv("LLAMAFORGE_BUILD_ROOT", str(tmp_path / "builds"))
     monkeypatch.setenv("LLAMAFORGE_RESULTS", str(tmp_path / "results"))
     (tmp_path / "ws").mkdir()
-    monkeypatch.setattr("llamaforge.bench.plan.resolve_model", lambda ref, paths: tmp_path / "model.gguf")
+    monkeypatch.setattr("llamaforge.bisect.session.resolve_model", lambda ref, paths: tmp_path / "model.gguf")
     return Paths(tmp_path / "ws")
 
 
@@ -212,7 +212,7 @@ class FakeBuilder:
 
 def test_run_bisect_stores_probes_points_summary_and_renders(repo, env, monkeypatch, tmp_path) -> None:
     r, commits, _side = repo
-    monkeypatch.setattr("llamaforge.bench.measure_point", _fake_measure_point(5, commits))
+    monkeypatch.setattr("llamaforge.bisect.session.measure_point", _fake_measure_point(5, commits))
     fb = FakeBuilder(broken={commits[6]})
     with Store(env.store_db) as store:
         run_id, res = bis.run_bisect(env, store, BisectRequest(good=commits[0], bad=commits[8], source=f"path:{r}"),

@@ -16,8 +16,8 @@ from llamaforge.build.builder import (
     write_json_atomic,
 )
 from llamaforge.build.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
+from llamaforge.build.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
 from llamaforge.errors import ConfigError, ToolchainError
-from llamaforge.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
 
 
 def _tc(**kw) -> Toolchain:

@@ -14,11 +14,11 @@ import pytest
 from llamaforge import proc
 from llamaforge.build import BuildOptions, build, find_build
 from llamaforge.build.integrity import source_evidence
+from llamaforge.build.verify import verify_build
 from llamaforge.config import Pin, Pins, SourceSpec
 from llamaforge.errors import BuildError
 from llamaforge.paths import Paths
 from llamaforge.sources import archives, checkout
-from llamaforge.verify import verify_build
 
 TOOL_C = r"""
 #include <stdio.h>

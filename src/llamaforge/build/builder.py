@@ -231,12 +231,12 @@ def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
     if not opts.verify:
         return b
     if "smoke" not in b.manifest:
-        from ..verify import reverify
+        from .verify import reverify
 
         console.print(f"smoke-testing cached build {b.key} (never smoke-run)", soft_wrap=True)
         b = reverify(b, paths)
     if b.manifest.get("smoke") == "failed":
-        from ..verify import raise_for
+        from .verify import raise_for
 
         raise_for(b.manifest.get("verification") or {}, b)
     return b
@@ -358,7 +358,7 @@ def _finish(d: Path, manifest: dict, opts: BuildOptions, paths: Paths, done: str
     that fails is raised after the manifest is written (the build exists, it just does not run)."""
     # verify → smoke → bench imports llama.cpp engines (and through them the build package): imported
     # when a build finishes, not when the build package loads
-    from ..verify import apply_to_manifest, raise_for, verify_build
+    from .verify import apply_to_manifest, raise_for, verify_build
 
     b = Build.from_manifest(d, manifest)
     # what each binary accepts (its --help), so command lines are built from it; a --help we

@@ -58,7 +58,7 @@ def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | N
             raise BenchError("--bin-dir holds one build; give exactly one --backends", "e.g. --backends vulkan")
         return [external_build(Path(bin_dir), backends[0])]
     from ..build import find_build
-    from ..verify import ensure_runnable
+    from ..build.verify import ensure_runnable
 
     return [ensure_runnable(find_build(p, pin, be), p, allow_broken=allow_broken) for pin in pin_list for be in backends]
 
@@ -240,7 +240,7 @@ def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> 
         raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
                          "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
     from ..build.hostcpu import runs_here
-    from ..verify import ensure_runnable
+    from ..build.verify import ensure_runnable
 
     for k in plan.build_keys:
         ok, why = runs_here(have[k].manifest)

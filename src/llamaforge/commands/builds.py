@@ -141,7 +141,7 @@ def verify(c, backends=None, pins=None, model=None):
     """Re-verify cached builds: pinned commit, a device of the backend, capabilities, and a smoke run
     (load + generate through llama-server and llama-bench; crashes retried with known workarounds)."""
     from ..build import find_build
-    from ..verify import print_smoke_tail, reverify
+    from ..build.verify import print_smoke_tail, reverify
 
     p = paths()
     from ._common import pins as load
@@ -166,7 +166,7 @@ def verify(c, backends=None, pins=None, model=None):
                 failed.append(b)
     _print_builds(done)
     if failed:
-        from ..verify import raise_for
+        from ..build.verify import raise_for
 
         for b in failed[1:]:
             ver = b.manifest["verification"]

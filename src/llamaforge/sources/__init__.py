@@ -24,7 +24,7 @@ from ..paths import Paths
 from .mirror import Mirror, slug
 from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, remote_url
 
-__all__ = ["SourceTree", "SourceMismatch", "checkout", "checkout_commit", "first_parent_commits",
+__all__ = ["SourceTree", "SourceMismatch", "checkout", "checkout_commit", "first_parent_commits", "head_tree", "moved_tree",
            "resolve_commit", "Mirror"]
 
 
@@ -169,3 +169,27 @@ def first_parent_commits(paths: Paths, good: str, bad: str, spec: SourceSpec | N
             raise SourceError(f"{good} is not an ancestor of {bad}",
                               "give the older (good) commit first, and commits on the same branch")
         return m.first_parent_range(g, b)
+
+
+def moved_tree(paths: Paths, commit: str, where: Path, origin: str = "bisect") -> SourceTree:
+    """The mirror worktree at ``where`` moved to ``commit`` in place (:meth:`Mirror.move_worktree`):
+    what an incremental builder (one worktree, one build tree, many commits) builds from."""
+    m = _mirror(paths)
+    with m.locked():
+        m.move_worktree(commit, where)
+        upstream = m.upstream_of(commit)
+        return SourceTree(path=where, commit=commit, mirror_commit=commit, origin=origin,
+                          native_git=upstream is None, build_number=m.count(commit), subject=m.subject(commit))
+
+
+def head_tree(src: Path) -> SourceTree:
+    """A SourceTree for the current checkout (HEAD) of a git working dir outside the mirror (the one
+    ``git bisect`` drives), built in place."""
+    try:
+        repo = git.Repo(src, search_parent_directories=True)
+        head = repo.head.commit
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError) as e:
+        raise SourceError(f"{src} is not a git checkout ({type(e).__name__})",
+                          "run bisect-run inside the llama.cpp clone that git bisect drives, or give --source DIR") from None
+    return SourceTree(path=Path(src).resolve(), commit=head.hexsha, mirror_commit=head.hexsha, origin=f"path:{src}",
+                      native_git=True, build_number=head.count(), subject=head.summary)

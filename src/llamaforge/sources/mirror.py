@@ -33,6 +33,7 @@ from pathlib import Path
 import git
 
 from .. import proc
+from ..console import notice
 from ..errors import SourceError
 
 IMPORT_TAG_PREFIX = "refs/tags/llamaforge/import/"
@@ -243,6 +244,20 @@ class Mirror:
                 raise SourceError(f"cannot create a worktree of {commit[:12]} at {where}: {_last_line(res)}",
                                   f"remove {where} and try again; check free disk space")
             return where
+
+    def move_worktree(self, commit: str, where: Path) -> Path:
+        """Move the mirror worktree at ``where`` to ``commit`` in place (``checkout --detach --force``
+        and ``clean``: git rewrites only the files that differ, so an incremental build recompiles
+        only those); a missing or broken worktree is (re)created by :meth:`worktree`."""
+        with self.locked():
+            if (where / ".git").is_file():
+                r = proc.run(["git", "-C", str(where), "checkout", "--quiet", "--detach", "--force", _sha(commit),
+                              "--"], timeout=600)
+                if r.ok:
+                    proc.run(["git", "-C", str(where), "clean", "-fdq"], timeout=300)
+                    return where
+                notice(f"re-creating the worktree at {where} ({_last_line(r)})")
+            return self.worktree(commit, where)
 
     def _worktree_ok(self, where: Path, commit: str) -> bool:
         dotgit = where / ".git"

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc
-from .build.backends import BACKENDS, is_cpu_vulkan_name
-from .console import notice
-from .errors import BuildError, VerifyError
+from .. import proc
+from ..console import notice
+from ..errors import BuildError, VerifyError
+from .backends import BACKENDS, is_cpu_vulkan_name
 
 _DEV = re.compile(r"^\s+([A-Za-z]+)(\d+): (.*?)(?: \((\d+) MiB, (\d+) MiB free\))?\s*$")
 _VK_LINE = re.compile(r"ggml_vulkan: (\d+) = (.*?) \| (.*)$")
@@ -168,7 +168,7 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     problems, fixes = diagnose(build.backend, build.commit, version, devices)
     # --version only echoes the LLAMA_BUILD_COMMIT llamaforge injected; what proves the build is
     # the pinned commit is the recorded source tree (build.integrity), and its binaries' sha256
-    from .build.integrity import binary_problems, source_problems
+    from .integrity import binary_problems, source_problems
 
     notes: list[str] = []
     if build.manifest.get("external"):
@@ -195,7 +195,7 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     if smoke and v.ok:
         _smoke_into(v, build, model, env, paths, quirks)
     elif smoke:
-        from .smoke import SmokeResult
+        from ..smoke import SmokeResult
 
         v.smoke = SmokeResult("skipped", error="not smoke-run: " + v.problems[0]).to_dict()
     return v
@@ -203,9 +203,9 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
 
 def smoke_model(build: Any, paths: Any = None) -> Path:
     """The smoke run's model: the tiny synthetic MoE, generated once with the build's vocab files."""
-    from .models import resolve_model
-    from .paths import Paths
-    from .smoke import SMOKE_MODEL
+    from ..models import resolve_model
+    from ..paths import Paths
+    from ..smoke import SMOKE_MODEL
 
     vocab = Path(build.source_dir) / "models"
     return Path(resolve_model(SMOKE_MODEL, paths or Paths.default(),
@@ -214,8 +214,8 @@ def smoke_model(build: Any, paths: Any = None) -> Path:
 
 def _smoke_into(v: Verification, build: Any, model: Path | None, env: dict[str, str], paths: Any,
                 quirks: bool) -> None:
-    from .errors import LlamaforgeError
-    from .smoke import SmokeResult, run_smoke
+    from ..errors import LlamaforgeError
+    from ..smoke import SmokeResult, run_smoke
 
     try:
         model_path = Path(model) if model is not None else smoke_model(build, paths)
@@ -253,8 +253,8 @@ def reverify(build: Any, paths: Any = None, model: Path | None = None) -> Any:
     """Verify (with a smoke run) a cached build again and rewrite its manifest, under the build's
     lock. Returns the build with the new manifest. External builds (no manifest file) are only
     verified in memory."""
-    from .build.manifest import MANIFEST, Build, read_manifest
-    from .files import file_lock, write_json_atomic
+    from ..files import file_lock, write_json_atomic
+    from .manifest import MANIFEST, Build, read_manifest
 
     d = Path(build.dir)
     if build.manifest.get("external") or not (d / MANIFEST).is_file():
@@ -275,7 +275,7 @@ def ensure_runnable(build: Any, paths: Any = None, *, allow_broken: bool = False
     """A build bench may measure: smoke-run now if it never was; a build whose smoke run failed is
     refused (a BenchError with the fix) unless ``allow_broken``. External builds (``--bin-dir``)
     pass unchanged."""
-    from .errors import BenchError
+    from ..errors import BenchError
 
     if (build.manifest or {}).get("external"):
         return build
@@ -293,7 +293,7 @@ def ensure_runnable(build: Any, paths: Any = None, *, allow_broken: bool = False
 
 def print_smoke_tail(ver: dict) -> None:
     """The log tail of a failed smoke run (what `build`/`verify` show before their error line)."""
-    from .console import console
+    from ..console import console
 
     sm = ver.get("smoke") or {}
     if sm.get("status") == "failed" and sm.get("log_tail"):

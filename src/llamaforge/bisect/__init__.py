@@ -1,0 +1,16 @@
+"""Performance bisection: the first commit on a first-parent range that made a metric slower.
+
+* :mod:`.search` — the binary search, pure (two callables: build and measure), testable without
+  building anything;
+* :mod:`.session` — ``bisect`` for real: commits from the mirror, incremental builds
+  (:mod:`llamaforge.build.incremental`), llama-bench measurements and probes into the store;
+* :mod:`.git_run` — ``bisect-run``, the ``git bisect run`` helper (0 good / 1 bad / 125 skip).
+"""
+
+from .git_run import RunOnce, bisect_run_once, bisect_run_verdict
+from .search import BisectError, ProbeResult, SearchResult, check_metric, classify, max_measured, search
+from .session import BisectRequest, bisect_plan, print_result, probe_rows, run_bisect
+
+__all__ = ["BisectError", "BisectRequest", "ProbeResult", "RunOnce", "SearchResult", "bisect_plan", "bisect_run_once",
+           "bisect_run_verdict", "check_metric", "classify", "max_measured", "print_result", "probe_rows",
+           "run_bisect", "search"]
