@@ -197,11 +197,11 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     return run_id
 
 
-def _groups(points: Sequence[Point], side: str, ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
-    """The side's measured values per server start (one stored point per round, each possibly with launches)."""
+def _groups(points: Sequence[Point], ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
+    """One side's measured values per server start (one stored point per round, each possibly with launches)."""
     out: list[list[float]] = []
     for p in sorted(points, key=lambda q: q.label):
-        if p.status == "ok" and side_of(p.label) == side and p.ncmoe == ncmoe and p.ngl == ngl:
+        if p.status == "ok" and p.ncmoe == ncmoe and p.ngl == ngl:
             out += [g for g in p.launch_groups(field_name) if g]
     return out
 
@@ -216,11 +216,18 @@ def _side_dict(groups: list[list[float]]) -> dict | None:
 def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dict]:
     """Per point and metric: side summaries and the comparison (B relative to A)."""
     pts = store.points(run_id)
-    keys = sorted({(p.ncmoe, p.ngl) for p in pts})
+    return compare_sides([p for p in pts if side_of(p.label) == "A"], [p for p in pts if side_of(p.label) == "B"],
+                         min_effect)
+
+
+def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: float = 0.05) -> list[dict]:
+    """Per point (ncmoe, ngl) and metric: the two sides' summaries and B relative to A; each side's launches
+    (server starts) are its clusters."""
+    keys = sorted({(p.ncmoe, p.ngl) for p in [*pts_a, *pts_b]})
     rows = []
     for ncmoe, ngl in keys:
         for metric, fname in FIELDS.items():
-            ga, gb = _groups(pts, "A", ncmoe, ngl, fname), _groups(pts, "B", ncmoe, ngl, fname)
+            ga, gb = _groups(pts_a, ncmoe, ngl, fname), _groups(pts_b, ncmoe, ngl, fname)
             c: ClusteredComparison | None = compare_clustered(ga, gb, min_effect=min_effect)
             rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
                          "comparison": c.to_dict() if c else None})
@@ -249,11 +256,16 @@ def fmt_cmp(c: dict | None) -> tuple[str, str, str]:
     return (f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", c["verdict"])
 
 
+def side_text(d: dict) -> str:
+    """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
+    return f"{d.get('ref')} ({d.get('backend')})" + (f" on {d['machine']}" if d.get("machine") else "")
+
+
 def compare_table(run: Run) -> Table:
     """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
     c = run.plan.get("compare", {})
     a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=esc(f"compare {run.id}: A = {a.get('ref')} ({a.get('backend')}) vs B = {b.get('ref')} ({b.get('backend')})"))
+    t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
     for col in ("ncmoe", "metric", "A t/s median [CI] (launches×req)", "B t/s median [CI] (launches×req)", "B/A [CI]",
                 "p (launches)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")

@@ -162,6 +162,30 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
         assert "alpha · CPU" in dom and "beta-box · CPU" in dom and dom.count("<table>") >= 4
 
 
+def test_compare_one_build_on_two_hosts(fleet_ws):
+    ws, tmp = fleet_ws
+    r = _cli(ws, "compare", "--base", "default", "--backend", "cpu", "--base-host", "alpha", "--head-host", "beta",
+             "--ncmoe", "0", "--repeats", "4", "--rounds", "4", "--prompt-tokens", "64", "--n-predict", "8",
+             "--threads", "1", timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "Traceback" not in out, out
+    assert "not interleaved across machines" in out and "on alpha vs" in out and "on beta-box" in out, out
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        run = store.list_runs(kind="compare")[-1]
+        c = run.plan["compare"]
+        assert (c["A"]["machine"], c["B"]["machine"]) == ("alpha", "beta-box") and c["A"]["commit"] == c["B"]["commit"]
+        for side in ("A", "B"):   # 4 server starts per side on its host: the test's n
+            pts = store.points(c[side]["run"])
+            assert len(pts) == 1 and len(pts[0].launch_groups("tg_tps")) == 4, pts
+        rows = run.summary["comparisons"]
+        assert {r["metric"] for r in rows} >= {"tg", "pp"} and all(r["comparison"] for r in rows if r["metric"] == "tg")
+        assert all(r["A"]["shape"].startswith("4") for r in rows if r["A"])
+    r = _cli(ws, "report", run.id, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    md = (ws / "results" / "reports" / run.id / "report.md").read_text()
+    assert "machine **alpha**" in md and "machine **beta-box**" in md and "not interleaved across machines" in md
+
+
 def _leftovers(workspace: Path) -> list[str]:
     """Processes (the remote sweep, its llama-servers) that run for ``workspace`` (their environment says so)."""
     import psutil

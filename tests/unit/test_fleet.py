@@ -302,3 +302,56 @@ def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
     _policy("accept-new", str(kh)).missing_host_key(client, "[gpu.lan]:2222", key)
     stored = paramiko.HostKeys(str(kh))   # appended in OpenSSH's format; the next connection reads it
     assert stored.lookup("[gpu.lan]:2222")["ssh-rsa"] == key and client.get_host_keys().lookup("[gpu.lan]:2222")
+
+
+def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_interleaved(tmp_path, monkeypatch):
+    from llamaforge.bench.plan import make_points
+    from llamaforge.compare import CompareRequest, Side
+    from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
+
+    f, paths = _fake_fleet(tmp_path)
+    speed = {"a": 10.0, "b": 20.0}   # host b generates twice as fast; prompt processing is the same
+
+    def fake_job(fleet_id, plan, pins_file, local_dir, detach):
+        def job(h, sink):
+            with Store(tmp_path / f"r{h.name}.sqlite") as rs:
+                rid = rs.new_run("sweep", {"model": {"ref": "synth:tiny"}})
+                p = Point(rid, f"0c1e57098-cpu-{h.name}", "server", ncmoe=0, n_ctx=4096)
+                p.samples = [Sample(i, False, pp_tps=100.0 + i % 3, tg_tps=speed[h.name] + i % 3, launch=i // 2)
+                             for i in range(8)]   # 4 launches × 2 requests
+                rs.record_point(p)
+                rs.set_run_status(rid, "done")
+                out = local_dir / f"{h.name}.json"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(export_run(rs, rid, "json"))
+            return {"export": str(out), "sha256": "x", "remote_run": rid, "bench_error": None, "remote_status": "done"}
+        return job
+
+    monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
+    req = CompareRequest(base=Side("A", "default", "cpu"), head=Side("B", "default", "cpu"), model="synth:tiny",
+                         points=make_points("0"), repeats=8, rounds=4)
+    with Store(paths.store_db) as store:
+        cid = run_host_compare(store, paths, f, req, "0", base_host="a", head_host="b")
+        run = store.get_run(cid)
+        c = run.plan["compare"]
+        assert run.kind == "compare" and c["interleave"] == CROSS_MACHINE and "not interleaved" in CROSS_MACHINE
+        assert (c["A"]["machine"], c["B"]["machine"]) == ("box-a", "box-b") and c["A"]["run"].endswith(".box-a")
+        fleet = store.get_run(c["fleet_run"])
+        assert fleet.plan["bench_args"] == ["--model=synth:tiny", "--pins=default", "--ncmoe=0", "--repeats=2",
+                                            "--launches=4", "--engine=server"]
+        rows = {r["metric"]: r for r in run.summary["comparisons"]}
+        tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
+        assert rows["tg"]["A"]["n"] == 8 and rows["tg"]["A"]["shape"].startswith("4")   # 4 launches per side
+        assert tg["verdict"] == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
+        assert not store.points(cid)   # the points stay in the two imported runs
+
+        from llamaforge.report.kinds.compare import lead
+
+        md = lead(store, run)
+        assert "box-a" in md and "box-b" in md and "not interleaved across machines" in md
+        with pytest.raises(FleetError, match="both 'a'"):
+            run_host_compare(store, paths, f, req, "0", base_host="a", head_host="a")
+        other = CompareRequest(base=Side("A", "default", "cpu"), head=Side("B", "b1234", "cpu"), model="m",
+                               points=make_points("0"))
+        with pytest.raises(FleetError, match="both sides are one build"):
+            run_host_compare(store, paths, f, other, "0", base_host="a", head_host="b")

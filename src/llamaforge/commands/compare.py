@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..console import console, esc, info, print_error
+from ..console import console, esc, info, notice, print_error
 from ..effect import parse_effect
 from ..errors import LlamaforgeError
 from ..store import Store
@@ -39,13 +39,19 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "engine": "server (default) or llama-bench",
     "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
     "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
+    "base_host": "measure A on this fleet host (fleet.toml); with --head-host: one build on two machines",
+    "head_host": "measure B on this fleet host (with --base-host)",
+    "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
             ncmoe="0", repeats=6, rounds=4, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
-            threads=None, source=None):
+            threads=None, source=None, base_host=None, head_host=None, fleet=None):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like
-    verdict (better / worse / no significant change) per metric. Stored as a run of kind compare."""
+    verdict (better / worse / no significant change) per metric. Stored as a run of kind compare.
+
+    With --base-host H1 --head-host H2: one build measured on two fleet hosts at the same time (no
+    interleaving across machines), compared with the same statistics."""
     from ..bench.plan import make_points
     from ..compare import CompareRequest, Side, print_compare, run_compare
 
@@ -58,10 +64,33 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
         prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
         n_predict=_int(n_predict, "--n-predict") if n_predict else None,
         threads=_int(threads, "--threads") if threads else None)
-    with Store(p.store_db) as store:
-        run_id = run_compare(p, store, req, command=" ".join(sys.argv))
-        print_compare(store, run_id)
+    if base_host or head_host:
+        run_id = _compare_hosts(p, req, str(ncmoe), base_host, head_host, fleet)
+    else:
+        with Store(p.store_db) as store:
+            run_id = run_compare(p, store, req, command=" ".join(sys.argv))
+            print_compare(store, run_id)
     info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
+
+
+def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | None, fleet: str | None) -> str:  # noqa: ANN001
+    from ..compare import print_compare
+    from ..errors import FleetError
+    from ..fleet.compare import CROSS_MACHINE, run_host_compare
+    from ..fleet.config import FLEET_FILE, load_fleet
+    from ..fleet.jobs import Progress
+
+    if not (base_host and head_host):
+        raise FleetError("give both --base-host and --head-host", "e.g. --base-host desk --head-host cloud")
+    f = load_fleet(Path(fleet) if fleet else p.workspace / FLEET_FILE)
+    hosts = f.select([base_host, head_host])
+    with Store(p.store_db) as store, Progress([h.name for h in hosts]) as pr:
+        run_id = run_host_compare(store, p, f, req, ncmoe, base_host=base_host, head_host=head_host,
+                                  command=" ".join(sys.argv), progress=pr)
+    with Store(p.store_db) as store:
+        print_compare(store, run_id)
+    notice(CROSS_MACHINE)
+    return run_id
 
 
 @lf_task(help={

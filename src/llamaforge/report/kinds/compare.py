@@ -23,8 +23,10 @@ def lead(store: Store, run: Run) -> str:
     model = plan.model.ref or ""
     out = [f"# Comparison {md_text(run.id)}", ""]
     for side, d in (("A (base)", a), ("B (head)", b)):
+        where = (f", measured on machine **{md_text(d.extra['machine'])}** (host {md_text(d.extra.get('host'))}, "
+                 f"run {md_code(d.extra.get('run'))})") if d.extra.get("machine") else ""
         out.append(f"- **{side}**: {md_code(d.ref)} on {md_text(d.backend)} — commit "
-                   f"{md_code(str(d.commit or '')[:12])}, build {md_code(d.build)}")
+                   f"{md_code(str(d.commit or '')[:12])}, build {md_code(d.build)}{where}")
     out += [f"- model {md_code(model)}, engine {md_text(plan.engine)}, {md_text(c.repeats)} samples "
             f"per side in {md_text(c.rounds)} rounds ({md_text(c.interleave or 'interleaved')}), minimum effect "
             f"{float(s.get('min_effect', 0.05)):.0%}", "",
