@@ -276,6 +276,17 @@ def compare_table(run: Run) -> Table:
     return t
 
 
+def worse_rows(run: Run) -> list[str]:
+    """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
+    out = []
+    for r in (run.summary or {}).get("comparisons", []):
+        c = r.get("comparison") or {}
+        if c.get("verdict") == "worse":
+            where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
+            out.append(f"{r['metric']} at {where} (B/A {c['ratio']:.3f}, p {c['p_value']:.3g})")
+    return out
+
+
 def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))

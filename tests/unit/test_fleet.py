@@ -344,6 +344,11 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
         assert rows["tg"]["A"]["n"] == 8 and rows["tg"]["A"]["shape"].startswith("4")   # 4 launches per side
         assert tg["verdict"] == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
         assert not store.points(cid)   # the points stay in the two imported runs
+        from llamaforge.compare import worse_rows
+
+        assert worse_rows(run) == []   # compare --fail-on-worse: B faster is not a failure; B slower is
+        swapped = store.get_run(run_host_compare(store, paths, f, req, "0", base_host="b", head_host="a"))
+        assert [w.split(" (")[0] for w in worse_rows(swapped)] == ["tg at ncmoe 0"]
 
         from llamaforge.report.kinds.compare import lead
 

@@ -42,10 +42,11 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "base_host": "measure A on this fleet host (fleet.toml); with --head-host: one build on two machines",
     "head_host": "measure B on this fleet host (with --base-host)",
     "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
+    "fail_on_worse": "exit 3 when any metric of any point is worse (for CI: scheduled regression checks)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
             ncmoe="0", repeats=6, rounds=4, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
-            threads=None, source=None, base_host=None, head_host=None, fleet=None):
+            threads=None, source=None, base_host=None, head_host=None, fleet=None, fail_on_worse=False):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like
     verdict (better / worse / no significant change) per metric. Stored as a run of kind compare.
@@ -71,6 +72,14 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
             run_id = run_compare(p, store, req, command=" ".join(sys.argv))
             print_compare(store, run_id)
     info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
+    if fail_on_worse:
+        from ..compare import worse_rows
+
+        with Store(p.store_db) as store:
+            worse = worse_rows(store.get_run(run_id))
+        if worse:
+            console.print(esc(f"WORSE: {', '.join(worse)} (run {run_id})"), markup=False, highlight=False)
+            sys.exit(3)
 
 
 def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | None, fleet: str | None) -> str:  # noqa: ANN001
