@@ -354,6 +354,12 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
 
         md = lead(store, run)
         assert "box-a" in md and "box-b" in md and "not interleaved across machines" in md
+        from llamaforge.report import write_report
+
+        rp = write_report(store, cid, tmp_path / "report")
+        full = rp.md.read_text()
+        assert "| box-a · " in full and "| box-b · " in full, full   # the per-machine series follow the lead
+        assert "not interleaved across machines" in full, full
         with pytest.raises(FleetError, match="both 'a'"):
             run_host_compare(store, paths, f, req, "0", base_host="a", head_host="a")
         other = CompareRequest(base=Side("A", "default", "cpu"), head=Side("B", "b1234", "cpu"), model="m",

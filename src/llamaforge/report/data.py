@@ -249,6 +249,11 @@ def load(store: Store, run_id: str) -> ReportData:
     machine_of: dict[str, str] = {}   # fleet runs: series label → machine
     if run.kind == "fleet":
         run, builds, points, machine_of = _fleet_inputs(store, run)
+    elif (run.plan.get("compare") or {}).get("fleet_run"):   # compare --base-host/--head-host: the hosts' runs
+        import dataclasses
+
+        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan["compare"]["fleet_run"]))
+        run = dataclasses.replace(run, env=fleet.env)
     else:
         builds = store.builds_for_run(run.id)
         points = store.points(run.id)
