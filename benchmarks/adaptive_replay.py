@@ -25,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from scipy.stats import t as student_t  # noqa: E402
+
 from llamaforge.bench.adaptive import (  # noqa: E402
     AdaptiveOptions,
     AdaptiveResult,
@@ -32,12 +34,14 @@ from llamaforge.bench.adaptive import (  # noqa: E402
     PointSummary,
     adaptive_sweep,
     conclude,
+    launch_noise,
 )
 from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Store  # noqa: E402
 
 SECONDS: dict[tuple[str, int], float] = {}     # wall time of each stored point, filled by load()
 FIT_SECONDS: list[float | None] = [None]      # the fit map's wall time, filled by load()
+FULL_POINTS = [0]                             # points of a sweep of every ncmoe, all series, set by main()
 
 
 def point_seconds(p) -> float:  # noqa: ANN001
@@ -74,7 +78,7 @@ def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], 
         if cs is None:
             continue
         s = backend.get(p.build_key, p.build_key)
-        summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches)
+        summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians)
         SECONDS[(s, p.ncmoe)] = point_seconds(p)
         ctx.setdefault(s, {})[p.ncmoe] = p.n_ctx
     domain = sorted(set.intersection(*(set(v) for v in summ.values()))) if summ else []
@@ -99,11 +103,36 @@ def verdicts(ad: Conclusions, ex: Conclusions, summ: dict, domain: list[int]) ->
         pairs = [(x, _label(ad, x), _label(ex, x)) for x in domain]
         wrong = [x for x, la, le in pairs if le not in (None, "tie") and la != le]
         out["winner per region"] = ("yes: " if not wrong else f"NO at ncmoe {wrong}: ") + _regions(ad)
+    out["suspects"] = "; ".join(f"{s}: exhaustive {ex.suspects.get(s, [])}, adaptive {ad.suspects.get(s, [])}"
+                                for s in sorted(summ))
     found = {s: sorted(set(ad.anomalies.get(s, [])) & set(v)) for s, v in ex.anomalies.items()}
     missed = {s: sorted(set(v) - set(ad.anomalies.get(s, []))) for s, v in ex.anomalies.items()}
     extra = {s: sorted(set(v) - set(ex.anomalies.get(s, []))) for s, v in ad.anomalies.items()}
     out["anomalies"] = "; ".join(f"{s}: found {found[s]} missed {missed[s]} not-exhaustive {extra.get(s, [])}"
                                  for s in ex.anomalies)
+    return out
+
+
+def noise_lines(summ: dict, ex: Conclusions, domain: list[int]) -> list[str]:
+    """Why each suspect of the exhaustive run is or is not an anomaly: its jump over its lower neighbour
+    against the between-launch noise of its series, measured from the run's own multi-launch points."""
+    out = []
+    for s in sorted(summ):
+        pts = {x: summ[s][x] for x in domain}
+        noise = launch_noise(pts)
+        for x in sorted(set(ex.suspects.get(s, [])) | set(ex.anomalies.get(s, []))):
+            lo = max(k for k in pts if k < x)
+            jump = pts[x].median / pts[lo].median - 1
+            launches = f"{len(pts[lo].launches)}+{len(pts[x].launches)} launches"
+            if noise is None:
+                out.append(f"{s} {x}: +{jump:.0%} over {lo} ({launches}); between-launch noise unknown (no point of "
+                           f"{s} has two launches in this run): not established, a real sweep confirms it")
+                continue
+            need = math.exp(float(student_t.ppf(0.95, noise.df)) * noise.sd * math.sqrt(
+                1 / max(len(pts[lo].launches), 1) + 1 / max(len(pts[x].launches), 1))) - 1
+            verdict = "ANOMALY" if x in ex.anomalies.get(s, []) else "indistinguishable from launch noise"
+            out.append(f"{s} {x}: +{jump:.0%} over {lo} ({launches}); launch SD of log tg {noise.sd:.2f} "
+                       f"(df {noise.df}) needs > +{need:.0%}: {verdict}")
     return out
 
 
@@ -141,16 +170,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {a.run}: no ok server points to replay")
         return 1
     avail = sum(len([x for x in v if x in domain]) for v in summ.values())
+    FULL_POINTS[0] = (domain[-1] - domain[0] + 1) * len(summ)
     ex = conclude({s: {x: v[x] for x in domain} for s, v in summ.items()}, ctx, native, domain)
     print(f"run {run_id}: {', '.join(sorted(summ))}; ncmoe {domain[0]}..{domain[-1]} ({len(domain)} per series); "
           f"native context {native}")
     print(f"exhaustive: threshold {ex.threshold}; sweet spot {ex.sweet_spot}; regions {_regions(ex) or '–'}; "
-          f"anomalies {ex.anomalies}")
+          f"anomalies {ex.anomalies}; suspects {ex.suspects}")
+    for line in noise_lines(summ, ex, domain):
+        print("  suspect " + line)
     rows: list[str] = []
     for label, budget in (("stop when stable", None), (f"budget {a.share:.0%}", math.floor(avail * a.share))):
         r = replay(summ, ctx, native, domain, fa, budget)
         used = r.n_measured
-        print(f"\n[{label}] points used {used}/{avail} ({used / avail:.0%}), stopped: {r.stopped}; {_time(r)}")
+        print(f"\n[{label}] points used {used}/{avail} ({used / avail:.0%}; {used / FULL_POINTS[0]:.0%} of every "
+              f"ncmoe), stopped: {r.stopped}; {_time(r)}")
         for s in sorted(r.measured):
             print(f"  {s}: measured {sorted(r.measured[s])}")
         v = verdicts(r.conclusions, ex, summ, domain)
@@ -172,20 +205,28 @@ def _time(r: AdaptiveResult) -> str:
     text = f"measuring {used:.0f} s of {total:.0f} s ({used / total:.0%})"
     if fit is not None:
         text += f"; with the stored fit map ({fit:.0f} s) {(used + fit) / total:.0%}"
+    n_full = FULL_POINTS[0]
+    if n_full:
+        per = total / max(len([k for k in SECONDS if k[0] in r.measured]), 1)
+        full = per * n_full
+        text += (f"; vs a full sweep of every ncmoe ({n_full} points at the mean stored point time, "
+                 f"≈ {full:.0f} s): {(used + (fit or 0)) / full:.0%}")
     return text + " (confirmations replay stored launches: no extra time)"
 
 
 def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Conclusions, v: dict) -> str:
-    """``| run | mode | used/avail | threshold | sweet spot | winner | anomalies found/exhaustive (+extra) |``"""
+    """``| run | mode | used/avail | threshold | sweet spot | winner | anomalies found/exhaustive (+extra);
+    suspects exhaustive / adaptive | time |``"""
     sweet = "yes" if "NO" not in v["sweet spot"] else "NO"
     sweet += " (tie)" if "tie" in v["sweet spot"] else ""
     win = v.get("winner per region", "–").split(":")[0]
     n_ex = sum(len(x) for x in ex.anomalies.values())
     found = sum(len(set(r.conclusions.anomalies.get(s, [])) & set(x)) for s, x in ex.anomalies.items())
     extra = sum(len(set(x) - set(ex.anomalies.get(s, []))) for s, x in r.conclusions.anomalies.items())
+    sus = (sum(len(x) for x in ex.suspects.values()), sum(len(x) for x in r.conclusions.suspects.values()))
     return (f"| {run} | {label} | {used}/{avail} ({used / avail:.0%}) | {v['threshold'].split()[0]} | {sweet} | "
             f"{win} | {found}/{n_ex}" + (f" (+{extra} not in the exhaustive run)" if extra else "")
-            + f" | {_time(r).split(' (confirm')[0]} |")
+            + f"; suspects {sus[0]} / {sus[1]} | {_time(r).split(' (confirm')[0]} |")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
 import pytest
 
 from llamaforge.bench.adaptive import AdaptiveOptions
@@ -45,7 +52,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         native = facts["n_ctx_train"]
         assert concl["threshold"][cpu_build.key] == min(x for x, c in ctx.items() if c and c >= native)
         assert concl["sweet_spot"][cpu_build.key] in measured
-        assert driver.result is not None and driver.result.stopped in ("stable", "max-points")
+        assert driver.result is not None and driver.result.stopped in ("stable", "conclusions stable", "max-points")
         rp = write_report(store, run_id, tmp_path / "report")
         md = rp.md.read_text()
         assert "## Adaptive sweep" in md and "interpolated" in md
@@ -53,3 +60,45 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         rows = [d for sec in sections if sec.id.startswith("points-") for t in sec.tables for d in t.data]
         assert {d["ncmoe"] for d in rows} == set(measured)       # interpolated points are not table rows
         assert '"interpolated"' not in md and "'interpolated'" not in md   # the record is not dumped as a table
+
+
+def test_ncmoe_auto_killed_mid_run_resumes_without_measuring_a_point_twice(cpu_build, tiny_model, tmp_path):
+    env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
+    cli = [sys.executable, "-c", "from llamaforge.cli import main; main()"]
+    cmd = [*cli, "bench", "--model", str(tiny_model), "--backends", "cpu", "--ncmoe", "auto", "--max-points", "5",
+           "--repeats", "1", "--prompt-tokens", "128", "--n-predict", "8", "--threads", "2", "--launches", "1"]
+    db = tmp_path / "results" / "llamaforge.sqlite"
+
+    def sweep_points() -> tuple[str | None, list]:
+        if not db.exists():
+            return None, []
+        with Store(db) as s:
+            runs = s.list_runs("sweep")
+            return (runs[0].id, s.points(runs[0].id, with_samples=False)) if runs else (None, [])
+
+    bench = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and len(sweep_points()[1]) < 2:
+            assert bench.poll() is None, bench.stderr.read().decode()
+            time.sleep(0.2)
+        os.killpg(bench.pid, signal.SIGKILL)        # the bench and its llama-server, mid-run
+        bench.wait(timeout=30)
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+    run_id, partial = sweep_points()
+    assert run_id and 2 <= len(partial) < 5, [p.ncmoe for p in partial]
+    r = subprocess.run([*cli, "bench", "--resume", run_id], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with Store(db) as s:
+        pts = s.points(run_id)
+        ad = s.get_run(run_id).plan["adaptive"]
+        assert s.get_run(run_id).status == "done"
+    keys = Counter((p.build_key, p.ncmoe, p.engine, p.label) for p in pts)
+    assert all(n == 1 for n in keys.values()), keys                 # no point stored twice
+    assert {p.id for p in partial} <= {p.id for p in pts}           # nothing measured before the kill was redone
+    measured = sorted(p.ncmoe for p in pts if not p.label)
+    assert measured == sorted(c["ncmoe"] for c in ad["chosen"]) and ad["n_measured"] == len(measured) <= 5
+    assert all(p.status == "ok" and len(p.measured("tg_tps")) == 1 for p in pts if not p.label)
+    assert ad["stopped"] in ("stable", "conclusions stable", "max-points") and ad["conclusions"]["sweet_spot"]

@@ -31,9 +31,12 @@ region, which compares interpolated curves where a series has no measurement.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from scipy.stats import t as student_t
 
 #: how much faster (relative) a point must be than its lower-ncmoe neighbour to be an anomaly
 MIN_EFFECT = 0.05
@@ -47,6 +50,7 @@ class PointSummary:
     ci_low: float
     ci_high: float
     n: int = 1
+    launches: tuple[float, ...] = ()   # the median of each launch (server start), when known
 
     @property
     def half(self) -> float:
@@ -69,10 +73,13 @@ class AdaptiveOptions:
     tolerance: float = 0.05            # relative slack of the chord test
     confirm_launches: int = 1          # extra launches for a point that breaks the trend
     min_effect: float = MIN_EFFECT
+    stable_after: int | None = 2       # stop once this many refinements per series changed no conclusion
+                                       # (None: only when every interval is settled)
 
     def to_dict(self) -> dict:
         return {"max_points": self.max_points, "time_budget_s": self.time_budget_s, "tolerance": self.tolerance,
-                "confirm_launches": self.confirm_launches, "min_effect": self.min_effect}
+                "confirm_launches": self.confirm_launches, "min_effect": self.min_effect,
+                "stable_after": self.stable_after}
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,13 @@ class Conclusions:
     threshold: dict[str, int | None]          # first x whose fitted context reaches native, per series
     sweet_spot: dict[str, int | None]         # fastest measured x at native context, per series
     regions: list[tuple[int, int, str]]       # (first x, last x, winner or "tie"); several series only
-    anomalies: dict[str, list[int]]           # x faster than its lower measured neighbour beyond CIs
+    anomalies: dict[str, list[int]]           # suspects beyond the between-launch noise (:func:`established`)
+    suspects: dict[str, list[int]] = field(default_factory=dict)  # beyond the CIs, not beyond launch noise
 
     def to_dict(self) -> dict:
         return {"threshold": self.threshold, "sweet_spot": self.sweet_spot,
-                "regions": [list(r) for r in self.regions], "anomalies": self.anomalies}
+                "regions": [list(r) for r in self.regions], "anomalies": self.anomalies,
+                "suspects": self.suspects}
 
 
 @dataclass
@@ -106,7 +115,7 @@ class AdaptiveResult:
     interpolated: dict[str, dict[int, float]]   # medians of unmeasured points, never measurements
     choices: list[Choice]
     conclusions: Conclusions
-    stopped: str                                # stable | max-points | time-budget | exhausted
+    stopped: str                                # stable | conclusions stable | max-points | time-budget
     confirmations: list[tuple[str, int]] = field(default_factory=list)
 
     @property
@@ -184,11 +193,18 @@ def interpolate(points: Mapping[int, PointSummary], x: int) -> PointSummary | No
 
 
 def on_chord(a: tuple[int, PointSummary], m: tuple[int, PointSummary], b: tuple[int, PointSummary],
-             tolerance: float) -> bool:
-    """Whether the midpoint's median lies on the chord of its ends within the CIs plus ``tolerance``."""
+             tolerance: float, noise: LaunchNoise | None = None) -> bool:
+    """Whether the midpoint's median lies on the chord of its ends within the CIs plus ``tolerance``,
+    and, where the between-launch noise is known, within what it allows (two-sided 95 %, log tg)."""
     chord = interpolate({a[0]: a[1], b[0]: b[1]}, m[0])
     assert chord is not None
-    return abs(m[1].median - chord.median) <= m[1].half + chord.half + tolerance * abs(chord.median)
+    slack = m[1].half + chord.half + tolerance * abs(chord.median)
+    if noise is not None:
+        n_m = max(len(m[1].launches), 1)
+        n_c = max(min(len(a[1].launches), len(b[1].launches)), 1)
+        z = float(student_t.ppf(0.975, noise.df)) * noise.sd * math.sqrt(1 / n_m + 1 / n_c)
+        slack = max(slack, abs(chord.median) * (math.exp(z) - 1))
+    return abs(m[1].median - chord.median) <= slack
 
 
 # ---------------------------------------------------------------------------------- conclusions
@@ -223,9 +239,57 @@ def winner_regions(measured: Mapping[str, Mapping[int, PointSummary]],
 
 
 def find_anomalies(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
-    """Measured x faster than the next lower measured x beyond both CIs (:func:`is_anomaly`)."""
+    """Measured x faster than the next lower measured x beyond both CIs (:func:`is_anomaly`): suspects."""
     xs = sorted(points)
     return [b for a, b in zip(xs, xs[1:], strict=False) if is_anomaly(points[a], points[b], min_effect)]
+
+
+@dataclass(frozen=True)
+class LaunchNoise:
+    """Between-launch spread of one series: the pooled SD of log(launch median) inside points, and its
+    degrees of freedom (sum over points of launches - 1)."""
+
+    sd: float
+    df: int
+
+
+def launch_noise(points: Mapping[int, PointSummary]) -> LaunchNoise | None:
+    """Pooled within-point SD of the log launch medians (``None``: no point has two launches).
+
+    A request CI comes from one server process; the tg of a second start of the same point can differ
+    far more (a hybrid backend's tg is bimodal between starts), so a difference between two points is
+    only a fact when it exceeds this spread too."""
+    ss, df = 0.0, 0
+    for p in points.values():
+        logs = [math.log(v) for v in p.launches if v > 0]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            ss += sum((v - mean) ** 2 for v in logs)
+            df += len(logs) - 1
+    return LaunchNoise(math.sqrt(ss / df), df) if df else None
+
+
+def established(lower: PointSummary, upper: PointSummary, noise: LaunchNoise | None,
+                confidence: float = 0.95) -> bool:
+    """Whether ``upper`` is faster than ``lower`` beyond the between-launch noise: a one-sided t test on
+    log tg with the pooled launch SD (``False`` when the noise is unknown: not established)."""
+    if noise is None or lower.median <= 0 or upper.median <= 0:
+        return False
+    n_lo, n_up = max(len(lower.launches), 1), max(len(upper.launches), 1)
+    se = noise.sd * math.sqrt(1 / n_lo + 1 / n_up)
+    return math.log(upper.median / lower.median) > float(student_t.ppf(confidence, noise.df)) * se
+
+
+def split_anomalies(points: Mapping[int, PointSummary],
+                    min_effect: float = MIN_EFFECT) -> tuple[list[int], list[int]]:
+    """(anomalies, suspects): suspects (:func:`find_anomalies`) that are / are not :func:`established`
+    against their lower measured neighbour."""
+    noise = launch_noise(points)
+    xs = sorted(points)
+    lower = {b: a for a, b in zip(xs, xs[1:], strict=False)}
+    sus = find_anomalies(points, min_effect)
+    real = [x for x in sus if established(points[lower[x]], points[x], noise)]
+    return real, [x for x in sus if x not in real]
 
 
 def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[str, Mapping[int, int | None]],
@@ -238,8 +302,9 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
         t = threshold[s] = native_threshold(c, native)
         at_native = [x for x in pts if t is not None and (c.get(x) or 0) >= (native or 0)]
         sweet[s] = max(at_native, key=lambda x: (pts[x].median, -x)) if at_native else None
+    split = {s: split_anomalies(pts, min_effect) for s, pts in measured.items()}
     return Conclusions(threshold, sweet, winner_regions(measured, domain),
-                       {s: find_anomalies(pts, min_effect) for s, pts in measured.items()})
+                       {s: v[0] for s, v in split.items()}, {s: v[1] for s, v in split.items()})
 
 
 # ---------------------------------------------------------------------------------- the loop
@@ -310,8 +375,9 @@ class _State:
         for s, pts in self.measured.items():
             odd = set(find_anomalies(pts, self.opts.min_effect))
             seq = [x for x in sorted(pts) if x not in odd]
+            noise = launch_noise(pts)
             for p, q, r in zip(seq, seq[1:], seq[2:], strict=False):
-                if on_chord((p, pts[p]), (q, pts[q]), (r, pts[r]), self.opts.tolerance):
+                if on_chord((p, pts[p]), (q, pts[q]), (r, pts[r]), self.opts.tolerance, noise):
                     self.passed[s].add((p, q, r))
 
 
@@ -327,19 +393,37 @@ def above_trend(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFE
     return out
 
 
+def _beyond_noise(points: Mapping[int, PointSummary], x: int, noise: LaunchNoise) -> bool:
+    """Whether ``x`` is above its lower measured neighbour, or the chord of its measured neighbours,
+    beyond the between-launch noise (:func:`established`)."""
+    lo = max((k for k in points if k < x), default=None)
+    ref = [points[lo]] if lo is not None else []
+    chord = interpolate({k: v for k, v in points.items() if k != x}, x)
+    if chord is not None:
+        ref.append(PointSummary(chord.median, chord.ci_low, chord.ci_high, 0, points[lo].launches if lo is not None else ()))
+    return any(established(r, points[x], noise) for r in ref)
+
+
 def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
     """Points next to an anomaly or a suspect: the domain point just below it (which decides whether it
     is an anomaly) and the one just above (where it ends)."""
     pts = st.measured[s]
     dom = [x for x in st.domain if x not in st.failed[s]]
+    noise = launch_noise(pts)
     out = []
     for x in sorted(set(find_anomalies(pts, st.opts.min_effect)) | set(above_trend(pts, st.opts.min_effect))):
+        if noise is not None and not _beyond_noise(pts, x, noise):
+            continue            # within what a second server start of one point differs by: not chased
         i = dom.index(x)
         if i > 0 and dom[i - 1] not in pts:
             out.append((2.0, s, dom[i - 1], f"just below {x}, which breaks the trend"))
         if i + 1 < len(dom) and dom[i + 1] not in pts:
             out.append((1.5, s, dom[i + 1], f"just above {x}, which breaks the trend"))
     return out
+
+
+#: candidates at or above this priority (a crossing, a suspect's neighbours) are measured before any stop
+_MUST = 1.5
 
 
 def _candidates(st: _State) -> list[tuple[float, str, int, str]]:
@@ -385,12 +469,21 @@ def adaptive_sweep(series: Sequence[str], domain: Sequence[int], measure: Measur
             if (stopped := st.stop_reason()) is not None:
                 break
             st.take(s, x, why)
+    last, unchanged = None, 0
     while stopped is None:
         _confirm_anomalies(st)
         st.check_chords()
+        key = conclude(st.measured, ctx, native, dom, opts.min_effect).to_dict()
+        key.pop("suspects")       # not conclusions: they get their neighbours measured (priority >= _MUST)
+        unchanged = unchanged + 1 if key == last else 0
+        last = key
         cands = _candidates(st)
         if not cands:
             stopped = "stable"
+            break
+        if (opts.stable_after is not None and cands[0][0] < _MUST and
+                unchanged >= opts.stable_after * len(st.series)):
+            stopped = "conclusions stable"
             break
         if (stopped := st.stop_reason()) is not None:
             break

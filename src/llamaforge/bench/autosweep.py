@@ -64,7 +64,7 @@ def tg_summary(p: Any) -> PointSummary | None:
     if p is None or p.status != "ok":
         return None
     cs = cluster_summary(p.launch_groups("tg_tps"))
-    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches) if cs else None
+    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians) if cs else None
 
 
 @dataclasses.dataclass
