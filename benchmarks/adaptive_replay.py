@@ -34,13 +34,14 @@ from llamaforge.bench.adaptive import (  # noqa: E402
     PointSummary,
     adaptive_sweep,
     conclude,
+    established,
     launch_noise,
 )
 from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Store  # noqa: E402
 
 SECONDS: dict[tuple[str, int], float] = {}     # wall time of each stored point, filled by load()
-FIT_SECONDS: list[float | None] = [None]      # the fit map's wall time, filled by load()
+FIT_SECONDS: list = [None, ""]                # the fit map's wall time and its source, filled by load()
 FULL_POINTS = [0]                             # points of a sweep of every ncmoe, all series, set by main()
 
 
@@ -52,13 +53,21 @@ def point_seconds(p) -> float:  # noqa: ANN001
     return (p.finished - p.started) if p.started and p.finished else 0.0
 
 
-def fitmap_seconds(store: Store, build_keys: set[str]) -> float | None:
-    """Wall time of the newest fit map of each of these builds in the store (``None``: none stored)."""
+def fitmap_seconds(store: Store, build_keys: set[str]) -> tuple[float | None, str]:
+    """Wall time of the newest fit map of each of these builds in the store, and where it comes from; where
+    none is stored for them, the newest fit map of as many builds in the store stands in (an estimate)."""
     newest: dict[str, float] = {}
+    other: dict[str, float] = {}
     for run in store.list_runs("fitmap"):
-        for key in set(run.plan.get("builds") or []) & build_keys:
-            newest[key] = sum(point_seconds(p) for p in store.points(run.id, build_key=key, with_samples=False))
-    return sum(newest.values()) if newest else None
+        for key in set(run.plan.get("builds") or []):
+            secs = sum(point_seconds(p) for p in store.points(run.id, build_key=key, with_samples=False))
+            (newest if key in build_keys else other)[key] = secs
+    if newest:
+        return sum(newest.values()), "the stored fit map"
+    if other:
+        per = sum(other.values()) / len(other)
+        return per * len(build_keys), "a fit map estimated from other builds' stored fit maps"
+    return None, ""
 
 
 def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], list[int]]:
@@ -67,7 +76,7 @@ def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], 
     run = store.get_run(run_id)
     SECONDS.clear()
     keys = {b["key"] for b in store.builds_for_run(run.id)}
-    FIT_SECONDS[0] = fitmap_seconds(store, keys)
+    FIT_SECONDS[:] = fitmap_seconds(store, keys)
     backend = {b["key"]: b.get("backend", b["key"]) for b in store.builds_for_run(run.id)}
     summ: dict[str, dict[int, PointSummary]] = {}
     ctx: dict[str, dict[int, int | None]] = {}
@@ -94,7 +103,7 @@ def verdicts(ad: Conclusions, ex: Conclusions, summ: dict, domain: list[int]) ->
         x_ad = ad.sweet_spot.get(s)
         if x_ad == x_ex:
             sweet.append(f"{s} {x_ad}: yes")
-        elif x_ad is not None and x_ex is not None and summ[s][x_ad].overlaps(summ[s][x_ex]):
+        elif x_ad is not None and x_ex is not None and _tie(summ[s], x_ad, x_ex):
             sweet.append(f"{s} {x_ad} vs {x_ex}: tie")
         else:
             sweet.append(f"{s} {x_ad} vs {x_ex}: NO")
@@ -134,6 +143,15 @@ def noise_lines(summ: dict, ex: Conclusions, domain: list[int]) -> list[str]:
             out.append(f"{s} {x}: +{jump:.0%} over {lo} ({launches}); launch SD of log tg {noise.sd:.2f} "
                        f"(df {noise.df}) needs > +{need:.0%}: {verdict}")
     return out
+
+
+def _tie(pts: dict, a: int, b: int) -> bool:
+    """Whether two points are indistinguishable: stored CIs overlap, or neither beats the other beyond the
+    between-launch noise of the series (see ``established``)."""
+    noise = launch_noise(pts)
+    if pts[a].overlaps(pts[b]):
+        return True
+    return noise is not None and not established(pts[a], pts[b], noise) and not established(pts[b], pts[a], noise)
 
 
 def _label(c: Conclusions, x: int) -> str | None:
@@ -204,7 +222,7 @@ def _time(r: AdaptiveResult) -> str:
         return "no point times stored"
     text = f"measuring {used:.0f} s of {total:.0f} s ({used / total:.0%})"
     if fit is not None:
-        text += f"; with the stored fit map ({fit:.0f} s) {(used + fit) / total:.0%}"
+        text += f"; with {FIT_SECONDS[1]} ({fit:.0f} s) {(used + fit) / total:.0%}"
     n_full = FULL_POINTS[0]
     if n_full:
         per = total / max(len([k for k in SECONDS if k[0] in r.measured]), 1)

@@ -90,6 +90,8 @@ def test_auto_needs_a_moe_model_with_a_known_layer_count(tmp_path):
     (["--ncmoe", "auto", "--ngl", "0:4"], ["--ncmoe auto", "--ngl"]),
     (["--ncmoe", "auto", "--max-points", "many"], ["--max-points", "many"]),
     (["--ncmoe", "auto", "--time-budget", "-3"], ["--time-budget"]),
+    (["--stable-after", "2"], ["--stable-after", "--ncmoe auto"]),
+    (["--ncmoe", "auto", "--stable-after", "-1"], ["--stable-after", "at least 0"]),
 ])
 def test_bad_auto_options_are_one_line_with_the_fix(tmp_path, args, needles):
     model = _gguf(tmp_path / "m.gguf")

@@ -19,6 +19,8 @@ _BENCH_HELP = {
              "the fit map, then an adaptive sweep that measures only the points its conclusions need",
     "max_points": "with --ncmoe auto: measure at most N points (all builds together)",
     "time_budget": "with --ncmoe auto: stop choosing new points after S seconds (the fit map included)",
+    "stable_after": "with --ncmoe auto: stop once N refinements per build changed no conclusion (default 2; "
+                    "0: only when every interval is settled)",
     "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model",
     "repeats": "measured requests per launch after one discarded warm-up (default 3)",
     "launches": "separate llama-server starts per point, interleaved across points and builds (default 2; "
@@ -111,7 +113,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
           name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None,
-          max_points=None, time_budget=None):
+          max_points=None, time_budget=None, stable_after=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
@@ -155,7 +157,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                 raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
             backend_list = csv_list(backends, what="backend")
             pin_list = csv_list(pins, what="pin") if pins else [None]
-            auto = _auto_options(ncmoe, ngl, max_points, time_budget)
+            auto = _auto_options(ncmoe, ngl, max_points, time_budget, stable_after)
             plan = _plan_from_options(p, model=model, backends=backend_list,
                                       pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe, ngl=ngl,
                                       repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
@@ -196,13 +198,13 @@ def _refuse_all_failed(store: Store, run_id: str) -> None:
                          f"see the log tails with `llamaforge runs {run_id} --failed`")
 
 
-def _auto_options(ncmoe, ngl, max_points, time_budget):  # noqa: ANN001, ANN202
+def _auto_options(ncmoe, ngl, max_points, time_budget, stable_after=None):  # noqa: ANN001, ANN202
     """``AdaptiveOptions`` for ``--ncmoe auto`` (``None`` for a list of points); the budgets only with auto."""
     from ..bench.adaptive import AdaptiveOptions
 
     if str(ncmoe).strip().lower() != "auto":
-        if max_points is not None or time_budget is not None:
-            raise BenchError("--max-points and --time-budget belong to an adaptive sweep",
+        if max_points is not None or time_budget is not None or stable_after is not None:
+            raise BenchError("--max-points, --time-budget and --stable-after belong to an adaptive sweep",
                              "add --ncmoe auto, or leave them out")
         return None
     if ngl is not None and str(ngl).strip() != "":
@@ -210,7 +212,14 @@ def _auto_options(ncmoe, ngl, max_points, time_budget):  # noqa: ANN001, ANN202
                          "leave out --ngl, or give the ncmoe points, e.g. --ncmoe 0:40:4 --ngl 20,30")
     return AdaptiveOptions(
         max_points=_int_option(max_points, "--max-points", None, minimum=2, fix="e.g. --max-points 12"),
-        time_budget_s=as_float(time_budget, "--time-budget", positive=True) if time_budget is not None else None)
+        time_budget_s=as_float(time_budget, "--time-budget", positive=True) if time_budget is not None else None,
+        stable_after=_stable_after(stable_after))
+
+
+def _stable_after(value) -> int | None:  # noqa: ANN001
+    """``--stable-after``: the default (None given) 2; 0 means off (stop only when every interval is settled)."""
+    n = _int_option(value, "--stable-after", 2, minimum=0, fix="e.g. --stable-after 2, or 0 to refine until settled")
+    return n or None
 
 
 def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str) -> int | None:  # noqa: ANN001
