@@ -106,12 +106,12 @@ def test_the_report_lists_measured_and_interpolated_points_but_no_interpolated_n
                         "chosen": [{"series": key, "ncmoe": x, "reason": f"why {x}"} for x in (0, 1, 8)],
                         "interpolated": {key: {str(x): 12345.678 + x for x in range(2, 8)}},
                         "conclusions": {"threshold": {key: 0}, "sweet_spot": {key: 0}, "anomalies": {key: []},
-                                        "regions": []}}
+                                        "suspects": {key: [8]}, "regions": []}}
     store.update_run_plan(run_id, plan)
     _, sections = build_report(store, run_id, tmp_path / "out")
     assert sections[1].id == "adaptive"
     concl = sections[1].tables[0].rows
-    assert concl == [["CPU", "0", "0", "none", "0–1, 8", "2–7"]]
+    assert concl == [["CPU", "0", "0", "none (suspects, not beyond the launch noise: 8)", "0–1, 8", "2–7"]]
     assert [r[2:] for r in sections[1].tables[1].rows] == [["0", "why 0"], ["1", "why 1"], ["8", "why 8"]]
     cells = json.dumps([t.rows for s in sections for t in s.tables])
     assert "12345" not in cells and "12,345" not in cells

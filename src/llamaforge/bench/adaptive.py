@@ -307,6 +307,13 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
                        {s: v[0] for s, v in split.items()}, {s: v[1] for s, v in split.items()})
 
 
+def anomaly_text(conclusions: Mapping, series: str) -> str:
+    """A recorded conclusion's anomalies of one series, then its suspects, as text for tables."""
+    text = ", ".join(map(str, (conclusions.get("anomalies") or {}).get(series) or [])) or "none"
+    sus = (conclusions.get("suspects") or {}).get(series) or []
+    return text + (f" (suspects, not beyond the launch noise: {', '.join(map(str, sus))})" if sus else "")
+
+
 # ---------------------------------------------------------------------------------- the loop
 
 

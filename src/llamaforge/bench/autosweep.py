@@ -27,7 +27,7 @@ from ..console import console, esc
 from ..errors import BenchError
 from ..stats import cluster_summary
 from ..store import Store
-from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
+from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep, anomaly_text
 from .fitmap import run_fitmap
 from .plan import BuildLike, Plan, PointSpec
 from .sweep import Item, MeasureItems, engines_of, run_sweep
@@ -168,7 +168,7 @@ def adaptive_table(adaptive: dict, names: dict[str, str] | None = None) -> Table
         measured.setdefault(ch["series"], []).append(ch["ncmoe"])
     for s in sorted(measured):
         tab.add_row(esc(names.get(s, s)[:28]), esc((c.get("threshold") or {}).get(s)),
-                    esc((c.get("sweet_spot") or {}).get(s)), esc((c.get("anomalies") or {}).get(s) or "none"),
+                    esc((c.get("sweet_spot") or {}).get(s)), esc(anomaly_text(c, s)),
                     esc(_span(sorted(set(measured[s])))), esc(_span(sorted(int(x) for x in
                                                                     (adaptive.get("interpolated") or {}).get(s) or {}))))
     return tab

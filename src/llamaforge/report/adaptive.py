@@ -7,6 +7,7 @@ with hollow markers, see :mod:`.plots`).
 
 from __future__ import annotations
 
+from ..bench.adaptive import anomaly_text
 from .data import ReportData
 from .sections import Section, Table
 
@@ -50,7 +51,7 @@ def adaptive_section(data: ReportData) -> Section | None:
     for key in sorted(measured):
         concl.rows.append([names.get(key, key), str((c.get("threshold") or {}).get(key, "–")),
                            str((c.get("sweet_spot") or {}).get(key, "–")),
-                           ", ".join(map(str, (c.get("anomalies") or {}).get(key) or [])) or "none",
+                           anomaly_text(c, key),
                            _span(list(measured[key])), _span(list(interp.get(key, {})))])
     sec.tables.append(concl)
     why = Table(["#", "build", "ncmoe", "why"], title="Points in the order they were chosen")
@@ -65,3 +66,4 @@ def adaptive_section(data: ReportData) -> Section | None:
         sec.notes.append("Confirmed with one more server start: " + ", ".join(
             f"{names.get(d['series'], d['series'])} ncmoe {d['ncmoe']}" for d in rec.confirmed) + ".")
     return sec
+
