@@ -342,6 +342,8 @@ class Store:
                 try:
                     step(db)
                 except sqlite3.Error as e:   # the transaction rolls back: the store stays as it was
+                    if "malformed" in str(e) or "not a database" in str(e):   # damage, not the migration
+                        raise store_error(self.path, e) from e
                     raise StoreError(f"migrating {self.path} from schema v{n} to v{n + 1} failed ({e}); "
                                      "the store was left unchanged",
                                      "keep using the llamaforge that wrote it, and report this") from e

@@ -1,6 +1,8 @@
 """The store survives: a damaged or foreign file gives one line with the way out (not a traceback),
-and the versioned migration ladder takes a real v1 store (a copy of results/h200's) to the current
-schema with a backup first, all or nothing."""
+and the versioned migration ladder takes a real v1 store to the current schema with a backup first,
+all or nothing. The v1 store is tests/fixtures/store-v1-h200.sqlite: the H200 store as committed on
+2026-11-30 (schema v1), cut to its whole-card sweep's ncmoe 0, 20 and 40 (results/h200's own store has
+since been migrated to v2 by the session that added to it)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from llamaforge.files import sha256_file
 from llamaforge.store import SCHEMA_VERSION, Store
 
 REPO = Path(__file__).resolve().parents[2]
-H200 = REPO / "results" / "h200" / "llamaforge.sqlite"
+H200 = REPO / "tests" / "fixtures" / "store-v1-h200.sqlite"
 
 
 def _counts(path: Path) -> dict[str, int]:
