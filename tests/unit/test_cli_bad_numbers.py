@@ -114,3 +114,14 @@ def test_crafted_ggufs(tmp_path, kw, needle):
 def test_a_well_formed_gguf_still_reads(tmp_path):
     f = model_facts(_gguf(tmp_path / "ok.gguf"))
     assert f.n_layers == 4 and f.n_experts == 4
+
+
+@pytest.mark.parametrize("cmd", [["report", "nosuchrun"], ["reproduce", "nosuchrun"]])
+def test_min_effect_takes_a_percentage_on_the_command_line(tmp_path, cmd):
+    """``--min-effect 5%`` (as the help says) reaches the command: it fails on the unknown run, not on the value;
+    a float default made Invoke refuse every percentage as "not a whole number"."""
+    r = _cli(tmp_path, *cmd, "--min-effect", "5%")
+    assert r.returncode != 0 and "--min-effect" not in r.stderr and "whole number" not in r.stderr, r.stderr
+    if cmd[0] == "reproduce":   # it reads the value first: a bare number >= 1 stays refused as ambiguous
+        r = _cli(tmp_path, *cmd, "--min-effect", "5")
+        assert r.returncode != 0 and "--min-effect" in r.stderr, r.stderr

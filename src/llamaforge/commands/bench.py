@@ -358,7 +358,7 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
     "allow_busy": _BENCH_HELP["allow_busy"],
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
                "another machine; builds matched by backend when their keys differ)"})
-def reproduce(c, run, points=None, min_effect=0.05, allow_busy=False, against=None):
+def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
     and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.

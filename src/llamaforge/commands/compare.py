@@ -45,7 +45,7 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "fail_on_worse": "exit 3 when any metric of any point is worse (for CI: scheduled regression checks)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
-            ncmoe="0", repeats=6, rounds=4, min_effect=0.05, engine="server", prompt_tokens=None, n_predict=None,
+            ncmoe="0", repeats=6, rounds=4, min_effect="5%", engine="server", prompt_tokens=None, n_predict=None,
             threads=None, source=None, base_host=None, head_host=None, fleet=None, fail_on_worse=False):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like

@@ -16,7 +16,7 @@ from ._common import lf_task, paths
     "out": "output folder (default: results/reports/<run id>/)",
     "min_effect": "smallest relative difference called significant: 0.05 or 5% (default 5%)",
 })
-def report(c, run, out=None, min_effect=0.05):
+def report(c, run, out=None, min_effect="5%"):
     """Write a report (report.html, report.md, PNG plots) for a stored run: tables with spread and
     count, backend ratios with significance, sweet spots, anomalies, roofline and provenance."""
     from ..report import write_report
