@@ -52,7 +52,7 @@ def default_pin(lf_paths):
 
 
 def _build(lf_paths, pin, backend):
-    from llamaforge.build import BuildOptions, build
+    from llamaforge.builds import BuildOptions, build
 
     return build(lf_paths, pin, backend, BuildOptions())
 

@@ -2,7 +2,7 @@
 
 Sides: a pin name or a commit (with an optional ``--source`` for commits not in the mirror yet),
 each with its backend, so ``A`` and ``B`` may be two commits on one backend or two backends of one
-commit. Both are built through :func:`llamaforge.build.build` (cached by key).
+commit. Both are built through :func:`llamaforge.builds.build` (cached by key).
 
 How it interleaves, and why: the samples of one side are taken in ``rounds`` (default 3)
 separate processes — one llama-server start (or one llama-bench call) per side per point per
@@ -98,7 +98,7 @@ class CompareRequest:
 
 def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> Any:
     """Build (or reuse) one side: a pin name, or a commit (from the mirror or ``side.source``)."""
-    from .build import BuildOptions, build
+    from .builds import BuildOptions, build
     from .config import Pin, SourceSpec, load_pins
     from .sources import checkout_commit
 

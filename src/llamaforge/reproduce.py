@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench.schedule import SENTINEL_LABEL
-from .build.backends import display_name
+from .builds.backends import display_name
 from .errors import BenchError
 from .metrics import pick_test
 from .stats import ClusterSummary, Summary, cluster_summary
@@ -190,7 +190,7 @@ def select_points(plan_points: list, points: str | None, n_layers: int | None) -
 
 def run_builds(store: Store, paths: Any, run: Run) -> list:
     """The builds of ``run``, still on disk (else one line naming them and how to rebuild)."""
-    from .build import list_builds
+    from .builds import list_builds
 
     have = {b.key: b for b in list_builds(paths)}
     keys = list(run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])

@@ -105,7 +105,7 @@ class SmokeResult:
 
 @lru_cache(maxsize=64)
 def _help(binary: str, env_items: tuple[tuple[str, str], ...]) -> frozenset[str]:
-    from .build.options import parse_help
+    from .builds.options import parse_help
 
     return frozenset(parse_help(proc.run([binary, "--help"], env=dict(env_items), timeout=120).output))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from llamaforge import proc
-from llamaforge.build import Build, build
-from llamaforge.build.integrity import binary_problems
+from llamaforge.builds import Build, build
+from llamaforge.builds.integrity import binary_problems
 from llamaforge.errors import BuildError
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.build import Build, BuildOptions, build
-from llamaforge.build.verify import verify_build
+from llamaforge.builds import Build, BuildOptions, build
+from llamaforge.builds.verify import verify_build
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.build import BuildOptions, build
-from llamaforge.build.options import build_options
+from llamaforge.builds import BuildOptions, build
+from llamaforge.builds.options import build_options
 from llamaforge.config import load_pins
 from llamaforge.models import model_facts
 from llamaforge.store import Store

@@ -18,8 +18,8 @@ import pytest
 
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.sweep import measure_point
-from llamaforge.build import Build
-from llamaforge.build.verify import apply_to_manifest, verify_build
+from llamaforge.builds import Build
+from llamaforge.builds.verify import apply_to_manifest, verify_build
 from llamaforge.files import sha256_file
 from llamaforge.models import model_facts
 from llamaforge.store import Store

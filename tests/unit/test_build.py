@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.build.backends import FlagOptions, cmake_flags, get_backend, parse_backends, problems
-from llamaforge.build.builder import (
+from llamaforge.builds.backends import FlagOptions, cmake_flags, get_backend, parse_backends, problems
+from llamaforge.builds.builder import (
     MANIFEST,
     MANIFEST_VERSION,
     first_error,
@@ -15,8 +15,8 @@ from llamaforge.build.builder import (
     read_manifest,
     write_json_atomic,
 )
-from llamaforge.build.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
-from llamaforge.build.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
+from llamaforge.builds.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
+from llamaforge.builds.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
 from llamaforge.errors import ConfigError, ToolchainError
 
 
@@ -63,7 +63,7 @@ def test_unknown_backend_lists_the_known_ones():
 
 
 def test_cuda_without_nvcc_or_archs_is_a_toolchain_error(monkeypatch):
-    monkeypatch.setattr("llamaforge.build.backends.gpu_visible", lambda: False)
+    monkeypatch.setattr("llamaforge.builds.backends.gpu_visible", lambda: False)
     with pytest.raises(ToolchainError) as e:
         cmake_flags(get_backend("cuda"), _tc(nvcc=None), FlagOptions())
     assert "nvcc" in e.value.message
@@ -143,7 +143,7 @@ def test_cuda_build_that_sees_only_vulkan_is_the_seed_trap():
 
 
 def test_disk_full_during_a_build_says_so_and_never_leaves_a_manifest(tmp_path: Path, monkeypatch):
-    from llamaforge.build.builder import _raise_failed
+    from llamaforge.builds.builder import _raise_failed
     from llamaforge.errors import BuildError
 
     log = tmp_path / "build.log"

@@ -12,9 +12,9 @@ import git
 import pytest
 
 from llamaforge import proc
-from llamaforge.build import BuildOptions, build, find_build
-from llamaforge.build.integrity import source_evidence
-from llamaforge.build.verify import verify_build
+from llamaforge.builds import BuildOptions, build, find_build
+from llamaforge.builds.integrity import source_evidence
+from llamaforge.builds.verify import verify_build
 from llamaforge.config import Pin, Pins, SourceSpec
 from llamaforge.errors import BuildError
 from llamaforge.paths import Paths
@@ -98,7 +98,7 @@ def test_build_records_the_source_tree_and_refuses_a_dirty_worktree(paths: Paths
 def test_tampered_binary_is_caught_on_a_hit_by_find_build_and_verify(paths: Paths, pin: Pin,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     notices: list[str] = []
-    monkeypatch.setattr("llamaforge.build.builder.notice", notices.append)
+    monkeypatch.setattr("llamaforge.builds.builder.notice", notices.append)
     b = build(paths, pin, "cpu", _opts())
     exe = b.binary("llama-server")
     data = bytearray(exe.read_bytes())

@@ -15,7 +15,7 @@ from llamaforge.bench.engines.llamabench import bench_args, parse_results, sampl
 from llamaforge.bench.engines.server import fit_status_of, server_args
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec
 from llamaforge.bench.sweep import measure_point
-from llamaforge.build.options import BinaryOptions, build_options, ncmoe_overrides, parse_help, probe_binary
+from llamaforge.builds.options import BinaryOptions, build_options, ncmoe_overrides, parse_help, probe_binary
 from llamaforge.errors import BuildError
 from llamaforge.store import Store
 

@@ -19,12 +19,12 @@ import pytest
 
 from llamaforge.bench import adjust
 from llamaforge.bench.plan import Plan, make_points
-from llamaforge.build import hostcpu
-from llamaforge.build.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, get_backend
-from llamaforge.build.builder import find_build, make_key
-from llamaforge.build.doctor import amx_gcc_warning, parse_gcc_major
-from llamaforge.build.manifest import MANIFEST, MANIFEST_VERSION
-from llamaforge.build.verify import Verification, apply_to_manifest, ensure_runnable, raise_for
+from llamaforge.builds import hostcpu
+from llamaforge.builds.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, get_backend
+from llamaforge.builds.builder import find_build, make_key
+from llamaforge.builds.doctor import amx_gcc_warning, parse_gcc_major
+from llamaforge.builds.manifest import MANIFEST, MANIFEST_VERSION
+from llamaforge.builds.verify import Verification, apply_to_manifest, ensure_runnable, raise_for
 from llamaforge.errors import BenchError, BuildError
 from llamaforge.quirks import describe_failure, likely_cause, quirk_args, signal_name
 from llamaforge.smoke import run_smoke
@@ -124,7 +124,7 @@ def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
     assert res.status == "timeout" and len(res.attempts) == 1
     assert "did not answer" in res.error and res.attempts[0].server.returncode is None
     v = Verification(True)
-    from llamaforge.build.verify import _smoke_into
+    from llamaforge.builds.verify import _smoke_into
 
     smoke.SERVER_TIMEOUT_S = 3
     try:
@@ -141,7 +141,7 @@ def test_failed_smoke_run_marks_the_manifest_and_raises_a_build_error_with_the_f
     b = fake("crash-always")
     res = run_smoke(b, b.dir / "m.gguf", b.env)
     v = Verification(True)
-    from llamaforge.build.verify import _smoke_into
+    from llamaforge.builds.verify import _smoke_into
 
     _smoke_into(v, b, b.dir / "m.gguf", b.env, None, True)
     assert not v.ok and v.problems[0].startswith("builds but does not run")
@@ -174,7 +174,7 @@ def test_a_build_never_smoke_run_is_smoke_run_before_bench(fake, monkeypatch):
         build.manifest = {**build.manifest, "smoke": "failed", "verification": {"smoke": {"error": "boom"}}}
         return build
 
-    monkeypatch.setattr("llamaforge.build.verify.reverify", reverify)
+    monkeypatch.setattr("llamaforge.builds.verify.reverify", reverify)
     with pytest.raises(BenchError, match="boom"):
         ensure_runnable(b)
     assert calls == [b.key]
@@ -326,7 +326,7 @@ def test_doctor_warns_about_amx_cpus_with_gcc_before_13():
 
 
 def test_no_amx_build_flags_really_turn_amx_off_in_gcc():
-    from llamaforge.build.toolchain import discover
+    from llamaforge.builds.toolchain import discover
 
     tc = discover(backends=("cpu",))
     flags = cmake_flags(get_backend("cpu"), tc, FlagOptions(no_amx=True))
@@ -346,7 +346,7 @@ def test_no_amx_build_flags_really_turn_amx_off_in_gcc():
 
 
 def test_a_fault_in_the_smoke_machinery_skips_the_run_instead_of_breaking_the_build(fake, monkeypatch):
-    from llamaforge.build.verify import _smoke_into
+    from llamaforge.builds.verify import _smoke_into
 
     def boom(*a, **k):
         raise OSError("no such file")

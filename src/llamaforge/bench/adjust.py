@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..build.backends import is_cpu_vulkan_name
+from ..builds.backends import is_cpu_vulkan_name
 from ..console import notice
 from ..quirks import quirk_args, recorded
 from .plan import BuildLike, Plan

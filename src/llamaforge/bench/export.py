@@ -18,7 +18,7 @@ import statistics
 import time
 from typing import Any
 
-from ..build.backends import display_name
+from ..builds.backends import display_name
 from ..errors import StoreError
 from ..records import BuildManifest, Environment, RunPlan
 from ..store import Point, Store

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
-from ..build.manifest import Build
+from ..builds.manifest import Build
 from ..errors import BenchError
 
 
 @dataclass
 class ExternalBuild(Build):
-    """A :class:`~llamaforge.build.Build` whose binaries sit directly in ``dir`` (no manifest of ours)."""
+    """A :class:`~llamaforge.builds.Build` whose binaries sit directly in ``dir`` (no manifest of ours)."""
 
     extra_env: dict[str, str] = field(default_factory=dict)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ..build.options import build_options
+from ..builds.options import build_options
 from ..console import console, esc
 from ..envinfo import collect_env
 from ..errors import BenchError

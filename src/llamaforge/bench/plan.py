@@ -52,7 +52,7 @@ FIT_STATUS_NOTES = {
 
 @runtime_checkable
 class BuildLike(Protocol):
-    """What the bench needs from a build (``llamaforge.build.Build`` satisfies it)."""
+    """What the bench needs from a build (``llamaforge.builds.Build`` satisfies it)."""
 
     key: str
     backend: str

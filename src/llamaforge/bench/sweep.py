@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build.options import build_options
+from ..builds.options import build_options
 from ..console import notice
 from ..envinfo import collect_env
 from ..errors import BenchError

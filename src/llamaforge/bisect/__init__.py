@@ -3,7 +3,7 @@
 * :mod:`.search` — the binary search, pure (two callables: build and measure), testable without
   building anything;
 * :mod:`.session` — ``bisect`` for real: commits from the mirror, incremental builds
-  (:mod:`llamaforge.build.incremental`), llama-bench measurements and probes into the store;
+  (:mod:`llamaforge.builds.incremental`), llama-bench measurements and probes into the store;
 * :mod:`.git_run` — ``bisect-run``, the ``git bisect run`` helper (0 good / 1 bad / 125 skip).
 """
 

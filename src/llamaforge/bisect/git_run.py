@@ -13,7 +13,7 @@ from typing import Any
 
 from ..bench.plan import resolve_model
 from ..bench.sweep import measure_point
-from ..build import BuildOptions, build
+from ..builds import BuildOptions, build
 from ..config import Pin
 from ..errors import BuildError, LlamaforgeError
 from ..sources import head_tree

@@ -1,5 +1,5 @@
 """A bisection session for real: commits from the mirror (``sources.first_parent_commits``),
-incremental builds (:class:`llamaforge.build.incremental.IncrementalBuilder`), llama-bench
+incremental builds (:class:`llamaforge.builds.incremental.IncrementalBuilder`), llama-bench
 measurements into the store (run kind ``bisect``, one ``probes`` row per build attempt, one point
 per measured commit labelled with its short sha), and what ``bisect`` prints.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
 from ..bench.sweep import measure_point
-from ..build.incremental import IncrementalBuilder, build_facts
+from ..builds.incremental import IncrementalBuilder, build_facts
 from ..config import SourceSpec
 from ..console import console, esc, notice
 from ..envinfo import collect_env

@@ -59,8 +59,8 @@ def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | N
         if len(backends) != 1:
             raise BenchError("--bin-dir holds one build; give exactly one --backends", "e.g. --backends vulkan")
         return [external_build(Path(bin_dir), backends[0])]
-    from ..build import find_build
-    from ..build.verify import ensure_runnable
+    from ..builds import find_build
+    from ..builds.verify import ensure_runnable
 
     return [ensure_runnable(find_build(p, pin, be), p, allow_broken=allow_broken) for pin in pin_list for be in backends]
 
@@ -241,15 +241,15 @@ def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> 
 
         b = external_build(Path(bin_dir), plan.backends[0])
         return [b]
-    from ..build import list_builds
+    from ..builds import list_builds
 
     have = {b.key: b for b in list_builds(p)}
     missing = [k for k in plan.build_keys if k not in have]
     if missing:
         raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
                          "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
-    from ..build.hostcpu import runs_here
-    from ..build.verify import ensure_runnable
+    from ..builds.hostcpu import runs_here
+    from ..builds.verify import ensure_runnable
 
     for k in plan.build_keys:
         ok, why = runs_here(have[k].manifest)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ..build import BuildOptions, list_builds
-from ..build import build as do_build
-from ..build.backends import parse_backends
+from ..builds import BuildOptions, list_builds
+from ..builds import build as do_build
+from ..builds.backends import parse_backends
 from ..console import console, esc
 from ..errors import ConfigError, VerifyError
 from ._common import as_int, csv_list, lf_task, paths, pins
@@ -31,8 +31,8 @@ def pins_(c):
 @lf_task
 def doctor(c):
     """Which backends this machine can build and run, and why not (each with the fix)."""
-    from ..build.doctor import check
-    from ..build.toolchain import discover
+    from ..builds.doctor import check
+    from ..builds.toolchain import discover
 
     tc = discover()
     t = Table(title="toolchain")
@@ -140,8 +140,8 @@ def builds(c):
 def verify(c, backends=None, pins=None, model=None):
     """Re-verify cached builds: pinned commit, a device of the backend, capabilities, and a smoke run
     (load + generate through llama-server and llama-bench; crashes retried with known workarounds)."""
-    from ..build import find_build
-    from ..build.verify import print_smoke_tail, reverify
+    from ..builds import find_build
+    from ..builds.verify import print_smoke_tail, reverify
 
     p = paths()
     from ._common import pins as load
@@ -166,7 +166,7 @@ def verify(c, backends=None, pins=None, model=None):
                 failed.append(b)
     _print_builds(done)
     if failed:
-        from ..build.verify import raise_for
+        from ..builds.verify import raise_for
 
         for b in failed[1:]:
             ver = b.manifest["verification"]

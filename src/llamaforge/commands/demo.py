@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..build import BuildOptions
-from ..build import build as do_build
-from ..build.backends import parse_backends
-from ..build.doctor import check
+from ..builds import BuildOptions
+from ..builds import build as do_build
+from ..builds.backends import parse_backends
+from ..builds.doctor import check
 from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError
 from ._common import csv_list, lf_task, paths, pins

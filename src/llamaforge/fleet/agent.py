@@ -29,7 +29,7 @@ def info() -> dict:
 
 
 def doctor() -> dict:
-    from ..build.doctor import check
+    from ..builds.doctor import check
 
     return {"backends": [{"backend": s.backend, "can_build": s.can_build, "can_run": s.can_run,
                           "devices": s.devices, "reasons": [list(r) for r in s.reasons], "tested": s.tested}

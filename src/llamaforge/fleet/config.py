@@ -29,7 +29,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..build.backends import BACKENDS
+from ..builds.backends import BACKENDS
 from ..errors import ConfigError
 
 FLEET_FILE = "fleet.toml"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.schedule import SENTINEL_LABEL
-from ..build.backends import display_name
+from ..builds.backends import display_name
 from ..errors import LlamaforgeError, StoreError
 from ..metrics import pick_test
 from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan

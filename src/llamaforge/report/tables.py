@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from ..bench.sentinel import drift_flags
-from ..build.backends import display_name
+from ..builds.backends import display_name
 from ..metrics import LABELS
 from ..records import BuildManifest, Environment
 from ..stats import Comparison, compare

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import proc
-from ...build.options import build_options
+from ...builds.options import build_options
 from ...errors import BuildError
 from .. import adjust
 from ..fit import fitt_for

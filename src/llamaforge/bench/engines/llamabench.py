@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ... import proc
-from ...build.options import build_options
+from ...builds.options import build_options
 from ...errors import BuildError
 from ...store import Point, Sample
 from .. import adjust

@@ -1,7 +1,7 @@
 """The offload arguments every engine passes: ``-ncmoe`` (or its ``-ot`` equivalent), ``-ngl``,
 ``-fitt`` and ``-t`` — one encoding for llama-server, llama-bench and llama-fit-params.
 
-``-ncmoe`` comes from :meth:`~llamaforge.build.options.BinaryOptions.ncmoe_args` for every
+``-ncmoe`` comes from :meth:`~llamaforge.builds.options.BinaryOptions.ncmoe_args` for every
 point, 0 included (``--n-cpu-moe 0`` where the binary has it, nothing where only ``-ot`` exists);
 ``-ngl`` only when the point sets it (``-1`` = llama.cpp's default, all layers); ``-fitt`` only
 when the caller passes one (the decision is :func:`llamaforge.bench.fit.fitt_for`'s; llama-bench
@@ -10,7 +10,7 @@ never gets one, see :mod:`.llamabench`).
 
 from __future__ import annotations
 
-from ...build.options import BinaryOptions
+from ...builds.options import BinaryOptions
 from ..plan import PointSpec
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...build.options import build_options
+from ...builds.options import build_options
 from ...console import notice
 from ...errors import BuildError
 from ...models.utf8 import incomplete_utf8_tokens
@@ -36,7 +36,7 @@ _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
 def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, *,
                 ctx: int | None = None) -> list[str]:
     """The llama-server arguments of a point (without host/port), built from what this binary
-    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.build.options`):
+    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.builds.options`):
     the offload arguments (:func:`.offload.offload_args`; ``-fitt`` only where the server can fit),
     ``-c`` from ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
     opts = build_options(build)

@@ -1,6 +1,6 @@
 """A finished build and its manifest file: what every other module (bench, verify, bisect) reads.
 
-Kept apart from :mod:`.builder` (which makes builds) so that :mod:`llamaforge.build.verify`, which the
+Kept apart from :mod:`.builder` (which makes builds) so that :mod:`llamaforge.builds.verify`, which the
 builder calls, can read and rewrite manifests without importing the builder back.
 """
 

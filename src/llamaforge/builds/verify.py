@@ -2,7 +2,7 @@
 
 * ``--version`` must report the pinned commit — a consistency check only: llamaforge passes
   ``-DLLAMA_BUILD_COMMIT`` itself, so the proof of the commit is the source tree id recorded in
-  the manifest (:mod:`llamaforge.build.integrity`), re-checked here with the binaries' sha256.
+  the manifest (:mod:`llamaforge.builds.integrity`), re-checked here with the binaries' sha256.
 * ``--list-devices`` must show a device of the built backend (``CUDA0: ...`` / ``Vulkan0: ...``);
   otherwise fail loudly — "built for CUDA but the binary sees only Vulkan0" is the trap the seed's
   user fell into (a distribution package that was the Vulkan build).
@@ -143,7 +143,7 @@ def diagnose(backend: str, expected_commit: str, version: dict, devices: list[De
 
 def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, smoke: bool = True,
                  quirks: bool = True) -> Verification:
-    """Run the checks on a :class:`~llamaforge.build.Build`; never raises for a failed check (see ``ok``).
+    """Run the checks on a :class:`~llamaforge.builds.Build`; never raises for a failed check (see ``ok``).
 
     ``model`` is the smoke run's model (default: the tiny synthetic one, made with the build's own
     vocab files; ``paths`` locates the model cache). ``smoke=False`` skips the smoke run (unit

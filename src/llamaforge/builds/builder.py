@@ -61,7 +61,7 @@ class BuildOptions(FlagOptions):
 def make_key(commit: str, backend: str, flags: dict[str, str], fingerprint: dict[str, str],
              cpu: dict | None = None) -> tuple[str, dict]:
     """The key string and the key's content (what the hash covers). ``cpu`` (the host CPU of a
-    ``GGML_NATIVE`` build, :func:`~llamaforge.build.hostcpu.native_cpu`) is part of it when given."""
+    ``GGML_NATIVE`` build, :func:`~llamaforge.builds.hostcpu.native_cpu`) is part of it when given."""
     content = {"commit": commit[:9], "backend": backend, "flags": dict(sorted(flags.items())),
                "toolchain": dict(sorted(fingerprint.items()))}
     if cpu is not None:
