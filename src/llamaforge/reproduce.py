@@ -139,12 +139,11 @@ def verdict_for(store: Store, parent: Run, child: Run, min_effect: float = MIN_E
                         child_id=child.id, min_effect=min_effect)
 
 
-def verdict_between(store: Store, first: Run, second: Run, min_effect: float = MIN_EFFECT) -> Verdict:
-    """Judge ``second`` against ``first`` without measuring: two stored sweeps, e.g. the same plan run in
+def verdict_between(store: Store, first_ref: str, second_ref: str, min_effect: float = MIN_EFFECT) -> Verdict:
+    """Judge sweep ``second_ref`` against sweep ``first_ref`` without measuring: e.g. the same plan run in
     two sessions or on two machines. Their builds are matched by key, or by backend when the keys differ
     (a rebuild on another machine gets another key), which needs one build per backend in each run."""
-    for r in (first, second):
-        sweep_run(store, r.id)
+    first, second = sweep_run(store, first_ref), sweep_run(store, second_ref)
     b1, b2 = store.builds_for_run(first.id), store.builds_for_run(second.id)
     if {b.get("key") for b in b1} == {b.get("key") for b in b2}:
         return verdict_for(store, first, second, min_effect)

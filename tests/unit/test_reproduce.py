@@ -166,10 +166,10 @@ def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
 
     store, first = run_fake.build(tmp_path)
     n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too
-    same = verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 1.0)))
+    same = verdict_between(store, first, _rebuilt_run(store, first, 1.0))
     assert same.line() == f"{n}/{n} points reproduce"
-    slower = verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 0.5)))
+    slower = verdict_between(store, first, _rebuilt_run(store, first, 0.5))
     assert slower.n_ok == 1 and "differs by -50% (tg)" in slower.line()
     with pytest.raises(BenchError, match="several builds of one backend"):
-        verdict_between(store, store.get_run(first), store.get_run(_rebuilt_run(store, first, 1.0, dup_backend=True)))
+        verdict_between(store, first, _rebuilt_run(store, first, 1.0, dup_backend=True))
     store.close()

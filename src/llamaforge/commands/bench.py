@@ -373,7 +373,7 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     p = paths()
     with Store(p.store_db) as store:
         if against:
-            v = verdict_between(store, store.get_run(run), store.get_run(against), effect)
+            v = verdict_between(store, run, against, effect)
         else:
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
                               min_effect=effect)
