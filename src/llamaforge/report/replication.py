@@ -64,12 +64,11 @@ def replication_section(data: ReportData) -> Section:
         sec.notes.append("Between-process spread was NOT measured: every point ran in one server start "
                          "(--launches 1). The CIs below cover only request-to-request spread inside one process "
                          "and are not widened to make up for it; re-measure with --launches 2 or more.")
-    if any(len(r.point.launch_groups(FIELDS["tg"])) == 2 for r in data.all_rows if r.point is not None):
-        sec.notes.append(_TWO_LAUNCHES)
     t = Table(["series", "ncmoe", "n", "tg t/s median [95 % CI]", "tg sd within / between", "tg between %",
                "pp t/s median [95 % CI]", "pp sd within / between", "flags"],
               title="Per point, clustered by launch")
     marked = {(b, n, g) for f in flags for b, n, g, _l in f.between}
+    two_starts = False
     for s in data.series:
         for r in s.ok_rows:
             cells: list[str] = []
@@ -86,12 +85,15 @@ def replication_section(data: ReportData) -> Section:
                 cells.append(f"{_sd(cs.var_within)} / {_sd(cs.var_between) if cs.between_measured else 'not measured'}")
                 if m == "tg":
                     cells.append("–" if cs.icc is None else f"{cs.icc:.0%}")
+                    two_starts = two_starts or cs.n_launches == 2
             flag = []
             if r.point is not None and (r.point.build_key, r.ncmoe, r.ngl) in marked:
                 flag.append("measured during drift")
             t.rows.append([s.name, str(r.ncmoe) + ("" if r.ngl == -1 else f" ngl={r.ngl}"), shape, *cells,
                            ", ".join(flag)])
             t.data.append(rec)
+    if two_starts:
+        sec.notes.append(_TWO_LAUNCHES)
     if t.rows:
         sec.tables.append(t)
     else:
