@@ -168,6 +168,13 @@ def test_malformed_export_is_one_line():
         assert "malformed" in e.value.message and e.value.fix
 
 
+def _pulled_back(remote: Store, rid: str, out: Path) -> dict:
+    """What a fake host's bench job returns: its run exported to ``out``, as a real pull-back leaves it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(export_run(remote, rid, "json"))
+    return {"export": str(out), "sha256": "x", "remote_run": rid, "bench_error": None, "remote_status": "done"}
+
+
 def _fake_fleet(tmp_path: Path):
     f = parse_fleet('[hosts.a]\ntarget = "a"\nmachine = "box-a"\n[hosts.b]\ntarget = "b"\nmachine = "box-b"\n')
     ws = tmp_path / "ws"
@@ -189,10 +196,7 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
                 raise FleetError(f"host {h.name} ({h.target}) is unreachable (refused)", "start sshd")
             with Store(remote_dbs[h.name]) as rs:
                 rid = _remote_run(rs, h.machine, 10.0 if h.name == "a" else 20.0)
-                out = local_dir / f"{h.name}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(export_run(rs, rid, "json"))
-            return {"export": str(out), "sha256": "x", "remote_run": rid, "bench_error": None, "remote_status": "done"}
+                return _pulled_back(rs, rid, local_dir / f"{h.name}.json")
         return job
 
     monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
@@ -321,10 +325,7 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
                              for i in range(8)]   # 4 launches × 2 requests
                 rs.record_point(p)
                 rs.set_run_status(rid, "done")
-                out = local_dir / f"{h.name}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(export_run(rs, rid, "json"))
-            return {"export": str(out), "sha256": "x", "remote_run": rid, "bench_error": None, "remote_status": "done"}
+                return _pulled_back(rs, rid, local_dir / f"{h.name}.json")
         return job
 
     monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
