@@ -9,7 +9,7 @@
 #   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
 #   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
 #   lf SECONDS ARGS...    any llamaforge command (e.g. reproduce RUN --points …), stopped after SECONDS
-#   amx                   issue #11 on an AMX host: the demo with Ubuntu's gcc 12 (the toolchain × CPU pair
+#   amx [BACKENDS]        issue #11 on an AMX host: the demo with Ubuntu's gcc 12 (the toolchain × CPU pair
 #                         whose CPU repack/AMX path crashed); expect the smoke run's --no-repack quirk in the
 #                         report (results in $OUT/amx-demo). Written 11-30, not yet run on the device.
 # The code is frozen at `setup` (src/ copied to .gpu/src): later calls run that copy even if the
@@ -91,7 +91,7 @@ case "$phase" in
     grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
     export CC=gcc-12 CXX=g++-12 PATH=/opt/vk/usr/bin:$PATH CPATH=/opt/vk/usr/include${CPATH:+:$CPATH}
     lf doctor 2>&1 | grep -iE "amx|gcc|cc " || true
-    lf demo --backends cpu,vulkan --out "${OUT:-$ROOT/.gpu}/amx-demo" ;;
+    lf demo --backends "${1:-cpu,vulkan}" --out "${OUT:-$ROOT/.gpu}/amx-demo" ;;
   report)
     lf report "${1:-latest}" --out "$OUT/report" ;;
   *) echo "unknown phase $phase"; exit 2 ;;
