@@ -36,6 +36,15 @@ class Quirk:
     def args_for(self, binary: str) -> list[str]:
         return list(self.args.get(binary, ()))
 
+    def lacking(self, binary: str, flags: frozenset[str] | set[str]) -> list[str]:
+        """The options of this quirk that ``binary`` (whose ``--help`` declares ``flags``) lacks."""
+        return lacking(self.args_for(binary), flags)
+
+
+def lacking(args: list[str] | tuple[str, ...], flags: frozenset[str] | set[str]) -> list[str]:
+    """The options (``-x``/``--xyz``, not their values) in ``args`` that are not in ``flags``."""
+    return [a for a in args if a.startswith("-") and a not in flags]
+
 
 QUIRKS: tuple[Quirk, ...] = (
     Quirk("no-repack",
@@ -51,15 +60,19 @@ def get_quirk(name: str) -> Quirk | None:
 
 @dataclass
 class Applied:
-    """A quirk recorded for a build (what the manifest's ``quirks`` list holds)."""
+    """A quirk recorded for a build (what the manifest's ``quirks`` list holds). ``unsupported``:
+    the binaries of this build that lack the quirk's options (e.g. llama-bench before ``--repack``
+    existed), with those options — bench refuses to measure through them (they would crash)."""
 
     name: str
     summary: str
     args: dict[str, list[str]]
     evidence: dict = field(default_factory=dict)
+    unsupported: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "args": self.args, "evidence": self.evidence}
+        return {"name": self.name, "summary": self.summary, "args": self.args, "evidence": self.evidence,
+                "unsupported": self.unsupported}
 
 
 def recorded(manifest: dict | None) -> list[dict]:

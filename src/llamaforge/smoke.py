@@ -51,6 +51,7 @@ class Part:
     tokens: int | None = None
     seconds: float | None = None
     timed_out: bool = False
+    skipped: bool = False       # not run: this binary cannot take the workaround being tried
 
     @property
     def died(self) -> bool:
@@ -66,14 +67,14 @@ class Attempt:
 
     @property
     def ok(self) -> bool:
-        return self.server.ok and self.bench.ok
+        return self.server.ok and (self.bench.ok or self.bench.skipped)
 
     @property
     def died(self) -> bool:
         return self.server.died or self.bench.died
 
     def failed_parts(self) -> list[Part]:
-        return [p for p in (self.server, self.bench) if not p.ok]
+        return [p for p in (self.server, self.bench) if not p.ok and not p.skipped]
 
     @property
     def only_timed_out(self) -> bool:
@@ -227,25 +228,51 @@ def log_dir_for(build: Any) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"llamaforge-smoke-{build.key}-"))
 
 
-def attempt(build: Any, model: Path, env: dict[str, str], quirks: list[Quirk], log_dir: Path) -> Attempt:
+def attempt(build: Any, model: Path, env: dict[str, str], quirks: list[Quirk], log_dir: Path,
+            skip_bench: str | None = None) -> Attempt:
+    """Both smoke parts with ``quirks``' arguments; ``skip_bench`` (why) leaves llama-bench out:
+    it cannot take the workaround, so running it would only repeat its crash."""
     names = [q.name for q in quirks]
     tag = "-".join(names) or "plain"
     srv_extra = [a for q in quirks for a in q.args_for("llama-server")]
     bench_extra = [a for q in quirks for a in q.args_for("llama-bench")]
     server = run_server(build.binary("llama-server"), model, env, srv_extra, log_dir / f"server-{tag}.log")
-    bench = run_bench(build.binary("llama-bench"), model, env, bench_extra, log_dir / f"bench-{tag}.log",
-                      cpu_moe_layers=_cpu_moe_layers(build, model))
+    if skip_bench:
+        bench = Part("llama-bench", False, detail=f"not run: {skip_bench}", skipped=True)
+    else:
+        bench = run_bench(build.binary("llama-bench"), model, env, bench_extra, log_dir / f"bench-{tag}.log",
+                          cpu_moe_layers=_cpu_moe_layers(build, model))
     return Attempt(names, server, bench)
 
 
-def _supports(build: Any, env: dict[str, str], q: Quirk) -> bool:
+def _lacking(build: Any, env: dict[str, str], q: Quirk) -> dict[str, list[str]]:
+    """binary → the quirk's options that this build's binary lacks (llama-fit-params only when built)."""
+    out: dict[str, list[str]] = {}
+    for binary in q.args:
+        try:
+            exe = Path(build.binary(binary))
+        except Exception:  # noqa: BLE001 - BuildError/BenchError: a tool this build does not have
+            continue
+        if binary == "llama-fit-params" and not exe.exists():
+            continue
+        missing = q.lacking(binary, help_flags(exe, env))
+        if missing:
+            out[binary] = missing
+    return out
+
+
+def _not_tried(build: Any, first: Attempt, q: Quirk, lacking: dict[str, list[str]]) -> str | None:
+    """Why ``q`` cannot be tried on this build (None: it can). llama-server must take it (bench's
+    default engine, and the part a retry can prove); a llama-bench that cannot is left out of the
+    retry only when llama-server crashed too (else the retry would prove nothing)."""
     if q.backends is not None and build.backend not in q.backends:
-        return False
-    for binary in ("llama-server", "llama-bench"):
-        flags = help_flags(build.binary(binary), env)
-        if not all(a in flags for a in q.args_for(binary) if a.startswith("-")):
-            return False
-    return True
+        return f"quirk {q.name} not tried: not for {build.backend} builds"
+    if "llama-server" in lacking:
+        return f"quirk {q.name} not tried: this build's llama-server lacks {' '.join(lacking['llama-server'])}"
+    if "llama-bench" in lacking and not first.server.died:
+        return (f"quirk {q.name} not tried: this build's llama-bench lacks {' '.join(lacking['llama-bench'])} "
+                "and llama-server did not crash")
+    return None
 
 
 def _evidence(failed: Attempt) -> dict:
@@ -268,6 +295,23 @@ def _describe(a: Attempt) -> str:
     return out
 
 
+def _record(res: SmokeResult, build: Any, first: Attempt, q: Quirk, lacking: dict[str, list[str]]) -> None:
+    """``q`` made the build run: record it (with the binaries that cannot take it, said loudly)."""
+    ev = _evidence(first)
+    ran = "llama-server" + ("" if "llama-bench" in lacking else " and llama-bench")
+    ev["with_quirk"] = f"{ran} ran"
+    res.quirks = [Applied(q.name, q.summary, {b: list(v) for b, v in q.args.items() if b not in lacking}, ev,
+                          {b: list(q.args[b]) for b in lacking})]
+    res.status = "ok"
+    res.notes.append(f"the {q.name} workaround made the build run: recorded as a quirk")
+    notice(f"{build.key}: runs with the {q.name} workaround; recorded as a quirk (bench applies it)")
+    if "llama-bench" in lacking:
+        msg = (f"this build's llama-bench has no {' '.join(lacking['llama-bench'])}, so it cannot avoid the crash: "
+               "bench measures this build with llama-server only (`--engine server`), or rebuild with `--no-amx`")
+        res.notes.append(msg)
+        notice(f"{build.key}: {msg}")
+
+
 def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = True,
               registry: tuple[Quirk, ...] = QUIRKS) -> SmokeResult:
     """Smoke-run ``build`` on ``model``; on a crash try the registry's workarounds (see module doc)."""
@@ -288,19 +332,17 @@ def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = Tr
     if not first.died or not quirks:
         return res
     for q in registry:
-        if not _supports(build, env, q):
-            res.notes.append(f"quirk {q.name} not tried: this build's binaries lack {', '.join(a for b in q.args.values() for a in b if a.startswith('-'))}")
+        lacking = _lacking(build, env, q)
+        why_not = _not_tried(build, first, q, lacking)
+        if why_not:
+            res.notes.append(why_not)
             continue
         notice(f"{build.key}: smoke run crashed ({res.error}); retrying with the {q.name} workaround")
-        a = attempt(build, model, env, [q], log_dir)
+        skip = (f"this llama-bench has no {' '.join(lacking['llama-bench'])}" if "llama-bench" in lacking else None)
+        a = attempt(build, model, env, [q], log_dir, skip_bench=skip)
         res.attempts.append(a)
         if a.ok:
-            ev = _evidence(first)
-            ev["with_quirk"] = "llama-server and llama-bench ran"
-            res.quirks = [Applied(q.name, q.summary, {b: list(v) for b, v in q.args.items()}, ev)]
-            res.status = "ok"
-            res.notes.append(f"the {q.name} workaround made the build run: recorded as a quirk")
-            notice(f"{build.key}: runs with the {q.name} workaround; recorded as a quirk (bench applies it)")
+            _record(res, build, first, q, lacking)
             return res
         res.notes.append(f"quirk {q.name} did not help: {_describe(a)}")
         notice(f"{build.key}: the {q.name} workaround did not help ({_describe(a)})")

@@ -12,15 +12,18 @@ import requests
 
 from llamaforge import proc
 from llamaforge.models import model_facts, synth, twin
+from llamaforge.quirks import quirk_args
 
 pytestmark = pytest.mark.slow
 
 
 def _generate(build, model: Path, *extra: str, n_predict: int = 8, timeout: float = 300.0) -> dict:
-    """Start llama-server on a free port, wait for /health, run one completion, return its JSON."""
+    """Start llama-server on a free port, wait for /health, run one completion, return its JSON.
+    The build's recorded quirks are passed like bench passes them (e.g. ``--no-repack`` where the
+    smoke run found that llama.cpp's CPU repack/AMX path crashes on this machine)."""
     port = proc.free_port()
     args = [build.binary("llama-server"), "-m", model, "-np", "1", "-c", "512", "--host", "127.0.0.1",
-            "--port", str(port), *extra]
+            "--port", str(port), *quirk_args(build.manifest, "llama-server"), *extra]
     p = proc.spawn(args, env=build.env, stdout=subprocess.PIPE, text=True)
     with proc.managed(p):
         base = f"http://127.0.0.1:{port}"

@@ -43,9 +43,17 @@ kill -SEGV $$
 
 def test_every_build_is_smoke_run_through_server_and_llama_bench(any_build: Build):
     m = any_build.manifest
-    assert m["smoke"] == "ok" and m["quirks"] == []
+    assert m["smoke"] == "ok"
     sm = m["verification"]["smoke"]
-    (a,) = sm["attempts"]
+    if m["quirks"]:
+        # a machine where the plain build crashes (an AMX CPU with a gcc-12 build): the first attempt
+        # died, the recorded workaround's attempt is the one that must have run
+        (q,) = m["quirks"]
+        first, a = sm["attempts"]
+        assert q["name"] == "no-repack" and q["evidence"]["signal"] and first["quirks"] == []
+        assert a["quirks"] == ["no-repack"] and "--no-repack" in a["server"]["command"]
+    else:
+        (a,) = sm["attempts"]
     assert a["server"]["ok"] and a["server"]["tokens"] == 4 and a["server"]["returncode"] is None
     assert a["bench"]["ok"] and a["bench"]["returncode"] == 0
     assert Path(sm["model"]).name.startswith("tiny-qwen35moe")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A fake ``llama-bench`` for unit tests (FAKE_MODE as in bench_fake_server.py: ok | amx-crash |
-crash-always). Prints ``-o jsonl`` rows for -p/-n like the real one."""
+crash-always; FAKE_BENCH_OLD=1: no ``--repack`` option). Prints ``-o jsonl`` rows for -p/-n like the real one."""
 
 import json
 import os
@@ -11,8 +11,10 @@ MODE = os.environ.get("FAKE_MODE", "ok")
 argv = sys.argv[1:]
 
 if "--help" in argv:
+    # FAKE_BENCH_OLD=1: a llama-bench from before --repack existed (llama.cpp 78d2f5246)
     print("-m, --model <filename>\n-p, --n-prompt <n>\n-n, --n-gen <n>\n-r, --repetitions <n>\n-o, --output <fmt>\n"
-          "-ncmoe, --n-cpu-moe <n>\n-ub, --ubatch-size <n>\n--repack <0|1>\n-t, --threads <n>")
+          "-ncmoe, --n-cpu-moe <n>\n-ub, --ubatch-size <n>\n-t, --threads <n>"
+          + ("" if os.environ.get("FAKE_BENCH_OLD") else "\n--repack <0|1>"))
     sys.exit(0)
 
 

@@ -2,7 +2,11 @@
 
 * **Quirks** recorded in a build's manifest (:mod:`llamaforge.quirks`: a workaround its smoke run
   needed, e.g. ``--no-repack``) are added to that build's llama-server / llama-bench /
-  llama-fit-params command lines.
+  llama-fit-params command lines — to each binary that accepts them (its ``--help`` options in the
+  manifest). A binary that cannot take a needed workaround (llama-bench before ``--repack``
+  existed, e.g. llama.cpp 78d2f5246) is *blocked*: its llama-bench points fail with that reason
+  and the fix instead of crashing (llama-fit-params is only left without the option: it fits
+  with ``no_alloc``, loading no weights, so it never reaches the repack/AMX code).
 * **A CPU Vulkan device** (Mesa lavapipe) gets defaults it survives: Mesa 22.3's lavapipe (Debian
   12) crashes (SIGSEGV) in llama.cpp's Vulkan backend on prompts longer than a few hundred tokens,
   so such a build runs with a prompt of at most :data:`CPU_VULKAN_PROMPT_TOKENS` tokens (lavapipe
@@ -20,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..builds.backends import is_cpu_vulkan_name
 from ..console import notice
-from ..quirks import quirk_args, recorded
+from ..quirks import lacking, recorded
 from .plan import BuildLike, Plan
 
 #: lavapipe default (see the module doc): the prompt size the demo has run without crashing;
@@ -36,6 +40,7 @@ class Runtime:
     args: dict[str, list[str]] = field(default_factory=dict)     # binary → extra arguments
     prompt_tokens: int | None = None                              # cap on the plan's prompt size
     notes: list[str] = field(default_factory=list)
+    blocked: dict[str, list[str]] = field(default_factory=dict)  # binary → quirks it cannot take
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,7 +48,8 @@ class Runtime:
     @classmethod
     def from_dict(cls, d: dict) -> Runtime:
         return cls(list(d.get("quirks") or []), {k: list(v) for k, v in (d.get("args") or {}).items()},
-                   d.get("prompt_tokens"), list(d.get("notes") or []))
+                   d.get("prompt_tokens"), list(d.get("notes") or []),
+                   {k: list(v) for k, v in (d.get("blocked") or {}).items()})
 
 
 def is_cpu_vulkan(build: BuildLike) -> bool:
@@ -69,16 +75,51 @@ def compute(build: BuildLike, plan: Plan) -> Runtime:
         why = ", ".join(str(x) for x in (ev.get("signal"), ev.get("cause")) if x)
         rt.notes.append(f"quirk {q['name']}: {q.get('summary', '')}"
                         + (f" (recorded from its smoke run: {why})" if why else ""))
-    for binary in ("llama-server", "llama-bench", "llama-fit-params"):
-        extra = quirk_args(build.manifest, binary)
-        if extra:
-            rt.args[binary] = extra
+    _quirk_args(build, rt)
     if is_cpu_vulkan(build):
         if plan.prompt_tokens > CPU_VULKAN_PROMPT_TOKENS:
             rt.prompt_tokens = CPU_VULKAN_PROMPT_TOKENS
             rt.notes.append(f"CPU Vulkan device (lavapipe): prompt of {CPU_VULKAN_PROMPT_TOKENS} tokens instead of "
                             f"{plan.prompt_tokens} (long prompts crash it and take minutes)")
     return rt
+
+
+def _known_options(build: BuildLike) -> dict | None:
+    """The ``--help`` options per binary recorded in the manifest (None: not recorded; not probed here)."""
+    opts = (build.manifest or {}).get("options")
+    return opts if isinstance(opts, dict) else None
+
+
+def _quirk_args(build: BuildLike, rt: Runtime) -> None:
+    """Each recorded quirk's arguments to the binaries that accept them; the others are blocked
+    (llama-server / llama-bench) or left without them (llama-fit-params: see the module doc)."""
+    known = _known_options(build)
+    for q in recorded(build.manifest):
+        unsupported = q.get("unsupported") if isinstance(q.get("unsupported"), dict) else {}
+        for binary in ("llama-server", "llama-bench", "llama-fit-params"):
+            args = [str(a) for a in q["args"].get(binary) or unsupported.get(binary) or []]
+            flags = (known or {}).get(binary)
+            missing = lacking(args, set(flags)) if flags is not None else []
+            if binary in unsupported or missing:
+                if binary != "llama-fit-params":
+                    rt.blocked.setdefault(binary, []).append(q["name"])
+                    rt.notes.append(f"quirk {q['name']}: this build's {binary} has no "
+                                    f"{' '.join(missing or lacking(args, set()))}: it cannot avoid the crash, "
+                                    f"so its {binary} points are not measured")
+                continue
+            if args:
+                rt.args.setdefault(binary, []).extend(args)
+
+
+def blocked_reason(build: BuildLike, plan: Plan, binary: str) -> str | None:
+    """Why ``binary`` of ``build`` must not run in this plan (a needed quirk it cannot take), with the fix."""
+    names = runtime_for(build, plan).blocked.get(binary)
+    if not names:
+        return None
+    other = "--engine server" if binary == "llama-bench" else "a newer pin"
+    return (f"this build's {binary} cannot take the {', '.join(names)} workaround its smoke run needed "
+            f"(it has no such option), so it would crash here; measure it with {other}, or rebuild with "
+            "`llamaforge build --no-amx`")
 
 
 def runtime_for(build: BuildLike, plan: Plan) -> Runtime:

@@ -126,6 +126,9 @@ def samples_from(results: list[dict]) -> list[Sample]:
 def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) -> list[str]:
     """llama-bench's arguments for a point, from what this llama-bench supports (``-ncmoe`` or its
     ``-ot`` equivalent, ``-d`` only where it exists)."""
+    blocked = adjust.blocked_reason(build, plan, "llama-bench")
+    if blocked:
+        raise PointFailure("error", blocked)
     opts = build_options(build)
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
@@ -165,6 +168,9 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     """Fill ``point`` from one llama-bench call (raises PointFailure)."""
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    blocked = adjust.blocked_reason(build, plan, "llama-bench")
+    if blocked:                       # before fitting: nothing of this point can be measured
+        raise PointFailure("error", blocked)
     if build_options(build).has_fit_params:
         on_phase("fitting")
         fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,

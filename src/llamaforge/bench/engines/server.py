@@ -39,6 +39,9 @@ def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
     supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.builds.options`):
     the offload arguments (:func:`.offload.offload_args`; ``-fitt`` only where the server can fit),
     ``-c`` from ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
+    blocked = adjust.blocked_reason(build, plan, "llama-server")
+    if blocked:
+        raise PointFailure("error", blocked)
     opts = build_options(build)
     args = ["-m", str(model_path), "-np", "1"]
     for flag in ("--no-mmproj", "--log-jsonl", "--no-webui"):
