@@ -18,8 +18,10 @@ import pytest
 
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.sweep import measure_point
-from llamaforge.builds import Build
+from llamaforge.builds import Build, BuildOptions, build
+from llamaforge.builds.options import build_options
 from llamaforge.builds.verify import apply_to_manifest, verify_build
+from llamaforge.config import load_pins
 from llamaforge.files import sha256_file
 from llamaforge.models import model_facts
 from llamaforge.store import Store
@@ -64,22 +66,27 @@ def test_every_build_is_smoke_run_through_server_and_llama_bench(any_build: Buil
     assert key_cpu and key_cpu["isa"] and "avx2" in key_cpu["isa"]   # GGML_NATIVE: keyed by this CPU
 
 
-@pytest.fixture
-def crashing_build(cpu_build: Build, tmp_path) -> Build:
-    """The real CPU build behind wrappers that SIGSEGV at load unless --no-repack/--repack 0."""
-    bin_dir = tmp_path / "wrapped" / "out" / "bin"
+def _wrapped(build: Build, where: Path) -> Build:
+    """``build``'s real binaries behind wrappers that SIGSEGV at load unless --no-repack/--repack 0."""
+    bin_dir = where / "out" / "bin"
     bin_dir.mkdir(parents=True)
     for name in ("llama-server", "llama-bench", "llama-fit-params"):
         w = bin_dir / name
-        w.write_text(_WRAPPER.format(real=cpu_build.binary(name)))
+        w.write_text(_WRAPPER.format(real=build.binary(name)))
         w.chmod(0o755)
-    manifest = {k: v for k, v in cpu_build.manifest.items() if k not in ("smoke", "quirks", "verification")}
+    manifest = {k: v for k, v in build.manifest.items() if k not in ("smoke", "quirks", "verification")}
     # what a build of these wrappers would record: their own bytes (verify re-hashes every binary)
     manifest["binaries"] = {name: {"path": f"out/bin/{name}", "size": (bin_dir / name).stat().st_size,
                                    "sha256": sha256_file(bin_dir / name)}
                             for name in ("llama-server", "llama-bench", "llama-fit-params")}
-    manifest["key"] = cpu_build.key + "-wrapped"
-    return Build(manifest["key"], "cpu", cpu_build.commit, cpu_build.pin, tmp_path / "wrapped", manifest)
+    manifest["key"] = build.key + "-wrapped"
+    return Build(manifest["key"], "cpu", build.commit, build.pin, where, manifest)
+
+
+@pytest.fixture
+def crashing_build(cpu_build: Build, tmp_path) -> Build:
+    """The real CPU build behind wrappers that SIGSEGV at load unless --no-repack/--repack 0."""
+    return _wrapped(cpu_build, tmp_path / "wrapped")
 
 
 def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(crashing_build, lf_paths, tiny_model,
@@ -111,6 +118,39 @@ def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(cr
             assert p.status == "failed" and p.failure_class == "crash"
             assert "SIGSEGV" in p.failure_detail and "likely cause: llama.cpp's AMX path" in p.failure_detail
     store.close()
+
+
+def test_an_old_release_whose_llama_bench_has_no_repack_runs_with_the_quirk_through_the_server(lf_paths, tiny_model,
+                                                                                                 tmp_path):
+    """lcpp-0.3.33 (llama.cpp 78d2f5246): its llama-server has --no-repack, its llama-bench no --repack.
+    On a machine where the repack/AMX path crashes, the build must still verify (the quirk recorded
+    for the server), bench measures it through llama-server, and its llama-bench points are refused
+    with the fix instead of crashing."""
+    old = build(lf_paths, load_pins(lf_paths.pins_file).resolve("lcpp-0.3.33"), "cpu", BuildOptions())
+    opts = build_options(old)
+    assert "--no-repack" in opts.server and "--repack" not in opts.bench and "--no-repack" in (opts.fit_params or ())
+    w = _wrapped(old, tmp_path / "wrapped-old")
+    v = verify_build(w, paths=lf_paths)
+    assert v.ok, (v.problems, v.smoke)
+    first, second = v.smoke["attempts"]
+    assert first["server"]["signal"] == "SIGSEGV" and first["bench"]["signal"] == "SIGSEGV"
+    assert second["server"]["ok"] and "--no-repack" in second["server"]["command"] and second["bench"]["skipped"]
+    (q,) = v.quirks
+    assert q["unsupported"] == {"llama-bench": ["--repack", "0"]} and "llama-bench" not in q["args"]
+    apply_to_manifest(w.manifest, v)
+
+    facts = model_facts(tiny_model)
+    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts.to_dict(),
+                points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
+                threads=2, engine="both", load_timeout_s=120, request_timeout_s=120)
+    with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
+        run_id = store.new_run("sweep", {})
+        srv = measure_point(w, tiny_model, plan.points[0], plan, store, run_id, engine="server")
+        assert srv.status == "ok", (srv.failure_detail, srv.log_tail)
+        assert "--no-repack" in srv.command and srv.samples
+        lb = measure_point(w, tiny_model, plan.points[0], plan, store, run_id, engine="llama-bench")
+        assert lb.status == "failed" and lb.failure_class == "error" and not lb.command
+        assert "cannot take the no-repack workaround" in lb.failure_detail and "--engine server" in lb.failure_detail
 
 
 def _cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
