@@ -1,17 +1,29 @@
-"""Replay the adaptive sweep (``llamaforge.bench.adaptive``) on a stored exhaustive sweep.
+"""Replay the adaptive sweep (``llamaforge.bench.adaptive``) on stored exhaustive sweeps.
 
-    python benchmarks/adaptive_replay.py STORE RUN [--share 0.333]
+    python benchmarks/adaptive_replay.py STORE [RUN ...] [--share 0.333] [--markdown]
+
+Without RUN: every stored sweep that is neither a re-measurement (``reproduce``) nor adaptive itself.
 
 "Measuring" a point reads its stored samples (tg of every launch, warm-ups excluded; its 95 %
-cluster-bootstrap CI); a confirmation cannot add launches that were never made, so it returns the
-same summary. The context curve comes from the stored points' fitted ``n_ctx`` (what the fit map
-gives before any measuring). The store is copied to a temporary folder first and only the copy is
-opened (opening may migrate a store's schema): committed results are never touched.
+cluster-bootstrap CI; the context the server fitted); a confirmation cannot add launches that were
+never made, so it returns the same summary. The threshold comes from a bisection over the stored
+points' fitted contexts (``llamaforge.bench.threshold``), as a real run bisects over fits. The store
+is copied to a temporary folder first and only the copy is opened (opening may migrate a store's
+schema): committed results are never touched.
 
 Prints, for the adaptive sweep without a point budget (stops when stable) and with a budget of
 ``--share`` of the stored points: points used / available, and whether each conclusion matches the
 exhaustive one (threshold and sweet spot per series; winner per region; anomalies found / missed /
-not in the exhaustive run). A sweet spot "ties" when the two points' stored CIs overlap.
+not in the exhaustive run). A sweet spot "ties" when the two points' stored CIs overlap, or neither
+beats the other beyond the run's between-launch noise.
+
+Time is what a real adaptive run would spend, from stored wall times: the chosen points' launches,
+one more launch per confirmation, one drift sentinel per build at the end (one launch of its first
+measured point), and the fits of the threshold's bisection over every ncmoe 0..n_layers (each at the
+stored fit time of that ncmoe; where the stored sweep skipped the ncmoe values around the threshold,
+the most expensive bisection any threshold in that gap would need). The exhaustive sweep's time is
+the sum of its stored launches, its drift sentinels included (it needs no fit: the server fits
+itself). The last lines give the worst case over the runs replayed.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import math
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -37,62 +50,159 @@ from llamaforge.bench.adaptive import (  # noqa: E402
     established,
     launch_noise,
 )
+from llamaforge.bench.threshold import bisect_threshold, reaches  # noqa: E402
 from llamaforge.stats import cluster_summary  # noqa: E402
-from llamaforge.store import Store  # noqa: E402
-
-SECONDS: dict[tuple[str, int], float] = {}     # wall time of each stored point, filled by load()
-FIT_SECONDS: list = [None, ""]                # the fit map's wall time and its source, filled by load()
-FULL_POINTS = [0]                             # points of a sweep of every ncmoe, all series, set by main()
+from llamaforge.store import Point, Store  # noqa: E402
 
 
-def point_seconds(p) -> float:  # noqa: ANN001
-    """Wall time of a stored point: the sum over its launches (server start to stop)."""
+def point_seconds(p: Point) -> tuple[float, int]:
+    """Wall time of a stored point, the sum over its launches (server start to stop), and the launches."""
     recs = [r for r in p.launches if r.get("started") and r.get("finished")]
     if recs:
-        return sum(r["finished"] - r["started"] for r in recs)
-    return (p.finished - p.started) if p.started and p.finished else 0.0
+        return sum(r["finished"] - r["started"] for r in recs), len(recs)
+    return ((p.finished - p.started) if p.started and p.finished else 0.0), 1
 
 
-def fitmap_seconds(store: Store, build_keys: set[str]) -> tuple[float | None, str]:
-    """Wall time of the newest fit map of each of these builds in the store, and where it comes from; where
-    none is stored for them, the newest fit map of as many builds in the store stands in (an estimate)."""
-    newest: dict[str, float] = {}
-    other: dict[str, float] = {}
-    for run in store.list_runs("fitmap"):
-        for key in set(run.plan.get("builds") or []):
-            secs = sum(point_seconds(p) for p in store.points(run.id, build_key=key, with_samples=False))
-            (newest if key in build_keys else other)[key] = secs
-    if newest:
-        return sum(newest.values()), "the stored fit map"
-    if other:
-        per = sum(other.values()) / len(other)
-        return per * len(build_keys), "a fit map estimated from other builds' stored fit maps"
-    return None, ""
+@dataclass
+class Stored:
+    """One stored exhaustive sweep, as the replay reads it."""
+
+    run_id: str
+    summ: dict[str, dict[int, PointSummary]]       # series → ncmoe → tg summary (n_ctx: the server's fit)
+    ctx: dict[str, dict[int, int | None]]
+    native: int | None
+    domain: list[int]
+    fa: list[int]
+    n_layers: int
+    seconds: dict[tuple[str, int], tuple[float, int]] = field(default_factory=dict)   # (wall s, launches)
+    sentinel_seconds: float = 0.0
+    fit_seconds: dict[str, dict[int, float]] = field(default_factory=dict)   # series → ncmoe → one fit's s
+    fit_source: str = ""
+
+    @property
+    def total(self) -> float:
+        return sum(s for s, _ in self.seconds.values()) + self.sentinel_seconds
+
+    def launch_seconds(self, s: str, x: int) -> float:
+        secs, n = self.seconds.get((s, x), (0.0, 1))
+        return secs / max(n, 1)
 
 
-def load(store: Store, run_id: str) -> tuple[dict, dict, int | None, list[int], list[int]]:
-    """(summaries by series and x, context by series and x, native context, domain, full-attention layers);
-    the seconds of every point in ``SECONDS`` and the fit map's in ``FIT_SECONDS``."""
+def fit_times(store: Store, series_keys: dict[str, str]) -> tuple[dict[str, dict[int, float]], str]:
+    """Seconds of one fit per series and ncmoe from the stored fit maps: the newest of the same build where
+    there is one, else the newest of the same backend, else the mean of every stored fit (an estimate)."""
+    by_key: dict[str, dict[int, float]] = {}
+    by_backend: dict[str, dict[int, float]] = {}
+    everything: list[float] = []
+    for run in reversed(store.list_runs("fitmap")):        # oldest first: newer maps overwrite
+        backends = {b["key"]: b.get("backend") for b in store.builds_for_run(run.id)}
+        for p in store.points(run.id, with_samples=False):
+            secs, _ = point_seconds(p)
+            by_key.setdefault(p.build_key, {})[p.ncmoe] = secs
+            by_backend.setdefault(str(backends.get(p.build_key)), {})[p.ncmoe] = secs
+            everything.append(secs)
+    out: dict[str, dict[int, float]] = {}
+    sources = set()
+    for s, key in series_keys.items():
+        if key in by_key:
+            out[s], src = by_key[key], "this build's stored fit map"
+        elif s in by_backend:
+            out[s], src = by_backend[s], f"the stored fit map of another {s} build"
+        else:
+            out[s], src = {}, "the mean stored fit"
+        sources.add(src)
+    mean = sum(everything) / len(everything) if everything else 1.0
+    for v in out.values():
+        v.setdefault(-1, mean)            # the fallback of an ncmoe without a stored fit
+    return out, " / ".join(sorted(sources)) if everything else "no stored fit map: 1 s a fit assumed"
+
+
+def load(store: Store, run_id: str) -> Stored:
     run = store.get_run(run_id)
-    SECONDS.clear()
-    keys = {b["key"] for b in store.builds_for_run(run.id)}
-    FIT_SECONDS[:] = fitmap_seconds(store, keys)
-    backend = {b["key"]: b.get("backend", b["key"]) for b in store.builds_for_run(run.id)}
-    summ: dict[str, dict[int, PointSummary]] = {}
-    ctx: dict[str, dict[int, int | None]] = {}
+    builds = store.builds_for_run(run.id)
+    backend = {b["key"]: b.get("backend", b["key"]) for b in builds}
+    facts = (run.plan.get("model") or {}).get("facts") or {}
+    st = Stored(run.id, {}, {}, facts.get("n_ctx_train"), [], list(facts.get("full_attention_layers") or []),
+                int(facts.get("n_layers") or 0))
     for p in store.points(run.id):
-        if p.status != "ok" or p.label or p.engine != "server":
+        s = backend.get(p.build_key, p.build_key)
+        if p.label:
+            st.sentinel_seconds += point_seconds(p)[0] if p.label == "sentinel" else 0.0
             continue
-        cs = cluster_summary(p.launch_groups("tg_tps"))
+        secs, n = point_seconds(p)
+        old = st.seconds.get((s, p.ncmoe), (0.0, 0))
+        st.seconds[(s, p.ncmoe)] = (old[0] + secs, max(old[1], n))
+        cs = cluster_summary(p.launch_groups("tg_tps")) if p.status == "ok" and p.engine == "server" else None
         if cs is None:
             continue
-        s = backend.get(p.build_key, p.build_key)
-        summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians)
-        SECONDS[(s, p.ncmoe)] = point_seconds(p)
-        ctx.setdefault(s, {})[p.ncmoe] = p.n_ctx
-    domain = sorted(set.intersection(*(set(v) for v in summ.values()))) if summ else []
-    facts = (run.plan.get("model") or {}).get("facts") or {}
-    return summ, ctx, facts.get("n_ctx_train"), domain, list(facts.get("full_attention_layers") or [])
+        st.summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches,
+                                                          cs.launch_medians, p.n_ctx)
+        st.ctx.setdefault(s, {})[p.ncmoe] = p.n_ctx
+    st.domain = sorted(set.intersection(*(set(v) for v in st.summ.values()))) if st.summ else []
+    st.n_layers = st.n_layers or (st.domain[-1] if st.domain else 0)
+    keys = {backend.get(k, k): k for k in backend}
+    st.fit_seconds, st.fit_source = fit_times(store, {s: keys.get(s, s) for s in st.summ})
+    return st
+
+
+def bisection_cost(stored_ctx: dict[int, int | None], native: int | None, n_layers: int,
+                   secs: dict[int, float]) -> tuple[float, int]:
+    """(seconds, fits) of the threshold's bisection over every ncmoe 0..n_layers, as a real run does it.
+
+    The stored sweep fitted only its own points; where it skipped the ncmoe values around the threshold,
+    every threshold in that gap is possible, and the most expensive bisection among them is charged."""
+    xs = sorted(x for x in stored_ctx if 0 <= x <= n_layers)
+    below = [x for x in xs if not reaches(stored_ctx[x], native)]
+    above = [x for x in xs if reaches(stored_ctx[x], native)]
+    lo = max((x for x in below if not above or x < min(above)), default=-1)
+    hi = min(above) if above else n_layers + 1          # n_layers + 1: never reached
+    worst = (0.0, 0)
+    for t in range(lo + 1, hi + 1):
+        search = bisect_threshold(range(n_layers + 1), lambda x, t=t: native if x >= t else 0, native)
+        cost = sum(secs.get(x, secs[-1]) for x in search.probes)
+        worst = max(worst, (cost, len(search.probes)))
+    return worst
+
+
+def replay(st: Stored, budget: int | None) -> AdaptiveResult:
+    def measure(s: str, x: int) -> PointSummary | None:
+        return st.summ[s].get(x)
+
+    # the threshold as a real run finds it: a bisection over fits (here: the stored points' fitted contexts)
+    ctx = {s: bisect_threshold(st.domain, lambda x, s=s: st.ctx[s].get(x), st.native).probes for s in st.summ}
+    return adaptive_sweep(sorted(st.summ), st.domain, measure, ctx=ctx, native=st.native,
+                          full_attention_layers=st.fa, options=AdaptiveOptions(max_points=budget))
+
+
+@dataclass
+class Cost:
+    measuring: float
+    confirmations: float
+    sentinels: float
+    fits: float
+    n_fits: int
+    exhaustive: float
+
+    @property
+    def total(self) -> float:
+        return self.measuring + self.confirmations + self.sentinels + self.fits
+
+    @property
+    def share(self) -> float:
+        return self.total / self.exhaustive if self.exhaustive else math.nan
+
+    def text(self) -> str:
+        return (f"time {self.total:.0f} s of the exhaustive {self.exhaustive:.0f} s ({self.share:.0%}): "
+                f"measuring {self.measuring:.0f} s, confirmations {self.confirmations:.0f} s, end sentinels "
+                f"{self.sentinels:.0f} s, {self.n_fits} fits {self.fits:.0f} s")
+
+
+def cost(st: Stored, r: AdaptiveResult) -> Cost:
+    measuring = sum(st.seconds.get((s, x), (0.0, 0))[0] for s, pts in r.measured.items() for x in pts)
+    confirmations = sum(st.launch_seconds(s, x) for s, x in r.confirmations)
+    sentinels = sum(st.launch_seconds(s, min(pts)) for s, pts in r.measured.items() if pts)
+    fits = [bisection_cost(st.ctx[s], st.native, st.n_layers, st.fit_seconds[s]) for s in st.summ]
+    return Cost(measuring, confirmations, sentinels, sum(f for f, _ in fits), sum(n for _, n in fits), st.total)
 
 
 def verdicts(ad: Conclusions, ex: Conclusions, summ: dict, domain: list[int]) -> dict[str, str]:
@@ -120,6 +230,13 @@ def verdicts(ad: Conclusions, ex: Conclusions, summ: dict, domain: list[int]) ->
     out["anomalies"] = "; ".join(f"{s}: found {found[s]} missed {missed[s]} not-exhaustive {extra.get(s, [])}"
                                  for s in ex.anomalies)
     return out
+
+
+def all_match(v: dict[str, str]) -> bool:
+    """Whether every conclusion matches (a sweet-spot tie counts as a match; a missed anomaly does not)."""
+    return (v["threshold"] == "yes" and "NO" not in v["sweet spot"]
+            and not v.get("winner per region", "yes").startswith("NO")
+            and all("missed []" in part for part in v["anomalies"].split(";") if part.strip()))
 
 
 def noise_lines(summ: dict, ex: Conclusions, domain: list[int]) -> list[str]:
@@ -162,79 +279,44 @@ def _regions(c: Conclusions) -> str:
     return ", ".join(f"{lo}–{hi} {w}" for lo, hi, w in c.regions)
 
 
-def replay(summ: dict, ctx: dict, native: int | None, domain: list[int], fa: list[int],
-           budget: int | None) -> AdaptiveResult:
-    def measure(s: str, x: int) -> PointSummary | None:
-        return summ[s].get(x)
+@dataclass
+class Outcome:
+    run: str
+    mode: str
+    used: int
+    avail: int
+    match: bool
+    cost: Cost
 
-    return adaptive_sweep(sorted(summ), domain, measure, ctx=ctx, native=native, full_attention_layers=fa,
-                          options=AdaptiveOptions(max_points=budget))
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("store", type=Path)
-    ap.add_argument("run")
-    ap.add_argument("--share", type=float, default=1 / 3, help="point budget as a share of the stored points")
-    ap.add_argument("--markdown", action="store_true", help="also print one Markdown table row per mode")
-    a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "replay.sqlite"
-        shutil.copyfile(a.store, copy)
-        with Store(copy) as store:
-            run_id = store.get_run(a.run).id
-            summ, ctx, native, domain, fa = load(store, run_id)
-    if not summ:
-        print(f"run {a.run}: no ok server points to replay")
-        return 1
+def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
+    summ, domain = st.summ, st.domain
     avail = sum(len([x for x in v if x in domain]) for v in summ.values())
-    FULL_POINTS[0] = (domain[-1] - domain[0] + 1) * len(summ)
-    ex = conclude({s: {x: v[x] for x in domain} for s, v in summ.items()}, ctx, native, domain)
-    print(f"run {run_id}: {', '.join(sorted(summ))}; ncmoe {domain[0]}..{domain[-1]} ({len(domain)} per series); "
-          f"native context {native}")
+    ex = conclude({s: {x: v[x] for x in domain} for s, v in summ.items()}, st.ctx, st.native, domain)
+    print(f"\nrun {st.run_id}: {', '.join(sorted(summ))}; ncmoe {domain[0]}..{domain[-1]} ({len(domain)} per series, "
+          f"{st.n_layers} layers); native context {st.native}; fit times from {st.fit_source}")
     print(f"exhaustive: threshold {ex.threshold}; sweet spot {ex.sweet_spot}; regions {_regions(ex) or '–'}; "
-          f"anomalies {ex.anomalies}; suspects {ex.suspects}")
+          f"anomalies {ex.anomalies}; suspects {ex.suspects}; time {st.total:.0f} s "
+          f"(sentinels {st.sentinel_seconds:.0f} s)")
     for line in noise_lines(summ, ex, domain):
         print("  suspect " + line)
-    rows: list[str] = []
-    for label, budget in (("stop when stable", None), (f"budget {a.share:.0%}", math.floor(avail * a.share))):
-        r = replay(summ, ctx, native, domain, fa, budget)
-        used = r.n_measured
-        print(f"\n[{label}] points used {used}/{avail} ({used / avail:.0%}; {used / FULL_POINTS[0]:.0%} of every "
-              f"ncmoe), stopped: {r.stopped}; {_time(r)}")
+    out = []
+    for label, budget in (("stop by itself", None), (f"budget {share:.0%}", math.floor(avail * share))):
+        r = replay(st, budget)
+        c = cost(st, r)
+        v = verdicts(r.conclusions, ex, summ, domain)
+        print(f"[{label}] points {r.n_measured}/{avail} ({r.n_measured / avail:.0%}), stopped: {r.stopped}; {c.text()}")
         for s in sorted(r.measured):
             print(f"  {s}: measured {sorted(r.measured[s])}")
-        v = verdicts(r.conclusions, ex, summ, domain)
         for k, text in v.items():
             print(f"  {k}: {text}")
-        rows.append(_row(a.run, label, used, avail, r, ex, v))
-    if a.markdown:
-        print("\n" + "\n".join(rows))
-    return 0
+        out.append(Outcome(st.run_id, label, r.n_measured, avail, all_match(v), c))
+        markdown.append(_row(st.run_id, label, r.n_measured, avail, r, ex, v, c))
+    return out
 
 
-def _time(r: AdaptiveResult) -> str:
-    """Measuring time of the chosen points against all stored points (+ the fit map, where stored)."""
-    total = sum(v for (s, x), v in SECONDS.items() if s in r.measured)
-    used = sum(SECONDS.get((s, x), 0.0) for s, pts in r.measured.items() for x in pts)
-    fit = FIT_SECONDS[0]
-    if not total:
-        return "no point times stored"
-    text = f"measuring {used:.0f} s of {total:.0f} s ({used / total:.0%})"
-    if fit is not None:
-        text += f"; with {FIT_SECONDS[1]} ({fit:.0f} s) {(used + fit) / total:.0%}"
-    n_full = FULL_POINTS[0]
-    if n_full:
-        per = total / max(len([k for k in SECONDS if k[0] in r.measured]), 1)
-        full = per * n_full
-        text += (f"; vs a full sweep of every ncmoe ({n_full} points at the mean stored point time, "
-                 f"≈ {full:.0f} s): {(used + (fit or 0)) / full:.0%}")
-    return text + " (confirmations replay stored launches: no extra time)"
-
-
-def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Conclusions, v: dict) -> str:
-    """``| run | mode | used/avail | threshold | sweet spot | winner | anomalies found/exhaustive (+extra);
-    suspects exhaustive / adaptive | time |``"""
+def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Conclusions, v: dict, c: Cost) -> str:
+    """``| run | mode | used/avail | threshold | sweet spot | winner | anomalies; suspects | fits | time |``"""
     sweet = "yes" if "NO" not in v["sweet spot"] else "NO"
     sweet += " (tie)" if "tie" in v["sweet spot"] else ""
     win = v.get("winner per region", "–").split(":")[0]
@@ -244,7 +326,49 @@ def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Con
     sus = (sum(len(x) for x in ex.suspects.values()), sum(len(x) for x in r.conclusions.suspects.values()))
     return (f"| {run} | {label} | {used}/{avail} ({used / avail:.0%}) | {v['threshold'].split()[0]} | {sweet} | "
             f"{win} | {found}/{n_ex}" + (f" (+{extra} not in the exhaustive run)" if extra else "")
-            + f"; suspects {sus[0]} / {sus[1]} | {_time(r).split(' (confirm')[0]} |")
+            + f"; suspects {sus[0]} / {sus[1]} | {c.n_fits} ({c.fits:.0f} s) | "
+              f"{c.total:.0f} s of {c.exhaustive:.0f} s (**{c.share:.1%}**) |")
+
+
+def exhaustive_runs(store: Store) -> list[str]:
+    """Every stored sweep that is neither a re-measurement nor adaptive."""
+    return [r.id for r in reversed(store.list_runs("sweep"))
+            if not r.plan.get("reproduces") and not r.plan.get("adaptive")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("runs", nargs="*", help="runs to replay (default: every stored exhaustive sweep)")
+    ap.add_argument("--share", type=float, default=1 / 3, help="point budget as a share of the stored points")
+    ap.add_argument("--markdown", action="store_true", help="also print one Markdown table row per run and mode")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "replay.sqlite"
+        shutil.copyfile(a.store, copy)
+        with Store(copy) as store:
+            runs = [store.get_run(r).id for r in a.runs] or exhaustive_runs(store)
+            stored = [load(store, r) for r in runs]
+    outcomes: list[Outcome] = []
+    rows: list[str] = []
+    for st in stored:
+        if not st.summ:
+            print(f"run {st.run_id}: no ok server points to replay")
+            continue
+        outcomes += replay_run(st, a.share, rows)
+    if not outcomes:
+        return 1
+    print("\nworst case over " + f"{len({o.run for o in outcomes})} run(s):")
+    for mode in dict.fromkeys(o.mode for o in outcomes):
+        os_ = [o for o in outcomes if o.mode == mode]
+        pts = max(os_, key=lambda o: o.used / o.avail)
+        tm = max(os_, key=lambda o: o.cost.share)
+        print(f"  [{mode}] points {pts.used}/{pts.avail} ({pts.used / pts.avail:.0%}, {pts.run}); "
+              f"time {tm.cost.share:.1%} of the exhaustive sweep ({tm.run}); "
+              f"conclusions match in {sum(o.match for o in os_)}/{len(os_)}")
+    if a.markdown:
+        print("\n" + "\n".join(rows))
+    return 0
 
 
 if __name__ == "__main__":

@@ -354,18 +354,20 @@ def _plan_v1(d: dict) -> dict:
 
 @dataclass
 class AdaptiveSection(Record):
-    """An adaptive sweep's part of the plan (``bench --ncmoe auto``, :mod:`llamaforge.bench.autosweep`)."""
+    """An adaptive sweep's part of the plan (``bench --ncmoe auto`` / ``--ngl auto``,
+    :mod:`llamaforge.bench.autosweep`); every point is given as a value of ``axis``."""
 
+    axis: str = "ncmoe"                               # the option swept: ncmoe, or ngl (a dense model)
     options: dict = field(default_factory=dict)       # bench.adaptive.AdaptiveOptions
     fitmap_run: str | None = None
-    ctx: dict = field(default_factory=dict)           # build key → {ncmoe: fitted context}
+    ctx: dict = field(default_factory=dict)           # build key → {point: fitted context} (the fits made)
     sentinels: str | None = None
     domain: list[int] = field(default_factory=list)
     stopped: str | None = None                        # stable | max-points | time-budget (None: not finished)
     n_measured: int | None = None
-    chosen: list[dict] = field(default_factory=list)  # {series, ncmoe, reason}, in the order measured
+    chosen: list[dict] = field(default_factory=list)  # {series, <axis>, reason}, in the order measured
     confirmed: list[dict] = field(default_factory=list)
-    interpolated: dict = field(default_factory=dict)  # build key → {ncmoe: tg median}: never a measurement
+    interpolated: dict = field(default_factory=dict)  # build key → {point: tg median}: never a measurement
     conclusions: dict = field(default_factory=dict)   # threshold, sweet_spot, regions, anomalies
     extra: dict = field(default_factory=dict)
 

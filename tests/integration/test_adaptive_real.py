@@ -1,4 +1,5 @@
-"""``bench --ncmoe auto`` with real llama.cpp (CPU build) on the tiny synthetic MoE."""
+"""``bench --ncmoe auto`` with real llama.cpp (CPU build) on the tiny synthetic MoE, and ``bench --ngl auto``
+on the tiny synthetic dense gemma3."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from llamaforge.bench.adaptive import AdaptiveOptions
 from llamaforge.bench.autosweep import run_auto
 from llamaforge.bench.plan import Plan, PointSpec, read_facts
+from llamaforge.bench.threshold import max_fits
 from llamaforge.report import build_report, write_report
 from llamaforge.store import Store
 
@@ -33,7 +35,10 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         run = store.get_run(run_id)
         ad = run.plan["adaptive"]
         fit = store.get_run(ad["fitmap_run"])
-        assert fit.kind == "fitmap" and len(store.points(fit.id)) == n_layers + 1
+        fits = store.points(fit.id)      # the threshold's bisection: a few fits, not one per ncmoe
+        assert fit.kind == "fitmap" and 1 <= len(fits) <= max_fits(n_layers + 1) < n_layers + 1
+        assert all(p.status == "ok" and p.n_ctx for p in fits)
+        assert {str(p.ncmoe): p.n_ctx for p in fits} == ad["ctx"][cpu_build.key]
         pts = store.points(run_id)
         measured = sorted(p.ncmoe for p in pts if not p.label)
         chosen = sorted(c["ncmoe"] for c in ad["chosen"])
@@ -49,6 +54,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         assert interp and not interp & set(measured) and interp | set(measured) == set(range(n_layers + 1))
         concl = ad["conclusions"]
         ctx = {int(x): c for x, c in ad["ctx"][cpu_build.key].items()}
+        ctx.update({p.ncmoe: p.n_ctx for p in pts if not p.label})      # each server's own fit
         native = facts["n_ctx_train"]
         assert concl["threshold"][cpu_build.key] == min(x for x, c in ctx.items() if c and c >= native)
         assert concl["sweet_spot"][cpu_build.key] in measured

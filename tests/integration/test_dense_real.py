@@ -73,3 +73,43 @@ def test_model_info_of_the_real_file(tiny_gemma3, tmp_path):
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())
     assert "not a MoE model" in out and "sliding-window (128 tokens)" in out and "tied" in out
+
+
+def test_ngl_auto_on_a_dense_model_bisects_few_fits_and_measures_only_chosen_layer_splits(cpu_build, tiny_gemma3,
+                                                                                         tmp_path):
+    from llamaforge.bench.threshold import max_fits
+
+    results = tmp_path / "results"
+    facts = model_facts(tiny_gemma3)
+    n = facts.n_layers
+    r = _cli(["bench", "--model", str(tiny_gemma3), "--backends", "cpu", "--ngl", "auto", "--max-points", "3",
+              "--repeats", "1", "--launches", "1", "--prompt-tokens", "128", "--n-predict", "8", "--threads", "2",
+              "--name", "dense-auto"], results)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "adaptive sweep over ngl" in r.stdout
+    with Store(results / "llamaforge.sqlite") as store:
+        run = store.get_run("dense-auto")
+        ad = run.plan["adaptive"]
+        assert ad["axis"] == "ngl" and ad["n_measured"] <= 3
+        fits = store.points(ad["fitmap_run"])
+        # the threshold's bisection over ngl n+1 .. 0: a few fits, each with an explicit -ngl
+        assert 1 <= len(fits) <= max_fits(n + 2) < n + 2
+        assert all(p.status == "ok" and p.ncmoe == 0 and 0 <= p.ngl <= n + 1 for p in fits)
+        assert all("-ngl" in p.command and p.command[p.command.index("-ngl") + 1] == str(p.ngl) for p in fits)
+        pts = [p for p in store.points(run.id) if not p.label]
+        chosen = sorted(c["ngl"] for c in ad["chosen"])
+        assert sorted(p.ngl for p in pts) == chosen and {0, n + 1} <= set(chosen)     # the two ends
+        for p in pts:
+            assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
+            assert "--n-cpu-moe" not in p.command and p.command[p.command.index("-ngl") + 1] == str(p.ngl)
+            assert p.measured("tg_tps") and all(v > 0 for v in p.measured("tg_tps"))
+        native = facts.n_ctx_train
+        known = {int(k): v for k, v in ad["ctx"][cpu_build.key].items()} | {p.ngl: p.n_ctx for p in pts}
+        assert ad["conclusions"]["threshold"][cpu_build.key] == max(g for g, c in known.items() if c and c >= native)
+        assert ad["conclusions"]["sweet_spot"][cpu_build.key] in chosen
+        interp = {int(g) for g in ad["interpolated"][cpu_build.key]}
+        assert interp | set(chosen) == set(range(n + 2)) and not interp & set(chosen)
+    rep = _cli(["report", "dense-auto", "--out", str(tmp_path / "report")], results)
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Adaptive sweep" in md and "native context up to ngl" in md and "Token generation vs ngl" in md

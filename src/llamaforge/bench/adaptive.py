@@ -1,23 +1,26 @@
 """Adaptive offload sweep: the exhaustive sweep's conclusions from a fraction of its points.
 
 A pure algorithm, independent of how a point is measured: :func:`adaptive_sweep` calls
-``measure(series, x)`` (``series`` a backend or build, ``x`` an ``-ncmoe`` value) and gets a
+``measure(series, x)`` (``series`` a backend or build, ``x`` the offload step: an ``-ncmoe`` value, or
+``n_layers + 1 - ngl`` for a layer sweep, so that a larger x always means more offload) and gets a
 :class:`PointSummary` (median tg with its 95 % CI and its count), or ``None`` for a failed point.
 Calling it again for the same point means "one more launch" (an anomaly's confirmation) and
 returns the summary over all launches so far. The real sweep (``bench --ncmoe auto``) measures
 through the runner; ``benchmarks/adaptive_replay.py`` reads stored samples instead.
 
 What a user wants from a sweep are :class:`Conclusions`: where the native context is first
-reached (the *threshold*, fixed exactly by the fit map beforehand), the fastest setting at native
-context per series (the *sweet spot*), which series wins in each region, and the points that
-break the trend (*anomalies*: faster than a lower-ncmoe neighbour beyond both CIs).
+reached (the *threshold*, fixed exactly beforehand by a bisection over fits, :mod:`.threshold`),
+the fastest setting at native context per series (the *sweet spot*), which series wins in each
+region, and the points that break the trend (*anomalies*: faster than a neighbour with less offload
+beyond both CIs).
 
 1. **Coarse grid** per series: both ends of the domain, the threshold and its neighbours.
 2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone-decreasing
    tg. An interval is *settled* when the two ends' CIs overlap (nothing to explain), when a
    bisection showed its midpoint on the chord (within the CIs plus ``tolerance``), or when no
    domain point lies inside. Otherwise it is bisected, the widest unexplained change first; the split
-   prefers a full-attention boundary (``ncmoe = L + 1`` for a full-attention layer ``L``) near the
+   prefers a full-attention boundary (``ncmoe = L + 1``, or ``x = L + 2`` on the ngl axis, for a
+   full-attention layer ``L``) near the
    middle, where the layer structure may break the trend. Intervals where the winning series flips are
    bisected first (to place the crossing); a point faster than its lower neighbour beyond the CIs
    gets ``confirm_launches`` more launches before it is reported as an anomaly.
@@ -51,6 +54,7 @@ class PointSummary:
     ci_high: float
     n: int = 1
     launches: tuple[float, ...] = ()   # the median of each launch (server start), when known
+    n_ctx: int | None = None           # the context llama-server fitted there, when known
 
     @property
     def half(self) -> float:
@@ -90,8 +94,8 @@ class Choice:
     x: int
     reason: str
 
-    def to_dict(self) -> dict:
-        return {"series": self.series, "ncmoe": self.x, "reason": self.reason}
+    def to_dict(self, axis: str = "ncmoe", show: Callable[[int], int] = int) -> dict:
+        return {"series": self.series, axis: show(self.x), "reason": self.reason}
 
 
 @dataclass
@@ -102,10 +106,16 @@ class Conclusions:
     anomalies: dict[str, list[int]]           # suspects beyond the between-launch noise (:func:`established`)
     suspects: dict[str, list[int]] = field(default_factory=dict)  # beyond the CIs, not beyond launch noise
 
-    def to_dict(self) -> dict:
-        return {"threshold": self.threshold, "sweet_spot": self.sweet_spot,
-                "regions": [list(r) for r in self.regions], "anomalies": self.anomalies,
-                "suspects": self.suspects}
+    def to_dict(self, show: Callable[[int], int] = int) -> dict:
+        """On the axis of the user (``show``: x → the option's value, e.g. ``-ngl``)."""
+        def opt(v: int | None) -> int | None:
+            return None if v is None else show(v)
+
+        regions = sorted([min(show(lo), show(hi)), max(show(lo), show(hi)), w] for lo, hi, w in self.regions)
+        return {"threshold": {s: opt(v) for s, v in self.threshold.items()},
+                "sweet_spot": {s: opt(v) for s, v in self.sweet_spot.items()},
+                "regions": regions, "anomalies": {s: sorted(map(show, v)) for s, v in self.anomalies.items()},
+                "suspects": {s: sorted(map(show, v)) for s, v in self.suspects.items()}}
 
 
 @dataclass
@@ -122,12 +132,15 @@ class AdaptiveResult:
     def n_measured(self) -> int:
         return sum(len(v) for v in self.measured.values())
 
-    def to_dict(self) -> dict:
-        return {"domain": self.domain, "stopped": self.stopped, "n_measured": self.n_measured,
-                "chosen": [c.to_dict() for c in self.choices],
-                "confirmed": [{"series": s, "ncmoe": x} for s, x in self.confirmations],
-                "interpolated": {s: sorted(v) for s, v in self.interpolated.items()},
-                "conclusions": self.conclusions.to_dict()}
+    def to_dict(self, axis: str = "ncmoe", show: Callable[[int], int] = int) -> dict:
+        """The record, on the user's axis: ``axis`` names the option, ``show`` maps x to its value."""
+        return {"axis": axis, "domain": sorted(map(show, self.domain)), "stopped": self.stopped,
+                "n_measured": self.n_measured,
+                "chosen": [c.to_dict(axis, show) for c in self.choices],
+                "confirmed": [{"series": s, axis: show(x)} for s, x in self.confirmations],
+                "interpolated": {s: {show(x): v for x, v in sorted(vals.items())}
+                                 for s, vals in self.interpolated.items()},
+                "conclusions": self.conclusions.to_dict(show)}
 
 
 # ---------------------------------------------------------------------------------- pure helpers
@@ -152,7 +165,8 @@ def coarse_grid(domain: Sequence[int], threshold: int | None) -> list[tuple[int,
     out: dict[int, str] = {dom[0]: "end", dom[-1]: "end"}
     if threshold is not None:
         i = min(range(len(dom)), key=lambda k: (abs(dom[k] - threshold), dom[k]))
-        for k, why in ((i, "threshold"), (i - 1, "below threshold"), (i + 1, "above threshold")):
+        for k, why in ((i, "threshold"), (i - 1, "next to the threshold, less offload"),
+                       (i + 1, "next to the threshold, more offload")):
             if 0 <= k < len(dom):
                 out.setdefault(dom[k], why)
     return sorted(out.items())
@@ -294,17 +308,30 @@ def split_anomalies(points: Mapping[int, PointSummary],
 
 def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[str, Mapping[int, int | None]],
              native: int | None, domain: Sequence[int], min_effect: float = MIN_EFFECT) -> Conclusions:
-    """The conclusions from measured points (an exhaustive sweep's too: pass all of its points)."""
+    """The conclusions from measured points (an exhaustive sweep's too: pass all of its points).
+
+    ``ctx`` may hold every point's fitted context or only some (the fits of the threshold's bisection,
+    :mod:`.threshold`); a measured point's own context (``PointSummary.n_ctx``, the server's fit) joins
+    it. Where a point's context is not known it reaches native from the threshold on: the fitted
+    context is monotone in x (see :mod:`.threshold`)."""
     threshold: dict[str, int | None] = {}
     sweet: dict[str, int | None] = {}
     for s, pts in measured.items():
         c = {x: v for x, v in (ctx.get(s) or {}).items() if x in domain}
+        c.update({x: p.n_ctx for x, p in pts.items() if p.n_ctx is not None})
         t = threshold[s] = native_threshold(c, native)
-        at_native = [x for x in pts if t is not None and (c.get(x) or 0) >= (native or 0)]
+        at_native = [x for x in pts if t is not None and
+                     ((c[x] or 0) >= (native or 0) if x in c else x >= t)]
         sweet[s] = max(at_native, key=lambda x: (pts[x].median, -x)) if at_native else None
     split = {s: split_anomalies(pts, min_effect) for s, pts in measured.items()}
     return Conclusions(threshold, sweet, winner_regions(measured, domain),
                        {s: v[0] for s, v in split.items()}, {s: v[1] for s, v in split.items()})
+
+
+def threshold_heading(axis: str) -> str:
+    """The heading of the threshold's column: the first ncmoe with native context, or the most layers
+    (``-ngl``) with native context."""
+    return "native context from ncmoe" if axis == "ncmoe" else f"native context up to {axis}"
 
 
 def anomaly_text(conclusions: Mapping, series: str) -> str:
@@ -331,6 +358,7 @@ class _State:
     choices: list[Choice] = field(default_factory=list)
     confirmations: list[tuple[str, int]] = field(default_factory=list)
     t0: float = 0.0
+    show: Callable[[int], int] = int       # x as the user's option value, for the reasons
 
     def __post_init__(self) -> None:
         self.measured = {s: {} for s in self.series}
@@ -423,9 +451,9 @@ def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
             continue            # within what a second server start of one point differs by: not chased
         i = dom.index(x)
         if i > 0 and dom[i - 1] not in pts:
-            out.append((2.0, s, dom[i - 1], f"just below {x}, which breaks the trend"))
+            out.append((2.0, s, dom[i - 1], f"next to {st.show(x)} (less offload), which breaks the trend"))
         if i + 1 < len(dom) and dom[i + 1] not in pts:
-            out.append((1.5, s, dom[i + 1], f"just above {x}, which breaks the trend"))
+            out.append((1.5, s, dom[i + 1], f"next to {st.show(x)} (more offload), which breaks the trend"))
     return out
 
 
@@ -446,12 +474,13 @@ def _candidates(st: _State) -> list[tuple[float, str, int, str]]:
             if m is None:
                 continue
             wa, wb = winner_at(st.measured, a), winner_at(st.measured, b)
+            span = f"{st.show(a)}–{st.show(b)}"
             if wa and wb and "tie" not in (wa, wb) and wa != wb:
-                out.append((3.0 + (b - a) / 1e3, s, m, f"bisect {a}–{b}: winner changes ({wa} → {wb})"))
+                out.append((3.0 + (b - a) / 1e3, s, m, f"bisect {span}: winner changes ({wa} → {wb})"))
             elif not pts[a].overlaps(pts[b]) and (ev := st.evidence(s, a, b)) < 2:
                 change = abs(pts[a].median - pts[b].median) / max(pts[a].median, pts[b].median, 1e-9)
                 why = "off the trend of its neighbours" if ev == 0 else "on one chord, check again"
-                out.append(((0.5 if ev else 1.0) * change, s, m, f"bisect {a}–{b}: {why}"))
+                out.append(((0.5 if ev else 1.0) * change, s, m, f"bisect {span}: {why}"))
     return sorted(out, key=lambda c: (-c[0], c[1], c[2]))
 
 
@@ -464,11 +493,18 @@ def _confirm_anomalies(st: _State) -> None:
 def adaptive_sweep(series: Sequence[str], domain: Sequence[int], measure: Measure, *,
                    ctx: Mapping[str, Mapping[int, int | None]], native: int | None,
                    full_attention_layers: Sequence[int] = (), options: AdaptiveOptions | None = None,
-                   clock: Callable[[], float] = time.monotonic) -> AdaptiveResult:
-    """Choose, measure and refine points until the conclusions are stable or a budget is spent."""
+                   clock: Callable[[], float] = time.monotonic, boundaries: Sequence[int] | None = None,
+                   show: Callable[[int], int] = int) -> AdaptiveResult:
+    """Choose, measure and refine points until the conclusions are stable or a budget is spent.
+
+    ``ctx``: the fitted contexts known before measuring (every point's, or only those a bisection for
+    the threshold fitted, :mod:`.threshold`). ``boundaries``: the x where a full-attention layer moves
+    (default ``L + 1`` for each of ``full_attention_layers``, the ``-ncmoe`` axis); ``show`` writes an x
+    as the user's option value in the reasons (e.g. ``-ngl``)."""
     opts = options or AdaptiveOptions()
     dom = sorted(set(domain))
-    st = _State(list(series), dom, measure, opts, clock, [layer + 1 for layer in full_attention_layers])
+    bounds = list(boundaries) if boundaries is not None else [layer + 1 for layer in full_attention_layers]
+    st = _State(list(series), dom, measure, opts, clock, bounds, show=show)
     stopped = None
     for s in st.series:
         t = native_threshold({x: v for x, v in (ctx.get(s) or {}).items() if x in dom}, native)

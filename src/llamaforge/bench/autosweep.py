@@ -1,24 +1,28 @@
-"""``bench --ncmoe auto``: the fit map, then the adaptive sweep (:mod:`.adaptive`) through the sweep.
+"""``bench --ncmoe auto`` / ``--ngl auto``: the threshold's fits, then the adaptive sweep (:mod:`.adaptive`).
 
-1. :func:`fit_curve` stores a ``fitmap`` run over every ``-ncmoe`` of the model (llama-fit-params,
-   about a second a point, no weights loaded): the context curve of every build, hence the
-   native-context threshold, exactly.
+1. :func:`fit_threshold` finds every build's native-context threshold by bisection over
+   llama-fit-params fits (:mod:`.threshold`: about a second a fit, no weights loaded, at most
+   ``2 + ceil(log2(n - 1))`` fits for n points instead of n) and stores those fits as a ``fitmap`` run.
+   The measured points need no fit of their own: llama-server fits itself and reports its context.
 2. :func:`run_auto` starts an ordinary ``sweep`` run and lets :func:`adaptive_sweep` choose its
-   points; each chosen point is measured by ``sweep.measure_points`` (the host and run locks, the
-   busy-GPU check, ``--launches`` server starts, every launch stored as usual). A point that breaks the
-   trend gets one more launch. One drift sentinel per build ends the run (the plan's
-   ``sentinel_every`` is not used: an adaptive run's length is not known in advance).
-3. The run's plan records, as it goes, ``adaptive``: the options, the fit-map run, the context curve,
-   every chosen point with the reason, confirmations, the interpolated points with their values
-   (never stored as points) and the conclusions; ``points`` lists the measured points. ``--resume``
-   replays the loop: stored launches are not measured again, so it continues where it stopped.
+   points along the :class:`Axis` (``-ncmoe``, or ``-ngl`` for a dense model); each chosen point is
+   measured by ``sweep.measure_points`` (the host and run locks, the busy-GPU check, ``--launches``
+   server starts, every launch stored as usual). A point that breaks the trend gets one more launch.
+   One drift sentinel per build ends the run (the plan's ``sentinel_every`` is not used: an adaptive
+   run's length is not known in advance).
+3. The run's plan records, as it goes, ``adaptive``: the axis, the options, the fit-map run, the
+   fitted contexts, every chosen point with the reason, confirmations, the interpolated points with
+   their values (never stored as points) and the conclusions, all in the option's own values;
+   ``points`` lists the measured points. ``--resume`` replays the loop: stored launches are not
+   measured again, so it continues where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
@@ -27,35 +31,90 @@ from ..console import console, esc
 from ..errors import BenchError
 from ..stats import cluster_summary
 from ..store import Store
-from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep, anomaly_text
-from .fitmap import run_fitmap
+from .adaptive import (
+    AdaptiveOptions,
+    AdaptiveResult,
+    PointSummary,
+    adaptive_sweep,
+    anomaly_text,
+    threshold_heading,
+)
+from .fitmap import fit_point, fitting, open_fitmap, spec_text
 from .plan import BuildLike, Plan, PointSpec
 from .sweep import Item, MeasureItems, engines_of, run_sweep
+from .threshold import bisect_threshold
 
 #: the sentinel interval that puts one sentinel at the end of a call only
 _END_ONLY = 10**9
 
 
-def auto_domain(plan: Plan, model: str = "the model") -> list[int]:
-    """Every ``-ncmoe`` of a MoE model: 0..n_layers."""
+@dataclass(frozen=True)
+class Axis:
+    """The option an adaptive run sweeps; x = 0, 1, … counts "more offload" along it.
+
+    ``ncmoe``: x is ``-ncmoe`` (the experts of the first x layers on the host), 0..n_layers.
+    ``ngl``: x = ``n_layers + 1 - ngl`` (0: every layer and the output on the device; llama.cpp keeps
+    layers ``n_layers - ngl`` and up there, so x = 1 moves the output, x = k + 1 the first k layers),
+    0..n_layers + 1. Records and reports show the option's own value (:meth:`value`)."""
+
+    name: str
+    n_layers: int
+
+    @property
+    def domain(self) -> list[int]:
+        return list(range(self.n_layers + (1 if self.name == "ncmoe" else 2)))
+
+    def value(self, x: int) -> int:
+        """x as the option's value, and back (the map is its own inverse)."""
+        return x if self.name == "ncmoe" else self.n_layers + 1 - x
+
+    def spec(self, x: int) -> PointSpec:
+        return PointSpec(x) if self.name == "ncmoe" else PointSpec(0, self.value(x))
+
+    def boundaries(self, full_attention_layers: Sequence[int]) -> list[int]:
+        """The x at which a full-attention layer L moves to the host: its experts at ncmoe L + 1, the whole
+        layer at x = L + 2 (ngl = n_layers - 1 - L)."""
+        return [layer + (1 if self.name == "ncmoe" else 2) for layer in full_attention_layers]
+
+
+def auto_axis(plan: Plan, name: str = "ncmoe", model: str = "the model") -> Axis:
+    """The axis of ``--ncmoe auto`` (a MoE model) or ``--ngl auto`` (a dense model)."""
     n_layers, n_experts = plan.n_layers, plan.model_facts.get("n_experts")
-    if n_experts == 0:
+    if name == "ncmoe" and n_experts == 0:
         raise BenchError(f"{model} is not a MoE model, so --ncmoe auto has nothing to offload",
-                         "sweep the layers on the GPU with --ngl instead, e.g. --ngl 0:N")
+                         "sweep the layers on the GPU instead: --ngl auto")
+    if name == "ngl" and n_experts:
+        raise BenchError(f"{model} is a MoE model: --ngl auto moves whole layers, attention included, off the GPU",
+                         "offload experts instead: --ncmoe auto")
     if not n_layers:
-        raise BenchError(f"the layer count of {model} is unknown, so --ncmoe auto cannot choose points",
-                         "give the points, e.g. --ncmoe 0:40:2")
-    return list(range(int(n_layers) + 1))
+        raise BenchError(f"the layer count of {model} is unknown, so --{name} auto cannot choose points",
+                         "give the points, e.g. " + ("--ncmoe 0:40:2" if name == "ncmoe" else "--ngl 0,8,16,-1"))
+    return Axis(name, int(n_layers))
 
 
-def fit_curve(plan: Plan, builds: list[BuildLike], store: Store, *, command: str | None = None,
-              progress: bool = True) -> tuple[str, dict[str, dict[int, int | None]]]:
-    """The fit map of every point of the plan: (its run id, fitted context per build key and ncmoe)."""
-    fit_plan = dataclasses.replace(plan, points=[PointSpec(x) for x in auto_domain(plan)])
-    run_id = run_fitmap(fit_plan, builds, store, command=command, progress=progress)
-    ctx: dict[str, dict[int, int | None]] = {b.key: {} for b in builds}
-    for p in store.points(run_id, with_samples=False):
-        ctx.setdefault(p.build_key, {})[p.ncmoe] = p.n_ctx if p.status == "ok" else None
+def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis, *, command: str | None = None,
+                  progress: bool = True) -> tuple[str, dict[str, dict[int, int | None]]]:
+    """Every build's native-context threshold by bisection over fits (:mod:`.threshold`), stored as a
+    ``fitmap`` run that holds only the points fitted: (its run id, fitted context per build key and x)."""
+    native = plan.model_facts.get("n_ctx_train")
+    fit_plan = dataclasses.replace(plan, points=[axis.spec(x) for x in axis.domain])
+    run_id = open_fitmap(fit_plan, builds, store, command=command)
+    log_dir = store.path.parent / "logs" / run_id
+    ctx: dict[str, dict[int, int | None]] = {}
+    with fitting(store, run_id, progress) as show:
+        for b in builds:
+            def fit(x: int, b: BuildLike = b) -> int | None:
+                spec = axis.spec(x)
+                show(f"fitting {b.backend} {spec_text(spec)} (bisection for the native-context threshold)")
+                p = fit_point(b, fit_plan, spec, run_id, log_dir)
+                store.record_point(p)
+                return p.n_ctx if p.status == "ok" else None
+
+            ctx[b.key] = bisect_threshold(axis.domain, fit, native).probes
+    js = dict(store.get_run(run_id).plan)
+    js["points"] = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
+    js["extra"] = {**(js.get("extra") or {}), "search": "bisection for the native-context threshold"}
+    store.update_run_plan(run_id, js)
     return run_id, ctx
 
 
@@ -64,7 +123,7 @@ def tg_summary(p: Any) -> PointSummary | None:
     if p is None or p.status != "ok":
         return None
     cs = cluster_summary(p.launch_groups("tg_tps"))
-    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians) if cs else None
+    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians, p.n_ctx) if cs else None
 
 
 @dataclasses.dataclass
@@ -77,9 +136,19 @@ class AutoDriver:
     ctx: dict[str, dict[int, int | None]]
     options: AdaptiveOptions
     fitmap_run: str | None
+    axis: Axis | None = None          # default: ncmoe over the plan's layers
     clock: Callable[[], float] = time.monotonic
     started: float = dataclasses.field(default_factory=time.monotonic)
     result: AdaptiveResult | None = None
+
+    def __post_init__(self) -> None:
+        if self.axis is None:
+            self.axis = Axis("ncmoe", int(self.plan.n_layers or 0))
+
+    @property
+    def ax(self) -> Axis:
+        assert self.axis is not None
+        return self.axis
 
     def __call__(self, measure_items: MeasureItems, run_id: str) -> None:
         launches: dict[tuple[str, int], int] = {}
@@ -89,7 +158,7 @@ class AutoDriver:
         def measure(series: str, x: int) -> PointSummary | None:
             k = launches[(series, x)] = launches.get((series, x), 0) + (1 if (series, x) in launches
                                                                          else self.plan.launches)
-            items: list[Item] = [(by_key[series], PointSpec(x), e) for e in engines]
+            items: list[Item] = [(by_key[series], self.ax.spec(x), e) for e in engines]
             pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
             summary = tg_summary(next((p for p in pts if p.engine == engines[0] and not p.label), None))
             self._record(run_id, launches)
@@ -97,10 +166,10 @@ class AutoDriver:
 
         facts = self.plan.model_facts
         self.result = adaptive_sweep(
-            [b.key for b in self.builds], auto_domain(self.plan), measure, ctx=self.ctx,
-            native=facts.get("n_ctx_train"), full_attention_layers=facts.get("full_attention_layers") or (),
-            options=self.options, clock=lambda: self.clock() - self.started)
-        refs = [(b, PointSpec(x), engines[0]) for b in self.builds
+            [b.key for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.get("n_ctx_train"),
+            boundaries=self.ax.boundaries(facts.get("full_attention_layers") or ()), options=self.options,
+            clock=lambda: self.clock() - self.started, show=self.ax.value)
+        refs = [(b, self.ax.spec(x), engines[0]) for b in self.builds
                 for x in sorted(self.result.measured.get(b.key) or {})[:1]]
         if refs:
             measure_items(refs, dataclasses.replace(self.plan, sentinel_every=_END_ONLY))
@@ -108,35 +177,37 @@ class AutoDriver:
 
     def record(self) -> dict:
         """What the run's plan keeps under ``adaptive``."""
-        r = self.result
-        out: dict[str, Any] = {"options": self.options.to_dict(), "fitmap_run": self.fitmap_run,
-                               "ctx": {k: {str(x): c for x, c in v.items()} for k, v in self.ctx.items()},
+        r, ax = self.result, self.ax
+        out: dict[str, Any] = {"axis": ax.name, "options": self.options.to_dict(), "fitmap_run": self.fitmap_run,
+                               "ctx": {k: {str(ax.value(x)): c for x, c in v.items()} for k, v in self.ctx.items()},
                                "sentinels": "one per build at the end"}
         if r is not None:
-            out.update(r.to_dict())
-            out["interpolated"] = {s: {str(x): round(v, 3) for x, v in vals.items()}
+            out.update(r.to_dict(ax.name, ax.value))
+            out["interpolated"] = {s: {str(ax.value(x)): round(v, 3) for x, v in vals.items()}
                                    for s, vals in r.interpolated.items()}
         return out
 
     def _record(self, run_id: str, launches: dict[tuple[str, int], int]) -> None:
         plan = dict(self.store.get_run(run_id).plan)
-        plan["points"] = [PointSpec(x).to_dict() for x in sorted({x for _s, x in launches})]
+        plan["points"] = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
         adaptive = self.record()
         if self.result is None:
-            adaptive["chosen_so_far"] = [{"series": s, "ncmoe": x, "launches": k} for (s, x), k in launches.items()]
+            adaptive["chosen_so_far"] = [{"series": s, self.ax.name: self.ax.value(x), "launches": k}
+                                         for (s, x), k in launches.items()]
         plan["adaptive"] = adaptive
         self.store.update_run_plan(run_id, plan)
 
 
 def run_auto(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, options: AdaptiveOptions,
-             command: str | None = None, name: str | None = None, progress: bool = True,
+             axis: str = "ncmoe", command: str | None = None, name: str | None = None, progress: bool = True,
              allow_busy: bool = False) -> tuple[str, AutoDriver]:
-    """Fit map, then the adaptive sweep as a ``sweep`` run; returns its id and the driver (its result)."""
+    """The threshold's fits, then the adaptive sweep as a ``sweep`` run; returns its id and the driver."""
     started = time.monotonic()
-    fitmap_run, ctx = fit_curve(plan, builds, store, command=command, progress=progress)
-    plan.points = [PointSpec(x) for x in auto_domain(plan)]
+    ax = auto_axis(plan, axis)
+    fitmap_run, ctx = fit_threshold(plan, builds, store, ax, command=command, progress=progress)
+    plan.points = [ax.spec(x) for x in ax.domain]
     plan.sentinel_every = 0          # one sentinel per build at the end instead (see the module doc)
-    driver = AutoDriver(plan, builds, store, ctx, options, fitmap_run, started=started)
+    driver = AutoDriver(plan, builds, store, ctx, options, fitmap_run, ax, started=started)
     run_id = run_sweep(plan, builds, store, command=command, name=name, progress=progress,
                        allow_busy=allow_busy, run_extra={"adaptive": driver.record()}, driver=driver)
     return run_id, driver
@@ -146,10 +217,11 @@ def resume_auto(run: Any, plan: Plan, builds: list[BuildLike], store: Store, pat
                 allow_busy: bool = False) -> tuple[str, AutoDriver]:
     """Continue an adaptive run: the loop again, on the recorded context curve; stored launches are kept."""
     rec = run.plan.get("adaptive") or {}
-    ctx = {k: {int(x): c for x, c in v.items()} for k, v in (rec.get("ctx") or {}).items()}
+    ax = Axis(rec.get("axis") or "ncmoe", int(plan.n_layers or 0))
+    ctx = {k: {ax.value(int(x)): c for x, c in v.items()} for k, v in (rec.get("ctx") or {}).items()}
     opts = AdaptiveOptions(**{k: v for k, v in (rec.get("options") or {}).items()
                               if k in {f.name for f in dataclasses.fields(AdaptiveOptions)}})
-    driver = AutoDriver(plan, builds, store, ctx, opts, rec.get("fitmap_run"))
+    driver = AutoDriver(plan, builds, store, ctx, opts, rec.get("fitmap_run"), ax)
     run_id = run_sweep(plan, builds, store, resume_run=run.id, allow_busy=allow_busy, driver=driver)
     return run_id, driver
 
@@ -158,14 +230,15 @@ def adaptive_table(adaptive: dict, names: dict[str, str] | None = None) -> Table
     """The conclusions of an adaptive run and which points were measured or interpolated."""
     names = names or {}
     c = adaptive.get("conclusions") or {}
-    tab = Table(title=esc(f"adaptive sweep: {adaptive.get('n_measured', 0)} points measured, "
+    axis = adaptive.get("axis") or "ncmoe"
+    tab = Table(title=esc(f"adaptive sweep over {axis}: {adaptive.get('n_measured', 0)} points measured, "
                           f"stopped: {adaptive.get('stopped', '?')}"))
-    for col in ("build", "native context from", "sweet spot (fastest tg at native)", "anomalies", "measured",
+    for col in ("build", threshold_heading(axis), "sweet spot (fastest tg at native)", "anomalies", "measured",
                 "interpolated"):
         tab.add_column(col)
     measured: dict[str, list[int]] = {}
     for ch in adaptive.get("chosen") or []:
-        measured.setdefault(ch["series"], []).append(ch["ncmoe"])
+        measured.setdefault(ch["series"], []).append(ch[axis])
     for s in sorted(measured):
         tab.add_row(esc(names.get(s, s)[:28]), esc((c.get("threshold") or {}).get(s)),
                     esc((c.get("sweet_spot") or {}).get(s)), esc(anomaly_text(c, s)),
@@ -179,7 +252,8 @@ def print_adaptive(store: Store, run_id: str) -> None:
     console.print(adaptive_table(adaptive))
     regions = (adaptive.get("conclusions") or {}).get("regions") or []
     if regions:
-        console.print("winner per region: " + esc(", ".join(f"ncmoe {lo}–{hi}: {w}" for lo, hi, w in regions)))
+        axis = adaptive.get("axis") or "ncmoe"
+        console.print("winner per region: " + esc(", ".join(f"{axis} {lo}–{hi}: {w}" for lo, hi, w in regions)))
 
 
 def _span(xs: list[int]) -> str:

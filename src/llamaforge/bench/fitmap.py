@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rich.table import Table
@@ -42,9 +43,12 @@ def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_di
     return p
 
 
-def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: str | None = None,
-               progress: bool = True) -> str:
-    """Fit every point on every build; store a ``fitmap`` run; return its id."""
+def spec_text(spec: PointSpec) -> str:
+    return f"ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl >= 0 else "")
+
+
+def open_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: str | None = None) -> str:
+    """A new ``fitmap`` run for these builds (checked: each has llama-fit-params); its id."""
     if not builds:
         raise BenchError("no builds for the fit map", "give --backends")
     lacking = [b.key for b in builds if not build_options(b).has_fit_params]
@@ -60,18 +64,31 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
     run_id = store.new_run("fitmap", js, command=command, env=collect_env())
     for b in builds:
         store.add_build(build_manifest(b), run_id)
-    log_dir = store.path.parent / "logs" / run_id
+    return run_id
+
+
+@contextlib.contextmanager
+def fitting(store: Store, run_id: str, progress: bool = True) -> Iterator[Callable[[str], None]]:
+    """Marks the fit-map run done (interrupted on an error); yields a function that shows progress."""
     status = "interrupted"
     try:
         with console.status("fitting…", spinner="dots") if progress else contextlib.nullcontext() as st:
-            for i, spec in enumerate(plan.points, 1):
-                for b in builds:
-                    if progress and st is not None:
-                        st.update(f"fitting {i}/{len(plan.points)}: {b.backend} ncmoe={spec.ncmoe}")
-                    store.record_point(fit_point(b, plan, spec, run_id, log_dir))
+            yield (lambda text: st.update(text)) if progress and st is not None else (lambda text: None)
         status = "done"
     finally:
         store.set_run_status(run_id, status)
+
+
+def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: str | None = None,
+               progress: bool = True) -> str:
+    """Fit every point on every build; store a ``fitmap`` run; return its id."""
+    run_id = open_fitmap(plan, builds, store, command=command)
+    log_dir = store.path.parent / "logs" / run_id
+    with fitting(store, run_id, progress) as show:
+        for i, spec in enumerate(plan.points, 1):
+            for b in builds:
+                show(f"fitting {i}/{len(plan.points)}: {b.backend} {spec_text(spec)}")
+                store.record_point(fit_point(b, plan, spec, run_id, log_dir))
     return run_id
 
 

@@ -17,11 +17,12 @@ _BENCH_HELP = {
     "pins": "comma-separated pins or commits (default: the default pin)",
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
              "the fit map, then an adaptive sweep that measures only the points its conclusions need",
-    "max_points": "with --ncmoe auto: measure at most N points (all builds together)",
-    "time_budget": "with --ncmoe auto: stop choosing new points after S seconds (the fit map included)",
-    "stable_after": "with --ncmoe auto: stop once N refinements per build changed no conclusion (default 2; "
+    "max_points": "with --ncmoe/--ngl auto: measure at most N points (all builds together)",
+    "time_budget": "with --ncmoe/--ngl auto: stop choosing new points after S seconds (the fits included)",
+    "stable_after": "with --ncmoe/--ngl auto: stop once N refinements per build changed no conclusion (default 2; "
                     "0: only when every interval is settled)",
-    "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model",
+    "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model, where "
+           "auto sweeps it adaptively like --ncmoe auto",
     "repeats": "measured requests per launch after one discarded warm-up (default 3)",
     "launches": "separate llama-server starts per point, interleaved across points and builds (default 2; "
                 "1 = between-process spread not measured)",
@@ -122,9 +123,10 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
     continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
 
-    --ncmoe auto first stores a fit map (the context at every point, no weights loaded), then measures the
-    ends, the native-context threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
-    (see bench.adaptive); the report marks which points were measured and which interpolated.
+    --ncmoe auto first finds the native-context threshold by bisection over fits (no weights loaded), then
+    measures the ends, the threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
+    (see bench.adaptive); the report marks which points were measured and which interpolated. --ngl auto does
+    the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
     from ..bench.plan import DEFAULT_LAUNCHES, Plan
@@ -159,7 +161,8 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
             pin_list = csv_list(pins, what="pin") if pins else [None]
             auto = _auto_options(ncmoe, ngl, max_points, time_budget, stable_after)
             plan = _plan_from_options(p, model=model, backends=backend_list,
-                                      pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe, ngl=ngl,
+                                      pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe,
+                                      ngl=None if auto else ngl,
                                       repeats=repeats, engine=engine, prompt_tokens=prompt_tokens, n_predict=n_predict,
                                       vram_budget=vram_budget, fitt=fitt, extra=extra, threads=threads, depths=depths,
                                       load_timeout=load_timeout, request_timeout=request_timeout, launches=launches,
@@ -167,14 +170,13 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                                       sentinel_every=sentinel_every, ctx=ctx)
             plan.quirks = not no_quirks
             if auto is not None:
-                from ..bench.autosweep import auto_domain, run_auto
+                from ..bench.autosweep import auto_axis, run_auto
 
-                auto_domain(plan, model)   # a dense model or an unknown layer count stops here, before any build
+                auto_axis(plan, auto[0], model)   # the wrong kind of model or no layer count: stop before any build
             builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
             if auto is not None:
-
-                run_id, _ = run_auto(plan, builds, store, p, options=auto, command=command, name=name,
-                                     allow_busy=bool(allow_busy))
+                run_id, _ = run_auto(plan, builds, store, p, options=auto[1], axis=auto[0], command=command,
+                                     name=name, allow_busy=bool(allow_busy))
             else:
                 run_id = run_sweep(plan, builds, store, command=command, name=name, allow_busy=bool(allow_busy))
         print_run(store, run_id)
@@ -199,18 +201,25 @@ def _refuse_all_failed(store: Store, run_id: str) -> None:
 
 
 def _auto_options(ncmoe, ngl, max_points, time_budget, stable_after=None):  # noqa: ANN001, ANN202
-    """``AdaptiveOptions`` for ``--ncmoe auto`` (``None`` for a list of points); the budgets only with auto."""
+    """``(axis, AdaptiveOptions)`` for ``--ncmoe auto`` / ``--ngl auto`` (``None`` for a list of points); the
+    budgets only with auto."""
     from ..bench.adaptive import AdaptiveOptions
 
-    if str(ncmoe).strip().lower() != "auto":
+    def is_auto(v) -> bool:  # noqa: ANN001
+        return str(v).strip().lower() == "auto"
+
+    if not is_auto(ncmoe) and not is_auto(ngl):
         if max_points is not None or time_budget is not None or stable_after is not None:
             raise BenchError("--max-points, --time-budget and --stable-after belong to an adaptive sweep",
-                             "add --ncmoe auto, or leave them out")
+                             "add --ncmoe auto (a MoE model) or --ngl auto (a dense model), or leave them out")
         return None
-    if ngl is not None and str(ngl).strip() != "":
+    if is_auto(ncmoe) and ngl is not None and str(ngl).strip() != "":
         raise BenchError("--ncmoe auto sweeps ncmoe at llama.cpp's default -ngl; it cannot be combined with --ngl",
                          "leave out --ngl, or give the ncmoe points, e.g. --ncmoe 0:40:4 --ngl 20,30")
-    return AdaptiveOptions(
+    if is_auto(ngl) and str(ncmoe).strip() not in ("", "0"):
+        raise BenchError("--ngl auto sweeps the layers of a dense model at ncmoe 0; it cannot be combined with --ncmoe",
+                         "leave out --ncmoe, or give the ngl points, e.g. --ngl 0,8,16,-1")
+    return ("ncmoe" if is_auto(ncmoe) else "ngl"), AdaptiveOptions(
         max_points=_int_option(max_points, "--max-points", None, minimum=2, fix="e.g. --max-points 12"),
         time_budget_s=as_float(time_budget, "--time-budget", positive=True) if time_budget is not None else None,
         stable_after=_stable_after(stable_after))

@@ -1,13 +1,14 @@
-"""The report's section on an adaptive sweep (``bench --ncmoe auto``), from the run plan's ``adaptive`` record.
+"""The report's section on an adaptive sweep (``bench --ncmoe auto`` / ``--ngl auto``), from the run plan's
+``adaptive`` record.
 
-It says which points were measured (and why each was chosen) and which were interpolated, by ncmoe
-only: an interpolated value is never shown as a number in a table (the tg plot draws it dotted,
+It says which points were measured (and why each was chosen) and which were interpolated, by their
+ncmoe (or ngl) only: an interpolated value is never shown as a number in a table (the tg plot draws it dotted,
 with hollow markers, see :mod:`.plots`).
 """
 
 from __future__ import annotations
 
-from ..bench.adaptive import anomaly_text
+from ..bench.adaptive import anomaly_text, threshold_heading
 from .data import ReportData
 from .sections import Section, Table
 
@@ -36,17 +37,20 @@ def adaptive_section(data: ReportData) -> Section | None:
     names = {s.key[0]: s.name for s in data.series}
     c = rec.conclusions
     chosen = rec.chosen
+    axis = rec.axis
+    fits = sum(len(v) for v in rec.ctx.values())
     sec = Section("adaptive", "Adaptive sweep", intro=(
-        f"This run chose its points (--ncmoe auto): the fit map (run {rec.fitmap_run or '–'}) fixed the "
-        f"context at every ncmoe first; {rec.n_measured or len(chosen)} point(s) were measured, each for the "
-        "reason listed; stopped: " + str(rec.stopped or "not finished") + ". The other points are "
+        f"This run chose its points (--{axis} auto): first {fits} fit(s) without loading weights (run "
+        f"{rec.fitmap_run or '–'}) found where the native context is first reached, by bisection (the fitted "
+        f"context grows with the offload); then {rec.n_measured or len(chosen)} point(s) were measured, each for "
+        "the reason listed; stopped: " + str(rec.stopped or "not finished") + ". The other points are "
         "interpolated between measured neighbours (linear in time per token): the tg plot draws them dotted with "
         "hollow markers, and no table shows an interpolated value."))
-    concl = Table(["build", "native context from ncmoe", "sweet spot (fastest tg at native)", "anomalies",
-                   "measured ncmoe", "interpolated ncmoe"], title="Conclusions")
+    concl = Table(["build", threshold_heading(axis), "sweet spot (fastest tg at native)", "anomalies",
+                   f"measured {axis}", f"interpolated {axis}"], title="Conclusions")
     measured: dict[str, set[int]] = {}
     for ch in chosen:
-        measured.setdefault(ch["series"], set()).add(int(ch["ncmoe"]))
+        measured.setdefault(ch["series"], set()).add(int(ch[axis]))
     interp = interpolated(data)
     for key in sorted(measured):
         concl.rows.append([names.get(key, key), str((c.get("threshold") or {}).get(key, "–")),
@@ -54,16 +58,16 @@ def adaptive_section(data: ReportData) -> Section | None:
                            anomaly_text(c, key),
                            _span(list(measured[key])), _span(list(interp.get(key, {})))])
     sec.tables.append(concl)
-    why = Table(["#", "build", "ncmoe", "why"], title="Points in the order they were chosen")
+    why = Table(["#", "build", axis, "why"], title="Points in the order they were chosen")
     for i, ch in enumerate(chosen, 1):
-        why.rows.append([str(i), names.get(ch["series"], ch["series"]), str(ch["ncmoe"]), str(ch["reason"])])
+        why.rows.append([str(i), names.get(ch["series"], ch["series"]), str(ch[axis]), str(ch["reason"])])
     sec.tables.append(why)
     regions = c.get("regions") or []
     if regions:
         sec.notes.append("Winner per region (beyond the CIs; tie where they overlap): " + "; ".join(
-            f"ncmoe {lo}–{hi}: {names.get(w, w)}" for lo, hi, w in regions) + ".")
+            f"{axis} {lo}–{hi}: {names.get(w, w)}" for lo, hi, w in regions) + ".")
     if rec.confirmed:
         sec.notes.append("Confirmed with one more server start: " + ", ".join(
-            f"{names.get(d['series'], d['series'])} ncmoe {d['ncmoe']}" for d in rec.confirmed) + ".")
+            f"{names.get(d['series'], d['series'])} {axis} {d[axis]}" for d in rec.confirmed) + ".")
     return sec
 
