@@ -94,7 +94,7 @@ def fit_times(store: Store, series_keys: dict[str, str]) -> tuple[dict[str, dict
     by_key: dict[str, dict[int, float]] = {}
     by_backend: dict[str, dict[int, float]] = {}
     everything: list[float] = []
-    for run in reversed(store.list_runs("fitmap")):        # oldest first: newer maps overwrite
+    for run in store.list_runs("fitmap"):        # oldest first: newer maps overwrite
         backends = {b["key"]: b.get("backend") for b in store.builds_for_run(run.id)}
         for p in store.points(run.id, with_samples=False):
             secs, _ = point_seconds(p)
@@ -332,7 +332,7 @@ def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Con
 
 def exhaustive_runs(store: Store) -> list[str]:
     """Every stored sweep that is neither a re-measurement nor adaptive."""
-    return [r.id for r in reversed(store.list_runs("sweep"))
+    return [r.id for r in store.list_runs("sweep")
             if not r.plan.get("reproduces") and not r.plan.get("adaptive")]
 
 
