@@ -64,6 +64,8 @@ class SweepDisplay:
             tag = f" sentinel {slot.launch}"
         elif slot is not None and launches > 1:
             tag = f" L{slot.launch}/{launches}"
+        if p.ngl != -1:
+            tag = f" ngl={p.ngl:<3}" + tag
         if p.status == "ok":
             line = "[green]✓[/] " + esc(f"{p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
                                         f"pp {fmt_metric(p, 'pp_tps')}  tg {fmt_metric(p, 'tg_tps')}"
