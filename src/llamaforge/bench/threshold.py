@@ -10,8 +10,9 @@ nothing is added there. llama.cpp's fit (``common/fit.cpp``) measures the device
 smallest and the largest context and interpolates linearly to the largest context that leaves the
 margin free; more offload lowers the memory at the smallest context and does not raise the memory per
 token, so the fitted context never shrinks as ``x`` grows (until the native context caps it). The
-only term that could go the other way is the compute buffer, which changes by a few MiB with the
-placement while one layer's experts are hundreds of MiB. So "reaches native" is a step function
+only term that could go the other way is the compute buffer; on the H200 sweeps one ncmoe step
+frees 432 MiB of expert weights while the compute buffer changes by -4..+136 MiB (it grows with the
+context), and every stored context curve is monotone. So "reaches native" is a step function
 of ``x`` and the threshold is found with at most ``2 + ceil(log2(n - 1))`` fits (:func:`max_fits`)
 instead of one per point. The sweep's own measured points are not fitted again (llama-server fits
 itself); their context, as the server reports it, joins the curve (:func:`llamaforge.bench.adaptive.conclude`),
