@@ -16,7 +16,8 @@ _BENCH_HELP = {
     "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
     "pins": "comma-separated pins or commits (default: the default pin)",
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
-             "the fit map, then an adaptive sweep that measures only the points its conclusions need",
+             "the native-context threshold by bisection over fits, then an adaptive sweep that measures only the "
+             "points its conclusions need",
     "max_points": "with --ncmoe/--ngl auto: measure at most N points (all builds together)",
     "time_budget": "with --ncmoe/--ngl auto: stop choosing new points after S seconds (the fits included)",
     "stable_after": "with --ncmoe/--ngl auto: stop once N refinements per build changed no conclusion (default 2; "
