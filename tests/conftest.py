@@ -107,3 +107,12 @@ def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_facto
     with Store(store_path) as store:
         run_id = run_sweep(plan, [cpu_build, vulkan_build], store, name="real-sweep", progress=False)
     return store_path, run_id
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A fresh results store under the test's tmp_path (tests that need another layout define their own)."""
+    from llamaforge.store import Store
+    s = Store(tmp_path / "results" / "llamaforge.sqlite")
+    yield s
+    s.close()

@@ -15,7 +15,6 @@ import pytest
 from llamaforge.bench.plan import Plan, PointSpec, read_facts
 from llamaforge.bench.sweep import measure_point
 from llamaforge.builds.options import build_options, ncmoe_overrides, probe_build
-from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +30,6 @@ def _plan(model: Path, **kw) -> Plan:
                 repeats=1, prompt_tokens=32, n_predict=4, threads=2, warmup=False, load_timeout_s=300,
                 request_timeout_s=300)
     return Plan(**{**base, **kw})
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
 
 
 def test_real_binaries_list_the_options_we_build_command_lines_from(cpu_build):

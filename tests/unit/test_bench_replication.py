@@ -14,7 +14,6 @@ from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError
 from llamaforge.hostlock import HostLock
-from llamaforge.store import Store
 
 
 @pytest.fixture
@@ -25,13 +24,6 @@ def build(tmp_path):
     exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
     exe.chmod(0o755)
     return FakeBuild("fake-cpu", d)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
 
 
 def _plan(tmp_path: Path, points: str = "0:1") -> Plan:

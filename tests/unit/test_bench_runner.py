@@ -12,7 +12,6 @@ import pytest
 from llamaforge.bench.plan import Plan, PointSpec, make_points
 from llamaforge.bench.summary import point_summary
 from llamaforge.bench.sweep import measure_point, run_sweep
-from llamaforge.store import Store
 
 FAKE = Path(__file__).with_name("bench_fake_server.py")
 
@@ -46,13 +45,6 @@ def fake_build(tmp_path):
         exe.chmod(0o755)
         return FakeBuild(key, d, mode, extra=extra)
     return make
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
 
 
 def _plan(points="0:2", **kw):

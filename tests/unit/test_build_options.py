@@ -17,7 +17,6 @@ from llamaforge.bench.plan import FitOptions, Plan, PointSpec
 from llamaforge.bench.sweep import measure_point
 from llamaforge.builds.options import BinaryOptions, build_options, ncmoe_overrides, parse_help, probe_binary
 from llamaforge.errors import BuildError
-from llamaforge.store import Store
 
 FAKE = Path(__file__).with_name("bench_fake_server.py")
 
@@ -225,13 +224,6 @@ def test_llama_bench_results_are_read_by_key_tolerating_older_fields():
     avg = [x for x in s if x.test == "pp32"]
     assert len(avg) == 1 and avg[0].pp_tps == 50.0 and avg[0].raw["sample_from"] == "avg_ts"
     assert avg[0].prompt_ms is None
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("with_fit_params", [True, False])

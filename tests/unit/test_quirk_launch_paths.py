@@ -23,7 +23,6 @@ from llamaforge.builds.options import probe_build
 from llamaforge.paths import Paths
 from llamaforge.quirks import QUIRKS
 from llamaforge.smoke import Attempt, Part, _not_tried, run_smoke
-from llamaforge.store import Store
 
 HERE = Path(__file__).parent
 
@@ -93,13 +92,6 @@ def _plan(b: FakeBuild, **kw) -> Plan:
     base = dict(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4}, points=[PointSpec(0)],
                 repeats=2, prompt_tokens=16, n_predict=4, load_timeout_s=30, request_timeout_s=30, warmup=False)
     return Plan(**{**base, **kw})
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
 
 
 def test_server_llama_bench_and_both_engines_launch_with_the_quirk_and_crash_without(crashing, store):

@@ -150,13 +150,6 @@ def _plan(points="0:2", **kw) -> Plan:
     return Plan(**base)
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "results" / "llamaforge.sqlite")
-    yield s
-    s.close()
-
-
 def _fake_once(calls: list, *, tg=lambda call, label: 100.0, fail=lambda call: False, stop_after=None):
     def once(build, model_path, spec, plan, run_id, label="", *, log_dir, on_phase=None, state=None, launch=None,
              engine=None, busy=None):
