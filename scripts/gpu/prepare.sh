@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepare .carry/ (git-ignored, ~21 MB) on a networked machine for scripts/gpu/session.sh on an
+# Prepare .carry/ (git-ignored, ~53 MB) on a networked machine for scripts/gpu/session.sh on an
 # offline GPU machine: Python wheels the GPU box lacks, Debian 13 Vulkan toolchain + GL dispatch
-# debs, and a trimmed tarball of the default pin's llama.cpp tree (commit in its pax header).
+# debs, Debian 12's gcc 12.2 (for the AMX phase), and a trimmed tarball of the default pin's llama.cpp tree (commit in its pax header).
 #   scripts/gpu/prepare.sh [PYTHON_VERSION (default 3.12)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,5 +17,11 @@ apt-get "${o[@]}" -q update >/dev/null
 (cd .carry/debs/toolchain && apt-get "${o[@]}" -q download glslc libshaderc1 libvulkan-dev libvulkan1 spirv-headers >/dev/null 2>&1)
 (cd .carry/debs/gl && apt-get "${o[@]}" -q download libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1)
 mkdir -p .carry/debs/git && (cd .carry/debs/git && apt-get -q download git >/dev/null 2>&1)   # Debian 12's git, for a box without it
+# Debian 12's gcc 12.2 (the toolchain whose AMX path crashed, issue #11) as a relocatable tree (~25 MB):
+# session.sh amx builds with it when present. lto1/lto-dump and static libstdc++ are left out.
+gcc=$(mktemp -d) && (cd "$gcc" && apt-get -q download gcc-12 g++-12 cpp-12 libgcc-12-dev libstdc++-12-dev >/dev/null 2>&1 \
+  && mkdir x && for d in *.deb; do dpkg -x "$d" x; done && cd x && rm -rf usr/share usr/lib/gcc/x86_64-linux-gnu/12/plugin \
+  usr/lib/gcc/x86_64-linux-gnu/12/{lto1,libstdc++.a,libsupc++.a} usr/bin/x86_64-linux-gnu-lto-dump-12 \
+  && tar cJf "$OLDPWD/.carry/gcc-12.2-debian12.tar.xz" .) ; rm -rf "$gcc"
 python3 -m llamaforge source-tarball --out .carry/
 du -sh .carry

@@ -9,9 +9,9 @@
 #   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
 #   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
 #   lf SECONDS ARGS...    any llamaforge command (e.g. reproduce RUN --points …), stopped after SECONDS
-#   amx [BACKENDS]        issue #11 on an AMX host: the demo with Ubuntu's gcc 12 (the toolchain × CPU pair
-#                         whose CPU repack/AMX path crashed); expect the smoke run's --no-repack quirk in the
-#                         report (results in $OUT/amx-demo). Written 11-30, not yet run on the device.
+#   amx [BACKENDS]        issue #11 on an AMX host: the demo built with Debian 12's gcc 12.2 when .carry has it
+#                         (else the host's gcc-12; Ubuntu's 12.4 ran without a quirk on 12-01), the toolchain
+#                         × CPU pair whose CPU repack/AMX path crashed; results in $OUT/amx-demo.
 # The code is frozen at `setup` (src/ copied to .gpu/src): later calls run that copy even if the
 # checkout moved on in between, so build keys and the store schema stay those of the session.
 # What to carry (git-ignored, made on the dev machine by scripts/gpu/prepare.sh): .carry/
@@ -89,9 +89,25 @@ case "$phase" in
     timeout -s INT -k 60 "$secs" python3 -m llamaforge "$@" || echo "llamaforge $1 stopped (rc=$?)" ;;
   amx)
     grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-    export CC=gcc-12 CXX=g++-12 PATH=/opt/vk/usr/bin:$PATH CPATH=/opt/vk/usr/include${CPATH:+:$CPATH}
+    gcc122=$ROOT/.carry/gcc-12.2-debian12.tar.xz   # Debian 12's gcc 12.2, the toolchain of the crash (prepare.sh)
+    if [ -f "$gcc122" ]; then
+      mkdir -p /opt/gcc122 && tar xJf "$gcc122" -C /opt/gcc122
+      for l in /opt/gcc122/usr/lib/gcc/x86_64-linux-gnu/12/*.so; do   # the .so links point into Debian's libdir
+        t=$(basename "$(readlink "$l" || true)"); [ -L "$l" ] && [ -e "/usr/lib/x86_64-linux-gnu/$t" ] \
+          && ln -sf "/usr/lib/x86_64-linux-gnu/$t" "$l"
+      done
+      export CC=/opt/gcc122/usr/bin/gcc-12 CXX=/opt/gcc122/usr/bin/g++-12
+    else
+      export CC=gcc-12 CXX=g++-12
+    fi
+    export PATH=/opt/vk/usr/bin:$PATH LLAMAFORGE_GLSLC=/opt/vk/usr/bin/glslc LLAMAFORGE_VULKAN_INCLUDE=/opt/vk/usr/include
+    "$CXX" --version | head -n 1
     lf doctor 2>&1 | grep -iE "amx|gcc|cc " || true
-    lf demo --backends "${1:-cpu,vulkan}" --out "${OUT:-$ROOT/.gpu}/amx-demo" ;;
+    lf demo --backends "${1:-cpu,vulkan}" --out "${OUT:-$ROOT/.gpu}/amx-demo"
+    # the issue's plain bench (default prompt and options), on the same builds
+    timeout -s INT -k 30 "${2:-150}" python3 -m llamaforge bench --model synth:tiny-qwen35moe \
+      --backends "${1:-cpu,vulkan}" --ncmoe 0:2 --name amx-plain-bench || echo "plain bench stopped (rc=$?)"
+    lf report --run amx-plain-bench --out "${OUT:-$ROOT/.gpu}/amx-bench" ;;
   report)
     lf report "${1:-latest}" --out "$OUT/report" ;;
   *) echo "unknown phase $phase"; exit 2 ;;
