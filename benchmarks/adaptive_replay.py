@@ -3,6 +3,10 @@
     python benchmarks/adaptive_replay.py STORE [RUN ...] [--share 0.333] [--markdown]
 
 Without RUN: every stored sweep that is neither a re-measurement (``reproduce``) nor adaptive itself.
+A sweep over ``-ncmoe`` (a MoE model) is replayed as ``--ncmoe auto`` runs it; a sweep whose points
+differ only in ``-ngl`` (a dense model) as ``--ngl auto`` does, on its axis x = n_layers + 1 - ngl
+(``llamaforge.bench.autosweep.Axis``); everything printed is in the option's own values. Where the
+fitted context is the same at every stored point, there is no threshold to find: it reads "n/a".
 
 "Measuring" a point reads its stored samples (tg of every launch, warm-ups excluded; its 95 %
 cluster-bootstrap CI; the context the server fitted); a confirmation cannot add launches that were
@@ -19,8 +23,9 @@ beats the other beyond the run's between-launch noise.
 
 Time is what a real adaptive run would spend, from stored wall times: the chosen points' launches,
 one more launch per confirmation, one drift sentinel per build at the end (one launch of its first
-measured point), and the fits of the threshold's bisection over every ncmoe 0..n_layers (each at the
-stored fit time of that ncmoe; where the stored sweep skipped the ncmoe values around the threshold,
+measured point), and the fits of the threshold's bisection over the axis' every value (ncmoe
+0..n_layers, ngl 0..n_layers + 1; each at the stored fit time of that value, from stored fit maps over
+the same option; where the stored sweep skipped the ncmoe values around the threshold,
 the most expensive bisection any threshold in that gap would need). The exhaustive sweep's time is
 the sum of its stored launches, its drift sentinels included (it needs no fit: the server fits
 itself). The last lines give the worst case over the runs replayed.
@@ -33,6 +38,7 @@ import math
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +56,9 @@ from llamaforge.bench.adaptive import (  # noqa: E402
     established,
     launch_noise,
 )
+from llamaforge.bench.autosweep import Axis  # noqa: E402
 from llamaforge.bench.threshold import bisect_threshold, reaches  # noqa: E402
+from llamaforge.report.data import sweep_axis  # noqa: E402
 from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Point, Store  # noqa: E402
 
@@ -68,7 +76,7 @@ class Stored:
     """One stored exhaustive sweep, as the replay reads it."""
 
     run_id: str
-    summ: dict[str, dict[int, PointSummary]]       # series → ncmoe → tg summary (n_ctx: the server's fit)
+    summ: dict[str, dict[int, PointSummary]]       # series → x → tg summary (n_ctx: the server's fit)
     ctx: dict[str, dict[int, int | None]]
     native: int | None
     domain: list[int]
@@ -76,8 +84,22 @@ class Stored:
     n_layers: int
     seconds: dict[tuple[str, int], tuple[float, int]] = field(default_factory=dict)   # (wall s, launches)
     sentinel_seconds: float = 0.0
-    fit_seconds: dict[str, dict[int, float]] = field(default_factory=dict)   # series → ncmoe → one fit's s
+    fit_seconds: dict[str, dict[int, float]] = field(default_factory=dict)   # series → x → one fit's s
     fit_source: str = ""
+    axis: Axis = field(default_factory=lambda: Axis("ncmoe", 0))   # x = ncmoe, or n_layers + 1 - ngl
+
+    @property
+    def constant_ctx(self) -> bool:
+        """Whether every series fitted one and the same context at every stored point: no threshold."""
+        return len({c for v in self.ctx.values() for x, c in v.items() if x in self.domain}) <= 1
+
+    def show(self, xs: int | list[int] | None) -> str:
+        """x (or a list of x) as the option's values, e.g. ``ngl 31``."""
+        if xs is None:
+            return "–"
+        if isinstance(xs, int):
+            return str(self.axis.value(xs))
+        return str(sorted(self.axis.value(x) for x in xs))
 
     @property
     def total(self) -> float:
@@ -88,18 +110,25 @@ class Stored:
         return secs / max(n, 1)
 
 
-def fit_times(store: Store, series_keys: dict[str, str]) -> tuple[dict[str, dict[int, float]], str]:
-    """Seconds of one fit per series and ncmoe from the stored fit maps: the newest of the same build where
-    there is one, else the newest of the same backend, else the mean of every stored fit (an estimate)."""
+def fit_times(store: Store, series_keys: dict[str, str],
+              axis: Axis | None = None) -> tuple[dict[str, dict[int, float]], str]:
+    """Seconds of one fit per series and x from the stored fit maps over the same option (``axis``,
+    default ncmoe): the newest of the same build where there is one, else the newest of the same
+    backend, else the mean of every stored fit (an estimate)."""
+    axis = axis or Axis("ncmoe", 0)
     by_key: dict[str, dict[int, float]] = {}
     by_backend: dict[str, dict[int, float]] = {}
     everything: list[float] = []
     for run in store.list_runs("fitmap"):        # oldest first: newer maps overwrite
         backends = {b["key"]: b.get("backend") for b in store.builds_for_run(run.id)}
-        for p in store.points(run.id, with_samples=False):
+        points = store.points(run.id, with_samples=False)
+        if not points or sweep_axis(points) != axis.name:
+            continue
+        for p in points:
             secs, _ = point_seconds(p)
-            by_key.setdefault(p.build_key, {})[p.ncmoe] = secs
-            by_backend.setdefault(str(backends.get(p.build_key)), {})[p.ncmoe] = secs
+            x = axis.x_of(p.ncmoe, p.ngl)
+            by_key.setdefault(p.build_key, {})[x] = secs
+            by_backend.setdefault(str(backends.get(p.build_key)), {})[x] = secs
             everything.append(secs)
     out: dict[str, dict[int, float]] = {}
     sources = set()
@@ -113,7 +142,7 @@ def fit_times(store: Store, series_keys: dict[str, str]) -> tuple[dict[str, dict
         sources.add(src)
     mean = sum(everything) / len(everything) if everything else 1.0
     for v in out.values():
-        v.setdefault(-1, mean)            # the fallback of an ncmoe without a stored fit
+        v.setdefault(-1, mean)            # the fallback of an x without a stored fit
     return out, " / ".join(sorted(sources)) if everything else "no stored fit map: 1 s a fit assumed"
 
 
@@ -124,41 +153,52 @@ def load(store: Store, run_id: str) -> Stored:
     facts = (run.plan.get("model") or {}).get("facts") or {}
     st = Stored(run.id, {}, {}, facts.get("n_ctx_train"), [], list(facts.get("full_attention_layers") or []),
                 int(facts.get("n_layers") or 0))
-    for p in store.points(run.id):
+    points = store.points(run.id)
+    name = sweep_axis([p for p in points if not p.label])
+    if name == "ngl" and not st.n_layers:
+        raise SystemExit(f"run {run.id} sweeps -ngl but its model's layer count is not stored: "
+                         "nothing to map ngl onto (replay an ncmoe sweep, or a run with model facts)")
+    st.axis = Axis(name, st.n_layers)
+    for p in points:
         s = backend.get(p.build_key, p.build_key)
         if p.label:
             st.sentinel_seconds += point_seconds(p)[0] if p.label == "sentinel" else 0.0
             continue
+        x = st.axis.x_of(p.ncmoe, p.ngl)
         secs, n = point_seconds(p)
-        old = st.seconds.get((s, p.ncmoe), (0.0, 0))
-        st.seconds[(s, p.ncmoe)] = (old[0] + secs, max(old[1], n))
+        old = st.seconds.get((s, x), (0.0, 0))
+        st.seconds[(s, x)] = (old[0] + secs, max(old[1], n))
         cs = cluster_summary(p.launch_groups("tg_tps")) if p.status == "ok" and p.engine == "server" else None
         if cs is None:
             continue
-        st.summ.setdefault(s, {})[p.ncmoe] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches,
-                                                          cs.launch_medians, p.n_ctx)
-        st.ctx.setdefault(s, {})[p.ncmoe] = p.n_ctx
+        st.summ.setdefault(s, {})[x] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches,
+                                                    cs.launch_medians, p.n_ctx)
+        st.ctx.setdefault(s, {})[x] = p.n_ctx
     st.domain = sorted(set.intersection(*(set(v) for v in st.summ.values()))) if st.summ else []
-    st.n_layers = st.n_layers or (st.domain[-1] if st.domain else 0)
+    if name == "ncmoe" and not st.n_layers:
+        st.n_layers = st.domain[-1] if st.domain else 0
+        st.axis = Axis(name, st.n_layers)
     keys = {backend.get(k, k): k for k in backend}
-    st.fit_seconds, st.fit_source = fit_times(store, {s: keys.get(s, s) for s in st.summ})
+    st.fit_seconds, st.fit_source = fit_times(store, {s: keys.get(s, s) for s in st.summ}, st.axis)
     return st
 
 
 def bisection_cost(stored_ctx: dict[int, int | None], native: int | None, n_layers: int,
-                   secs: dict[int, float]) -> tuple[float, int]:
-    """(seconds, fits) of the threshold's bisection over every ncmoe 0..n_layers, as a real run does it.
+                   secs: dict[int, float], axis: Axis | None = None) -> tuple[float, int]:
+    """(seconds, fits) of the threshold's bisection over the axis' every x (default: ncmoe 0..n_layers;
+    ``axis``: its :attr:`Axis.domain`, ngl adds one), as a real run does it.
 
-    The stored sweep fitted only its own points; where it skipped the ncmoe values around the threshold,
+    The stored sweep fitted only its own points; where it skipped the x values around the threshold,
     every threshold in that gap is possible, and the most expensive bisection among them is charged."""
-    xs = sorted(x for x in stored_ctx if 0 <= x <= n_layers)
+    full = (axis or Axis("ncmoe", n_layers)).domain
+    xs = sorted(x for x in stored_ctx if full[0] <= x <= full[-1])
     below = [x for x in xs if not reaches(stored_ctx[x], native)]
     above = [x for x in xs if reaches(stored_ctx[x], native)]
     lo = max((x for x in below if not above or x < min(above)), default=-1)
-    hi = min(above) if above else n_layers + 1          # n_layers + 1: never reached
+    hi = min(above) if above else full[-1] + 1          # one past the end: never reached
     worst = (0.0, 0)
     for t in range(lo + 1, hi + 1):
-        search = bisect_threshold(range(n_layers + 1), lambda x, t=t: native if x >= t else 0, native)
+        search = bisect_threshold(full, lambda x, t=t: native if x >= t else 0, native)
         cost = sum(secs.get(x, secs[-1]) for x in search.probes)
         worst = max(worst, (cost, len(search.probes)))
     return worst
@@ -171,7 +211,8 @@ def replay(st: Stored, budget: int | None) -> AdaptiveResult:
     # the threshold as a real run finds it: a bisection over fits (here: the stored points' fitted contexts)
     ctx = {s: bisect_threshold(st.domain, lambda x, s=s: st.ctx[s].get(x), st.native).probes for s in st.summ}
     return adaptive_sweep(sorted(st.summ), st.domain, measure, ctx=ctx, native=st.native,
-                          full_attention_layers=st.fa, options=AdaptiveOptions(max_points=budget))
+                          boundaries=st.axis.boundaries(st.fa), options=AdaptiveOptions(max_points=budget),
+                          show=st.axis.value)
 
 
 @dataclass
@@ -201,47 +242,60 @@ def cost(st: Stored, r: AdaptiveResult) -> Cost:
     measuring = sum(st.seconds.get((s, x), (0.0, 0))[0] for s, pts in r.measured.items() for x in pts)
     confirmations = sum(st.launch_seconds(s, x) for s, x in r.confirmations)
     sentinels = sum(st.launch_seconds(s, min(pts)) for s, pts in r.measured.items() if pts)
-    fits = [bisection_cost(st.ctx[s], st.native, st.n_layers, st.fit_seconds[s]) for s in st.summ]
+    fits = [bisection_cost(st.ctx[s], st.native, st.n_layers, st.fit_seconds[s], st.axis) for s in st.summ]
     return Cost(measuring, confirmations, sentinels, sum(f for f, _ in fits), sum(n for _, n in fits), st.total)
 
 
-def verdicts(ad: Conclusions, ex: Conclusions, summ: dict, domain: list[int]) -> dict[str, str]:
+def verdicts(ad: Conclusions, ex: Conclusions, st: Stored) -> dict[str, str]:
+    """Whether each conclusion of the adaptive run (``ad``) matches the exhaustive one (``ex``), as text
+    in the option's values. The threshold is "n/a" where the stored context never changes (nothing to
+    find; it still must not disagree)."""
+    summ, domain, show = st.summ, st.domain, st.show
     out = {}
-    out["threshold"] = "yes" if ad.threshold == ex.threshold else f"no ({ad.threshold} vs {ex.threshold})"
+    if ad.threshold != ex.threshold:
+        out["threshold"] = (f"no ({ {s: show(v) for s, v in ad.threshold.items()} } vs "
+                            f"{ {s: show(v) for s, v in ex.threshold.items()} })")
+    elif st.constant_ctx:
+        ctx = next((c for v in st.ctx.values() for c in v.values()), None)
+        out["threshold"] = f"n/a (context {ctx} at every {st.axis.name}; native {st.native})"
+    else:
+        out["threshold"] = "yes"
     sweet = []
     for s, x_ex in ex.sweet_spot.items():
         x_ad = ad.sweet_spot.get(s)
         if x_ad == x_ex:
-            sweet.append(f"{s} {x_ad}: yes")
+            sweet.append(f"{s} {show(x_ad)}: yes")
         elif x_ad is not None and x_ex is not None and _tie(summ[s], x_ad, x_ex):
-            sweet.append(f"{s} {x_ad} vs {x_ex}: tie")
+            sweet.append(f"{s} {show(x_ad)} vs {show(x_ex)}: tie")
         else:
-            sweet.append(f"{s} {x_ad} vs {x_ex}: NO")
+            sweet.append(f"{s} {show(x_ad)} vs {show(x_ex)}: NO")
     out["sweet spot"] = "; ".join(sweet)
     if len(summ) > 1:
         pairs = [(x, _label(ad, x), _label(ex, x)) for x in domain]
         wrong = [x for x, la, le in pairs if le not in (None, "tie") and la != le]
-        out["winner per region"] = ("yes: " if not wrong else f"NO at ncmoe {wrong}: ") + _regions(ad)
-    out["suspects"] = "; ".join(f"{s}: exhaustive {ex.suspects.get(s, [])}, adaptive {ad.suspects.get(s, [])}"
-                                for s in sorted(summ))
+        out["winner per region"] = ("yes: " if not wrong else f"NO at {st.axis.name} {show(wrong)}: ") + \
+            _regions(ad, st.axis)
+    out["suspects"] = "; ".join(f"{s}: exhaustive {show(ex.suspects.get(s, []))}, "
+                                f"adaptive {show(ad.suspects.get(s, []))}" for s in sorted(summ))
     found = {s: sorted(set(ad.anomalies.get(s, [])) & set(v)) for s, v in ex.anomalies.items()}
     missed = {s: sorted(set(v) - set(ad.anomalies.get(s, []))) for s, v in ex.anomalies.items()}
     extra = {s: sorted(set(v) - set(ex.anomalies.get(s, []))) for s, v in ad.anomalies.items()}
-    out["anomalies"] = "; ".join(f"{s}: found {found[s]} missed {missed[s]} not-exhaustive {extra.get(s, [])}"
-                                 for s in ex.anomalies)
+    out["anomalies"] = "; ".join(f"{s}: found {show(found[s])} missed {show(missed[s])} "
+                                 f"not-exhaustive {show(extra.get(s, []))}" for s in ex.anomalies)
     return out
 
 
 def all_match(v: dict[str, str]) -> bool:
     """Whether every conclusion matches (a sweet-spot tie counts as a match; a missed anomaly does not)."""
-    return (v["threshold"] == "yes" and "NO" not in v["sweet spot"]
+    return (v["threshold"].split()[0] in ("yes", "n/a") and "NO" not in v["sweet spot"]
             and not v.get("winner per region", "yes").startswith("NO")
             and all("missed []" in part for part in v["anomalies"].split(";") if part.strip()))
 
 
-def noise_lines(summ: dict, ex: Conclusions, domain: list[int]) -> list[str]:
+def noise_lines(summ: dict, ex: Conclusions, domain: list[int], show: Callable[[int], str] = str) -> list[str]:
     """Why each suspect of the exhaustive run is or is not an anomaly: its jump over its lower neighbour
-    against the between-launch noise of its series, measured from the run's own multi-launch points."""
+    (less offload) against the between-launch noise of its series, measured from the run's own
+    multi-launch points. ``show`` writes an x as the option's value."""
     out = []
     for s in sorted(summ):
         pts = {x: summ[s][x] for x in domain}
@@ -251,13 +305,13 @@ def noise_lines(summ: dict, ex: Conclusions, domain: list[int]) -> list[str]:
             jump = pts[x].median / pts[lo].median - 1
             launches = f"{len(pts[lo].launches)}+{len(pts[x].launches)} launches"
             if noise is None:
-                out.append(f"{s} {x}: +{jump:.0%} over {lo} ({launches}); between-launch noise unknown (no point of "
+                out.append(f"{s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); between-launch noise unknown (no point of "
                            f"{s} has two launches in this run): not established, a real sweep confirms it")
                 continue
             need = math.exp(float(student_t.ppf(0.95, noise.df)) * noise.sd * math.sqrt(
                 1 / max(len(pts[lo].launches), 1) + 1 / max(len(pts[x].launches), 1))) - 1
             verdict = "ANOMALY" if x in ex.anomalies.get(s, []) else "indistinguishable from launch noise"
-            out.append(f"{s} {x}: +{jump:.0%} over {lo} ({launches}); launch SD of log tg {noise.sd:.2f} "
+            out.append(f"{s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); launch SD of log tg {noise.sd:.2f} "
                        f"(df {noise.df}) needs > +{need:.0%}: {verdict}")
     return out
 
@@ -275,8 +329,10 @@ def _label(c: Conclusions, x: int) -> str | None:
     return next((w for lo, hi, w in c.regions if lo <= x <= hi), None)
 
 
-def _regions(c: Conclusions) -> str:
-    return ", ".join(f"{lo}–{hi} {w}" for lo, hi, w in c.regions)
+def _regions(c: Conclusions, axis: Axis | None = None) -> str:
+    """The winner per region in the option's values (ngl regions read from the most layers on the device)."""
+    ax = axis or Axis("ncmoe", 0)
+    return ", ".join(f"{lo}–{hi} {w}" for lo, hi, w in c.to_dict(ax.value)["regions"])
 
 
 @dataclass
@@ -293,21 +349,23 @@ def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
     summ, domain = st.summ, st.domain
     avail = sum(len([x for x in v if x in domain]) for v in summ.values())
     ex = conclude({s: {x: v[x] for x in domain} for s, v in summ.items()}, st.ctx, st.native, domain)
-    print(f"\nrun {st.run_id}: {', '.join(sorted(summ))}; ncmoe {domain[0]}..{domain[-1]} ({len(domain)} per series, "
-          f"{st.n_layers} layers); native context {st.native}; fit times from {st.fit_source}")
-    print(f"exhaustive: threshold {ex.threshold}; sweet spot {ex.sweet_spot}; regions {_regions(ex) or '–'}; "
-          f"anomalies {ex.anomalies}; suspects {ex.suspects}; time {st.total:.0f} s "
-          f"(sentinels {st.sentinel_seconds:.0f} s)")
-    for line in noise_lines(summ, ex, domain):
+    vals = sorted(st.axis.value(x) for x in domain)
+    exd = ex.to_dict(st.axis.value)
+    print(f"\nrun {st.run_id}: {', '.join(sorted(summ))}; {st.axis.name} {vals[0]}..{vals[-1]} ({len(domain)} per "
+          f"series, {st.n_layers} layers); native context {st.native}; fit times from {st.fit_source}")
+    print(f"exhaustive: threshold {exd['threshold']}; sweet spot {exd['sweet_spot']}; regions "
+          f"{_regions(ex, st.axis) or '–'}; anomalies {exd['anomalies']}; suspects {exd['suspects']}; "
+          f"time {st.total:.0f} s (sentinels {st.sentinel_seconds:.0f} s)")
+    for line in noise_lines(summ, ex, domain, st.show):
         print("  suspect " + line)
     out = []
     for label, budget in (("stop by itself", None), (f"budget {share:.0%}", math.floor(avail * share))):
         r = replay(st, budget)
         c = cost(st, r)
-        v = verdicts(r.conclusions, ex, summ, domain)
+        v = verdicts(r.conclusions, ex, st)
         print(f"[{label}] points {r.n_measured}/{avail} ({r.n_measured / avail:.0%}), stopped: {r.stopped}; {c.text()}")
         for s in sorted(r.measured):
-            print(f"  {s}: measured {sorted(r.measured[s])}")
+            print(f"  {s}: measured {st.axis.name} {st.show(list(r.measured[s]))}")
         for k, text in v.items():
             print(f"  {k}: {text}")
         out.append(Outcome(st.run_id, label, r.n_measured, avail, all_match(v), c))

@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from llamaforge.bench.threshold import bisect_threshold
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -31,3 +33,93 @@ def test_a_thinned_sweep_is_charged_the_dearest_bisection_any_threshold_in_its_g
     assert n == max(per_t) and cost == max(per_t)
     assert replay.bisection_cost({0: NATIVE, 40: NATIVE}, NATIVE, 40, secs) == (1.0, 1)      # native at once
     assert replay.bisection_cost({0: 10, 40: 10}, NATIVE, 40, secs) == (2.0, 2)              # never native
+
+
+# ---------------------------------------------------------------------------------- dense models: -ngl sweeps
+
+N_LAYERS = 12         # x = N_LAYERS + 1 - ngl: 0 (ngl 13, every layer and the output on the device) .. 13 (ngl 0)
+
+
+def _gpu(ngl: int) -> float:
+    """100 t/s with every layer on the device, 20 with none, the time per token growing by the same
+    amount per layer moved (the trend the adaptive sweep expects)."""
+    x = N_LAYERS + 1 - ngl
+    return 1 / (1 / 100 + x * (1 / 20 - 1 / 100) / (N_LAYERS + 1))
+
+
+def _ngl_store(store, ctx_of=lambda ngl: NATIVE, tg=None):
+    """A stored exhaustive --ngl sweep of a dense model over every ngl 0..13, two builds, two launches of two
+    requests a point: ``gpu`` loses speed with every layer that leaves the device, ``cpu`` is flat."""
+    from llamaforge.store import Point, Sample
+
+    tg = tg or {"gpu": _gpu, "cpu": lambda ngl: 40.0}
+    facts = {"arch": "llama", "n_layers": N_LAYERS, "n_experts": 0, "n_ctx_train": NATIVE,
+             "full_attention_layers": list(range(N_LAYERS))}
+    run = store.new_run("sweep", {"model": {"facts": facts}})
+    for backend in tg:
+        store.add_build({"key": f"k-{backend}", "backend": backend}, run)
+        for ngl in range(N_LAYERS + 2):
+            v = tg[backend](ngl)
+            samples = [Sample(i, False, tg_tps=v * f, launch=k)
+                       for k, fs in ((1, (1.0, 1.01)), (2, (0.99, 1.0))) for i, f in enumerate(fs)]
+            launches = [{"launch": k, "started": 100.0 * k, "finished": 100.0 * k + 2.0 + ngl} for k in (1, 2)]
+            store.record_point(Point(run_id=run, build_key=f"k-{backend}", engine="server", ngl=ngl,
+                                     n_ctx=ctx_of(ngl), samples=samples, extra={"launches": launches}))
+    return run
+
+
+def test_an_ngl_sweep_is_read_on_the_axis_of_ngl_auto(store):
+    from llamaforge.bench.autosweep import Axis
+
+    st = replay.load(store, _ngl_store(store))
+    assert st.axis == Axis("ngl", N_LAYERS) and st.domain == list(range(N_LAYERS + 2))
+    for x in st.domain:        # the same map as --ngl auto: x = n_layers + 1 - ngl
+        assert st.summ["gpu"][x].median == pytest.approx(_gpu(st.axis.value(x)))
+    assert st.seconds[("gpu", 0)] == (2 * (2.0 + N_LAYERS + 1), 2)      # ngl 13: the slowest to launch here
+    assert st.constant_ctx
+
+
+def test_a_dense_sweep_with_one_context_everywhere_has_no_threshold_but_its_sweet_spot_matches(store, capsys):
+    st = replay.load(store, _ngl_store(store))
+    rows: list[str] = []
+    outcomes = replay.replay_run(st, 1 / 3, rows)
+    out = capsys.readouterr().out
+    assert "ngl 0..13" in out and "threshold: n/a (context 1000 at every ngl" in out
+    assert "gpu 13: yes" in out          # the sweet spot: every layer on the device, as the option reads
+    assert "winner per region: yes: 0–" in out and "13 gpu" in out
+    stop = outcomes[0]
+    assert stop.match and "| n/a |" in rows[0] and stop.used < stop.avail == 2 * (N_LAYERS + 2)
+
+
+def test_a_dense_sweep_whose_context_grows_with_offload_has_its_threshold_found(store, capsys):
+    # native context only from ngl 5 down (x >= 8): "native context up to ngl 5"
+    st = replay.load(store, _ngl_store(store, ctx_of=lambda ngl: NATIVE if ngl <= 5 else NATIVE // 2))
+    assert not st.constant_ctx
+    outcomes = replay.replay_run(st, 1 / 3, [])
+    out = capsys.readouterr().out
+    assert "threshold {'cpu': 5, 'gpu': 5}" in out and "  threshold: yes" in out
+    assert "gpu 5: yes" in out                    # the fastest point at native context
+    assert outcomes[0].match
+
+
+def test_the_fits_of_an_ngl_sweep_bisect_over_every_ngl_including_zero():
+    from llamaforge.bench.autosweep import Axis
+
+    ax = Axis("ngl", 40)
+    secs = {x: 1.0 for x in ax.domain} | {-1: 1.0}
+    only_ngl0 = {0: 10, 41: NATIVE}                  # native context only with every layer on the host
+    cost, n = replay.bisection_cost(only_ngl0, NATIVE, 40, secs, ax)
+    assert n == len(bisect_threshold(ax.domain, lambda x: NATIVE if x >= 41 else 0, NATIVE).probes)
+    assert cost == n and 41 in bisect_threshold(ax.domain, lambda x: NATIVE if x >= 41 else 0, NATIVE).probes
+    assert replay.bisection_cost({0: 10, 41: 10}, NATIVE, 40, secs, ax) == (2.0, 2)     # never native
+
+
+def test_axis_x_of_inverts_spec_and_reads_ngl_all_as_everything_on_the_device():
+    from llamaforge.bench.autosweep import Axis
+
+    for ax in (Axis("ngl", 30), Axis("ncmoe", 40)):
+        for x in ax.domain:
+            spec = ax.spec(x)
+            assert ax.x_of(spec.ncmoe, spec.ngl) == x
+    assert Axis("ngl", 30).x_of(0, -1) == 0 == Axis("ngl", 30).x_of(0, 99)
+    assert Axis("ngl", 30).x_of(0, 0) == 31

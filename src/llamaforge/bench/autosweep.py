@@ -71,6 +71,13 @@ class Axis:
     def spec(self, x: int) -> PointSpec:
         return PointSpec(x) if self.name == "ncmoe" else PointSpec(0, self.value(x))
 
+    def x_of(self, ncmoe: int, ngl: int) -> int:
+        """The x of a stored point (the inverse of :meth:`spec`); an ``-ngl`` of -1 ("all") or beyond
+        ``n_layers + 1`` puts everything on the device: x = 0."""
+        if self.name == "ncmoe":
+            return ncmoe
+        return self.value(ngl if 0 <= ngl <= self.n_layers + 1 else self.n_layers + 1)
+
     def boundaries(self, full_attention_layers: Sequence[int]) -> list[int]:
         """The x at which a full-attention layer L moves to the host: its experts at ncmoe L + 1, the whole
         layer at x = L + 2 (ngl = n_layers - 1 - L)."""
