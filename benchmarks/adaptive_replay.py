@@ -388,10 +388,22 @@ def _row(run: str, label: str, used: int, avail: int, r: AdaptiveResult, ex: Con
               f"{c.total:.0f} s of {c.exhaustive:.0f} s (**{c.share:.1%}**) |")
 
 
+MIN_SERIES_POINTS = 6   # fewer points per series is a spot check (a demo), not a sweep to thin out
+
+
 def exhaustive_runs(store: Store) -> list[str]:
-    """Every stored sweep that is neither a re-measurement nor adaptive."""
-    return [r.id for r in store.list_runs("sweep")
-            if not r.plan.get("reproduces") and not r.plan.get("adaptive")]
+    """Every stored sweep that is neither a re-measurement nor adaptive, with at least
+    :data:`MIN_SERIES_POINTS` offload points in each series (demos and spot checks are skipped)."""
+    out = []
+    for r in store.list_runs("sweep"):
+        if r.plan.get("reproduces") or r.plan.get("adaptive"):
+            continue
+        per: dict[str, set] = {}
+        for pt in store.points(r.id):
+            per.setdefault(pt.build_key, set()).add((pt.ncmoe, pt.ngl))
+        if per and min(len(v) for v in per.values()) >= MIN_SERIES_POINTS:
+            out.append(r.id)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
