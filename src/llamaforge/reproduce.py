@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench.schedule import SENTINEL_LABEL
+from .bench.telemetry import describe as describe_telemetry
 from .builds.backends import display_name
 from .errors import BenchError
 from .metrics import pick_test
@@ -54,6 +55,8 @@ class PointCheck:
     status: str                        # reproduces | differs | failed | missing
     metrics: list[MetricCheck] = field(default_factory=list)
     note: str = ""
+    conditions: tuple[str, str] = ("", "")   # what telemetry saw while each side was measured
+
 
     @property
     def worst(self) -> MetricCheck | None:
@@ -61,7 +64,7 @@ class PointCheck:
         return max(diffs, key=lambda m: abs(m.change or 0.0)) if diffs else None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "note": self.note,
+        return {"name": self.name, "status": self.status, "note": self.note, "conditions": list(self.conditions),
                 "metrics": {m.metric: {"a": m.a.to_dict() if m.a else None, "b": m.b.to_dict() if m.b else None,
                                        "change": m.change, "agrees": m.agrees()} for m in self.metrics}}
 
@@ -102,6 +105,18 @@ def _metric_summary(p: Point, metric: str) -> ClusterSummary | None:
     return cluster_summary(p.launch_groups(f"{metric}_tps", pick_test(p, metric)))
 
 
+def conditions(p: Point) -> str:
+    """The point's measurement conditions in one cell: GPU 0's SM clock, the host's load, and the telemetry
+    flags (``clean`` when nothing throttled, loaded or shared the machine); ``–`` without telemetry."""
+    tel = (p.extra or {}).get("telemetry")
+    if not tel:
+        return "–"
+    sm = (((tel.get("gpu") or [{}])[0].get("sm_clock_mhz")) or {}).get("median")
+    load = (((tel.get("host") or {}).get("load1")) or {}).get("median")
+    parts = ([f"SM {sm:,.0f} MHz"] if sm else []) + ([f"load {load:.1f}"] if load is not None else [])
+    return ", ".join([*parts, describe_telemetry(tel)])
+
+
 def _name(p: Point, backend: str) -> str:
     name = f"{display_name(backend)} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
     return name + (f" ({p.engine})" if p.engine != "server" else "")
@@ -129,7 +144,7 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
         checks = [m for m in checks if m.a is not None and m.b is not None]
         status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
         note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
-        out.append(PointCheck(name, c.key, status, checks, note))
+        out.append(PointCheck(name, c.key, status, checks, note, (conditions(a), conditions(c))))
     return Verdict(parent_id, child_id, out)
 
 

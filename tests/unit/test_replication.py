@@ -303,3 +303,25 @@ def test_two_launch_points_get_the_note_that_their_interval_is_only_the_range_of
         s.launch = 3          # three starts: the bootstrap has more than the two values to draw from
     assert not any("2 server starts" in n for n in replication_section(data).notes)
     store.close()
+
+
+def test_drift_table_names_the_points_in_between_per_series_compactly(tmp_path):
+    """A sentinel at the end of a sweep has every point in between: the cell says "all N points" per
+    series instead of listing 30 build keys; a partial stretch lists its offloads."""
+    import run_fake
+
+    from llamaforge.bench.sentinel import DriftFlag
+    from llamaforge.report.data import load
+    from llamaforge.report.replication import between_cell
+
+    store, run_id = run_fake.build(tmp_path)
+    data = load(store, run_id)
+    a, b = data.series[0], data.series[1]
+    every_a = [(a.key[0], r.ncmoe, r.ngl, 1) for r in a.rows]
+    some_b = [(b.key[0], r.ncmoe, r.ngl, 1) for r in b.rows[1:3]]
+    flag = DriftFlag(a.key[0], 0, -1, "tg", 1, 99, 90.0, 100.0, (98.0, 102.0), tuple(every_a + some_b))
+    cell = between_cell(data, flag)
+    want_b = ", ".join(f"ncmoe {r.ncmoe}" for r in sorted(b.rows[1:3], key=lambda r: r.ncmoe))
+    assert cell == f"{a.name}: all {len(a.rows)} points; {b.name}: {want_b}"
+    assert between_cell(data, DriftFlag(a.key[0], 0, -1, "tg", 1, 99, 90.0, 100.0, (98.0, 102.0))) == "–"
+    store.close()

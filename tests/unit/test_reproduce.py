@@ -173,3 +173,20 @@ def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
     with pytest.raises(BenchError, match="several builds of one backend"):
         verdict_between(store, first, _rebuilt_run(store, first, 1.0, dup_backend=True))
     store.close()
+
+
+def test_each_judged_point_carries_the_conditions_of_both_measurements():
+    """A point that does not reproduce is named with what telemetry saw on each side (clocks, load, flags)."""
+    tel = {"samples": 3, "host": {"load1": {"median": 2.5}, "other_cpu_cores": {"median": 0.0}},
+           "gpu": [{"sm_clock_mhz": {"median": 1980.0}, "throttle_reasons": {}}], "other_gpu_processes": []}
+    hot = {**tel, "gpu": [{"sm_clock_mhz": {"median": 1410.0}, "throttle_reasons": {"hw_thermal_slowdown": 0.6}}]}
+    a, b = _pt("vk", 4, 70.0), _pt("vk", 4, 35.0, seed=2)
+    a.extra, b.extra = {"telemetry": tel}, {"telemetry": hot}
+    v = check_points([a], [b], {"vk": "vulkan"})
+    assert v.points[0].status == "differs"
+    first, again = v.points[0].conditions
+    assert first == "SM 1,980 MHz, load 2.5, clean"
+    assert again.startswith("SM 1,410 MHz") and "throttled: hw_thermal_slowdown 60%" in again
+    assert v.to_dict()["points"][0]["conditions"] == [first, again]
+    bare = check_points([_pt("vk", 4, 70.0)], [_pt("vk", 4, 70.0, seed=2)], {"vk": "vulkan"})
+    assert bare.points[0].conditions == ("–", "–")

@@ -52,6 +52,26 @@ def drift_notes(flags: list[DriftFlag]) -> list[str]:
     return [f"⚠ {f.describe()}" for f in flags]
 
 
+def between_cell(data: ReportData, flag: DriftFlag) -> str:
+    """The points measured between two sentinels, per series: "all 15 points" when that is every point
+    of the series, else their offload values ("ncmoe 0, 4, 8"); "–" when none."""
+    by_build: dict[str, set[tuple[int, int]]] = {}
+    for b, n, g, _l in flag.between:
+        by_build.setdefault(b, set()).add((n, g))
+    parts = []
+    for s in data.series:
+        got = by_build.pop(s.key[0], None) if s.key[2] != SENTINEL_LABEL else None
+        if not got:
+            continue
+        every = {(r.ncmoe, r.ngl) for r in s.rows}
+        if got >= every:
+            parts.append(f"{s.name}: all {len(every)} points")
+        else:
+            parts.append(f"{s.name}: " + ", ".join(f"ncmoe {n}" if g == -1 else f"ngl {g}" for n, g in sorted(got)))
+    parts += [f"{b[:16]}: {len(v)} point(s)" for b, v in by_build.items()]   # a build without a series here
+    return "; ".join(parts) or "–"
+
+
 def replication_section(data: ReportData) -> Section:
     k = launches_of(data)
     flags = drift_flags(data.points)
@@ -111,10 +131,8 @@ def replication_section(data: ReportData) -> Section:
             d = Table(["build", "ncmoe", "metric", "sentinel", "value t/s", "change", "point median [CI]",
                        "points measured in between"], title="Drift")
             for f in flags:
-                between = sorted({(b, n, g) for b, n, g, _l in f.between})
                 d.rows.append([f.build_key, str(f.ncmoe), f.metric, str(f.sentinel), f"{f.value:.1f}", f"{f.change:+.1%}",
-                               f"{f.ref_median:.1f} [{f.ref_ci[0]:.1f}, {f.ref_ci[1]:.1f}]",
-                               ", ".join(f"{b[:16]} ncmoe={n}" for b, n, _g in between) or "–"])
+                               f"{f.ref_median:.1f} [{f.ref_ci[0]:.1f}, {f.ref_ci[1]:.1f}]", between_cell(data, f)])
                 d.data.append(f.to_dict())
             sec.tables.append(d)
         else:

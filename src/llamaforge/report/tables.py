@@ -686,13 +686,14 @@ def reproduction_section(data: ReportData) -> Section | None:
     sec = Section("reproduction", "Reproduction", intro=(
         "`llamaforge reproduce` re-measured points of a sweep with the same builds, model and options. A metric "
         "agrees when the two 95 % CIs of the median overlap or the medians differ by less than 5 %; a point "
-        "reproduces when pp and tg both agree."))
+        "reproduces when pp and tg both agree. Conditions: GPU 0's SM clock and the host's load average (medians "
+        "while the point was measured) and the telemetry flags, first run / re-run."))
     for v in data.reproductions:
         role = "this run re-measures" if v["child"] == data.run.id else "re-measured by"
         other = v["parent"] if v["child"] == data.run.id else v["child"]
         sec.notes.append(f"Run {data.run.id} {role} run {other}: **{v['line']}**")
-        t = Table(["point", "status", "pp first → re-run", "pp change", "tg first → re-run", "tg change"],
-                  title=f"run {v['parent']} → run {v['child']}")
+        t = Table(["point", "status", "pp first → re-run", "pp change", "tg first → re-run", "tg change",
+                   "conditions first / re-run"], title=f"run {v['parent']} → run {v['child']}")
         for pc in v["points"]:
             cells = []
             for m in ("pp", "tg"):
@@ -700,7 +701,9 @@ def reproduction_section(data: ReportData) -> Section | None:
                 a, b = mc.get("a"), mc.get("b")
                 cells += [f"{a['median']:,.1f} → {b['median']:,.1f}" if a and b else "–",
                           f"{mc['change']:+.1%}" if mc.get("change") is not None else "–"]
-            t.rows.append([pc["name"], pc["status"] + (f" ({pc['note']})" if pc.get("note") else ""), *cells])
+            first, again = pc.get("conditions") or ("", "")
+            t.rows.append([pc["name"], pc["status"] + (f" ({pc['note']})" if pc.get("note") else ""), *cells,
+                           f"{first or '–'} / {again or '–'}"])
             t.data.append(pc)
         sec.tables.append(t)
     return sec
