@@ -47,6 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from scipy.stats import t as student_t  # noqa: E402
 
 from llamaforge.bench.adaptive import (  # noqa: E402
+    FALLS,
+    FLAT,
+    RISES,
     AdaptiveOptions,
     AdaptiveResult,
     Conclusions,
@@ -55,12 +58,16 @@ from llamaforge.bench.adaptive import (  # noqa: E402
     conclude,
     established,
     launch_noise,
+    reference_neighbours,
+    trend_direction,
 )
 from llamaforge.bench.autosweep import Axis  # noqa: E402
 from llamaforge.bench.threshold import bisect_threshold, reaches  # noqa: E402
 from llamaforge.report.data import sweep_axis  # noqa: E402
 from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Point, Store  # noqa: E402
+
+DIRECTION = {FALLS: "falls", FLAT: "is flat", RISES: "rises"}
 
 
 def point_seconds(p: Point) -> tuple[float, int]:
@@ -293,25 +300,28 @@ def all_match(v: dict[str, str]) -> bool:
 
 
 def noise_lines(summ: dict, ex: Conclusions, domain: list[int], show: Callable[[int], str] = str) -> list[str]:
-    """Why each suspect of the exhaustive run is or is not an anomaly: its jump over its lower neighbour
-    (less offload) against the between-launch noise of its series, measured from the run's own
-    multi-launch points. ``show`` writes an x as the option's value."""
+    """Why each suspect of the exhaustive run is or is not an anomaly: its jump over its reference
+    neighbour (the one its series' direction says is faster; on a flat series the faster of both)
+    against the between-launch noise of its series, measured from the run's own multi-launch points.
+    ``show`` writes an x as the option's value."""
     out = []
     for s in sorted(summ):
         pts = {x: summ[s][x] for x in domain}
         noise = launch_noise(pts)
+        d = trend_direction(pts)
+        out.append(f"{s}: tg {DIRECTION[d]} with offload (its two ends)")
         for x in sorted(set(ex.suspects.get(s, [])) | set(ex.anomalies.get(s, []))):
-            lo = max(k for k in pts if k < x)
+            lo = max(reference_neighbours(sorted(pts), x, d), key=lambda k: pts[k].median)
             jump = pts[x].median / pts[lo].median - 1
             launches = f"{len(pts[lo].launches)}+{len(pts[x].launches)} launches"
             if noise is None:
-                out.append(f"{s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); between-launch noise unknown (no point of "
+                out.append(f"suspect {s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); between-launch noise unknown (no point of "
                            f"{s} has two launches in this run): not established, a real sweep confirms it")
                 continue
             need = math.exp(float(student_t.ppf(0.95, noise.df)) * noise.sd * math.sqrt(
                 1 / max(len(pts[lo].launches), 1) + 1 / max(len(pts[x].launches), 1))) - 1
             verdict = "ANOMALY" if x in ex.anomalies.get(s, []) else "indistinguishable from launch noise"
-            out.append(f"{s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); launch SD of log tg {noise.sd:.2f} "
+            out.append(f"suspect {s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); launch SD of log tg {noise.sd:.2f} "
                        f"(df {noise.df}) needs > +{need:.0%}: {verdict}")
     return out
 
@@ -357,7 +367,7 @@ def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
           f"{_regions(ex, st.axis) or '–'}; anomalies {exd['anomalies']}; suspects {exd['suspects']}; "
           f"time {st.total:.0f} s (sentinels {st.sentinel_seconds:.0f} s)")
     for line in noise_lines(summ, ex, domain, st.show):
-        print("  suspect " + line)
+        print("  " + line)
     out = []
     for label, budget in (("stop by itself", None), (f"budget {share:.0%}", math.floor(avail * share))):
         r = replay(st, budget)

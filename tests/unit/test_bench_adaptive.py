@@ -6,16 +6,21 @@ import statistics
 import pytest
 
 from llamaforge.bench.adaptive import (
+    FALLS,
+    FLAT,
+    RISES,
     AdaptiveOptions,
     PointSummary,
     adaptive_sweep,
     coarse_grid,
     conclude,
     established,
+    find_anomalies,
     interpolate,
     launch_noise,
     native_threshold,
     split_point,
+    trend_direction,
 )
 
 N = 40
@@ -210,3 +215,79 @@ def test_conclusions_stable_does_not_stop_before_a_crossing_is_placed():
                   "b": lambda x, k: smooth(x)}, options=AdaptiveOptions(stable_after=0))
     assert {16, 17} <= set(res.measured["a"]) | set(res.measured["b"])
     assert max(hi for lo, hi, w in res.conclusions.regions if w == "a") == 16
+
+
+# ------------------------------------------------------------ the series' own direction (rising, falling, flat)
+
+
+def rising(x: int) -> float:
+    """The mirror of :func:`smooth`: the device is the slower place, so tg rises with offload."""
+    return smooth(N - x)
+
+
+def test_the_direction_comes_from_the_two_ends_and_a_tie_is_flat():
+    assert trend_direction({x: summary(smooth(x)) for x in DOMAIN}) == FALLS
+    assert trend_direction({x: summary(rising(x)) for x in DOMAIN}) == RISES
+    assert trend_direction({0: summary(50.0), 20: summary(80.0), 40: summary(50.5)}) == FLAT  # CIs overlap
+    assert trend_direction({0: summary(1.0)}) == FLAT
+    # beyond the request CIs, but within what a second server start differs by: still flat
+    wide = {x: summary(v, 0.01, (v * 0.7, v * 1.3)) for x, v in ((0, 50.0), (20, 52.0), (40, 56.0))}
+    assert trend_direction(wide) == FLAT
+    assert trend_direction({k: summary(v.median, 0.01, (v.median,) * 2) for k, v in wide.items()}) == RISES
+
+
+def test_a_rising_series_is_sampled_thinly_with_no_anomalies_and_its_sweet_spot_at_the_most_offload():
+    res, _ = run({"vulkan": lambda x, k: rising(x)}, options=SETTLED)
+    assert res.stopped == "stable" and res.n_measured <= len(DOMAIN) // 3
+    assert res.conclusions.anomalies == {"vulkan": []} and res.conclusions.suspects == {"vulkan": []}
+    assert res.conclusions.sweet_spot == {"vulkan": N} and not res.confirmations
+
+
+def test_every_step_of_a_rising_series_is_no_anomaly_in_the_exhaustive_conclusions_either():
+    # lavapipe-like: 20x slower with one layer on the "GPU", then slower with every further layer
+    pts = {x: summary(v, launches=(v * 0.99, v * 1.01)) for x in DOMAIN
+           if (v := 52.5 if x == N else 2.6 * rising(x) / rising(N - 1))}
+    c = conclude({"vulkan": pts}, {}, None, DOMAIN)
+    assert c.anomalies == {"vulkan": []} and c.suspects == {"vulkan": []}
+    assert find_anomalies(pts, direction=FALLS)        # the old fixed prior flagged every step
+
+
+def test_a_spike_on_a_rising_series_is_found_against_its_neighbour_with_more_offload():
+    res, _ = run({"vulkan": lambda x, k: rising(x) * (1.5 if x == 24 else 1.0)})
+    assert res.conclusions.anomalies == {"vulkan": [24]} and res.conclusions.sweet_spot == {"vulkan": N}
+    assert ("vulkan", 24) in res.confirmations and {23, 25} <= set(res.measured["vulkan"])
+    pts = {x: summary(v, launches=(v * 0.99, v * 1.01)) for x in DOMAIN
+           if (v := rising(x) * (1.5 if x == 16 else 1.0))}
+    assert conclude({"vulkan": pts}, {}, None, DOMAIN).anomalies == {"vulkan": [16]}
+
+
+def test_a_step_up_on_a_rising_series_is_located_and_is_no_anomaly():
+    res, _ = run({"vulkan": lambda x, k: rising(x) * (2.0 if x >= 22 else 1.0)}, options=SETTLED)
+    assert {21, 22} <= set(res.measured["vulkan"])
+    assert res.stopped == "stable" and res.conclusions.anomalies == {"vulkan": []}
+
+
+def test_a_flat_noisy_series_has_no_anomalies_but_a_spike_beating_both_neighbours_is_one():
+    rng = random.Random(11)
+    noise = {x: rng.uniform(-0.04, 0.04) for x in DOMAIN}
+    res, _ = run({"cpu": lambda x, k: 50.0 * (1 + noise[x])}, rel=0.05)
+    assert res.conclusions.anomalies == {"cpu": []} and res.conclusions.suspects == {"cpu": []}
+    assert res.stopped in ("stable", "conclusions stable") and res.n_measured <= len(DOMAIN) // 3
+    # the refinement bisects only intervals whose ends differ, so on a flat series it sees a spike
+    # where it measures anyway (here the threshold); the exhaustive conclusions see it anywhere
+    spiked, _ = run({"cpu": lambda x, k: 50.0 * (1 + noise[x]) * (2.0 if x == 6 else 1.0)}, rel=0.05)
+    assert spiked.conclusions.anomalies == {"cpu": [6]}
+    pts = {x: summary(v, launches=(v * 0.99, v * 1.01)) for x in DOMAIN
+           if (v := 50.0 * (1 + noise[x]) * (2.0 if x == 24 else 1.0))}
+    assert trend_direction(pts) == FLAT and conclude({"cpu": pts}, {}, None, DOMAIN).anomalies == {"cpu": [24]}
+    # an end of a flat series has one neighbour: it breaks no trend
+    assert find_anomalies({0: summary(80.0), 20: summary(50.0), 40: summary(50.0)}, direction=FLAT) == []
+
+
+def test_a_rising_staircase_does_not_stop_when_one_midpoint_happens_to_lie_on_the_chord():
+    def stairs(x, k):
+        return 50.0 if x <= 10 else 75.0 if x <= 30 else 150.0
+
+    res, _ = run({"vulkan": stairs}, native=None, options=SETTLED)
+    assert {10, 11, 30, 31} <= set(res.measured["vulkan"])
+    assert res.stopped == "stable" and res.conclusions.anomalies == {"vulkan": []}

@@ -11,19 +11,23 @@ through the runner; ``benchmarks/adaptive_replay.py`` reads stored samples inste
 What a user wants from a sweep are :class:`Conclusions`: where the native context is first
 reached (the *threshold*, fixed exactly beforehand by a bisection over fits, :mod:`.threshold`),
 the fastest setting at native context per series (the *sweet spot*), which series wins in each
-region, and the points that break the trend (*anomalies*: faster than a neighbour with less offload
-beyond both CIs).
+region, and the points that break the trend (*anomalies*: faster beyond both CIs than the neighbour
+that the series' own direction says should be faster, :func:`trend_direction`).
 
 1. **Coarse grid** per series: both ends of the domain, the threshold and its neighbours.
-2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone-decreasing
-   tg. An interval is *settled* when the two ends' CIs overlap (nothing to explain), when a
+2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone tg. Which
+   way it goes is the series' own (:func:`trend_direction`, from its two measured ends): it falls with
+   offload where the offload target (the host) is slower than the device, as on a GPU, and rises where
+   the "device" is the slower one (e.g. Vulkan on lavapipe); where the ends do not differ the series
+   is flat and only a spike (faster than both neighbours) breaks it. An interval is *settled* when the two ends' CIs overlap (nothing to explain), when a
    bisection showed its midpoint on the chord (within the CIs plus ``tolerance``), or when no
    domain point lies inside. Otherwise it is bisected, the widest unexplained change first; the split
    prefers a full-attention boundary (``ncmoe = L + 1``, or ``x = L + 2`` on the ngl axis, for a
    full-attention layer ``L``) near the
    middle, where the layer structure may break the trend. Intervals where the winning series flips are
-   bisected first (to place the crossing); a point faster than its lower neighbour beyond the CIs
-   gets ``confirm_launches`` more launches before it is reported as an anomaly.
+   bisected first (to place the crossing); a point faster than its reference neighbour
+   (:func:`reference_neighbours`) beyond the CIs gets ``confirm_launches`` more launches before it is
+   reported as an anomaly.
 3. **Stop** when every interval is settled (``stopped = "stable"``), at ``max_points`` measured
    points (all series together; confirmations do not count) or at ``time_budget_s``.
 
@@ -41,8 +45,11 @@ from dataclasses import dataclass, field
 
 from scipy.stats import t as student_t
 
-#: how much faster (relative) a point must be than its lower-ncmoe neighbour to be an anomaly
+#: how much faster (relative) a point must be than its reference neighbour to be an anomaly
 MIN_EFFECT = 0.05
+
+#: the direction of a series' tg with offload (:func:`trend_direction`)
+FALLS, FLAT, RISES = -1, 0, 1
 
 
 @dataclass(frozen=True)
@@ -155,7 +162,8 @@ def native_threshold(ctx: Mapping[int, int | None], native: int | None) -> int |
 
 
 def is_anomaly(lower: PointSummary, upper: PointSummary, min_effect: float = MIN_EFFECT) -> bool:
-    """``upper`` (more experts on the CPU) faster than ``lower`` beyond both CIs and by ``min_effect``."""
+    """``upper`` faster than ``lower`` beyond both CIs and by ``min_effect`` (the names are the
+    falling series' case: ``upper`` has more offload)."""
     return upper.ci_low > lower.ci_high and upper.median >= lower.median * (1 + min_effect)
 
 
@@ -252,10 +260,54 @@ def winner_regions(measured: Mapping[str, Mapping[int, PointSummary]],
     return out
 
 
-def find_anomalies(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
-    """Measured x faster than the next lower measured x beyond both CIs (:func:`is_anomaly`): suspects."""
+def trend_direction(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> int:
+    """Which way the series' tg goes with offload: :data:`RISES`, :data:`FALLS` or :data:`FLAT`, from its
+    two measured ends (the least and the most offload, both in every coarse grid).
+
+    Physics: for one backend tg is (piecewise) monotone in the offload, but the sign depends on whether
+    the offload target (the host) is faster or slower than the device. The ends are the widest span
+    there is, so the direction is the one of the whole curve; it counts only where one end beats the
+    other as an anomaly must beat its neighbour (beyond both CIs and by ``min_effect``) and, where the
+    series' between-launch noise is known (:func:`launch_noise`), beyond that too (:func:`established`).
+    Otherwise the series is flat: a tie never picks a side, so noise cannot flip it."""
     xs = sorted(points)
-    return [b for a, b in zip(xs, xs[1:], strict=False) if is_anomaly(points[a], points[b], min_effect)]
+    if len(xs) < 2:
+        return FLAT
+    first, last = points[xs[0]], points[xs[-1]]
+    noise = launch_noise(points)
+    for slow, fast, sign in ((first, last, RISES), (last, first, FALLS)):
+        if is_anomaly(slow, fast, min_effect) and (noise is None or established(slow, fast, noise)):
+            return sign
+    return FLAT
+
+
+def reference_neighbours(xs: Sequence[int], x: int, direction: int) -> list[int]:
+    """The measured neighbours of ``x`` (``xs`` sorted) that the trend says are at least as fast: the
+    one with less offload on a falling series, the one with more on a rising series, both on a flat one
+    (``[]`` where one of them is missing: an end of a flat series breaks no trend)."""
+    i = xs.index(x)
+    lower = [xs[i - 1]] if i > 0 else []
+    upper = [xs[i + 1]] if i + 1 < len(xs) else []
+    if direction == FALLS:
+        return lower
+    if direction == RISES:
+        return upper
+    return lower + upper if lower and upper else []
+
+
+def find_anomalies(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT,
+                   direction: int | None = None) -> list[int]:
+    """Measured x faster beyond both CIs (:func:`is_anomaly`) than each of its reference neighbours
+    (:func:`reference_neighbours`, in the series' own ``direction``, default :func:`trend_direction`):
+    suspects."""
+    d = trend_direction(points, min_effect) if direction is None else direction
+    xs = sorted(points)
+    out = []
+    for x in xs:
+        ref = reference_neighbours(xs, x, d)
+        if ref and all(is_anomaly(points[r], points[x], min_effect) for r in ref):
+            out.append(x)
+    return out
 
 
 @dataclass(frozen=True)
@@ -297,12 +349,12 @@ def established(lower: PointSummary, upper: PointSummary, noise: LaunchNoise | N
 def split_anomalies(points: Mapping[int, PointSummary],
                     min_effect: float = MIN_EFFECT) -> tuple[list[int], list[int]]:
     """(anomalies, suspects): suspects (:func:`find_anomalies`) that are / are not :func:`established`
-    against their lower measured neighbour."""
+    against each of their reference neighbours (:func:`reference_neighbours`)."""
     noise = launch_noise(points)
     xs = sorted(points)
-    lower = {b: a for a, b in zip(xs, xs[1:], strict=False)}
-    sus = find_anomalies(points, min_effect)
-    real = [x for x in sus if established(points[lower[x]], points[x], noise)]
+    d = trend_direction(points, min_effect)
+    sus = find_anomalies(points, min_effect, d)
+    real = [x for x in sus if all(established(points[r], points[x], noise) for r in reference_neighbours(xs, x, d))]
     return real, [x for x in sus if x not in real]
 
 
@@ -428,32 +480,38 @@ def above_trend(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFE
     return out
 
 
-def _beyond_noise(points: Mapping[int, PointSummary], x: int, noise: LaunchNoise) -> bool:
-    """Whether ``x`` is above its lower measured neighbour, or the chord of its measured neighbours,
-    beyond the between-launch noise (:func:`established`)."""
+def _beyond_noise(points: Mapping[int, PointSummary], x: int, noise: LaunchNoise, direction: int) -> bool:
+    """Whether ``x`` is above its reference neighbours (:func:`reference_neighbours`), or the chord of
+    its measured neighbours, beyond the between-launch noise (:func:`established`)."""
+    near = reference_neighbours(sorted(points), x, direction)
+    if near and all(established(points[r], points[x], noise) for r in near):
+        return True
     lo = max((k for k in points if k < x), default=None)
-    ref = [points[lo]] if lo is not None else []
     chord = interpolate({k: v for k, v in points.items() if k != x}, x)
-    if chord is not None:
-        ref.append(PointSummary(chord.median, chord.ci_low, chord.ci_high, 0, points[lo].launches if lo is not None else ()))
-    return any(established(r, points[x], noise) for r in ref)
+    return chord is not None and established(
+        PointSummary(chord.median, chord.ci_low, chord.ci_high, 0, points[lo].launches if lo is not None else ()),
+        points[x], noise)
 
 
 def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
-    """Points next to an anomaly or a suspect: the domain point just below it (which decides whether it
-    is an anomaly) and the one just above (where it ends)."""
+    """Points next to an anomaly or a suspect: the domain point next to it on the side the trend says
+    is faster (which decides whether it is an anomaly; both sides on a flat series), then the other
+    (where it ends)."""
     pts = st.measured[s]
     dom = [x for x in st.domain if x not in st.failed[s]]
     noise = launch_noise(pts)
+    d = trend_direction(pts, st.opts.min_effect)
     out = []
-    for x in sorted(set(find_anomalies(pts, st.opts.min_effect)) | set(above_trend(pts, st.opts.min_effect))):
-        if noise is not None and not _beyond_noise(pts, x, noise):
+    for x in sorted(set(find_anomalies(pts, st.opts.min_effect, d)) | set(above_trend(pts, st.opts.min_effect))):
+        if noise is not None and not _beyond_noise(pts, x, noise, d):
             continue            # within what a second server start of one point differs by: not chased
         i = dom.index(x)
         if i > 0 and dom[i - 1] not in pts:
-            out.append((2.0, s, dom[i - 1], f"next to {st.show(x)} (less offload), which breaks the trend"))
+            out.append((1.5 if d == RISES else 2.0, s, dom[i - 1],
+                        f"next to {st.show(x)} (less offload), which breaks the trend"))
         if i + 1 < len(dom) and dom[i + 1] not in pts:
-            out.append((1.5, s, dom[i + 1], f"next to {st.show(x)} (more offload), which breaks the trend"))
+            out.append((1.5 if d == FALLS else 2.0, s, dom[i + 1],
+                        f"next to {st.show(x)} (more offload), which breaks the trend"))
     return out
 
 
