@@ -470,7 +470,7 @@ class _State:
 
 def above_trend(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
     """Measured x above the chord of its measured neighbours beyond both CIs and by ``min_effect``:
-    a suspected anomaly whose lower neighbour in the domain has not been measured yet."""
+    a suspected anomaly whose reference neighbour in the domain has not been measured yet."""
     xs = sorted(points)
     out = []
     for p, q, r in zip(xs, xs[1:], xs[2:], strict=False):
