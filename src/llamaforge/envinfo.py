@@ -29,6 +29,7 @@ import psutil
 
 from . import proc
 from .gpu import inventory
+from .machine import current as current_machine
 
 
 def _cpu_model() -> str:
@@ -124,6 +125,7 @@ def collect_env() -> dict:
         "gpus": gpus,
         "nvidia_driver": driver,
         "cuda_driver": cuda,
+        "machine_identity": current_machine().to_json(),   # boot id, machine-id, GPU UUIDs → short id
     }
     env.update(_tool_versions())
     try:

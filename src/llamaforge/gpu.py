@@ -84,6 +84,15 @@ class Nvml:
             out.append(n.decode() if isinstance(n, bytes) else str(n))
         return out
 
+    def uuids(self) -> list[str]:
+        """Each device's UUID (``GPU-…``; stable across reboots, different on another card); unknown ones left out."""
+        out = []
+        for h in self.handles:
+            u = self._q(lambda h=h: self.nv.nvmlDeviceGetUUID(h))
+            if u:
+                out.append(u.decode() if isinstance(u, bytes) else str(u))
+        return out
+
     def memory(self) -> list[tuple[float, float, float]]:
         """Per device (used, total, free) in MiB."""
         out = []
@@ -181,6 +190,12 @@ def device_count() -> int:
 def device_names() -> list[str]:
     with Nvml() as n:
         return n.names() if n.ok else []
+
+
+def gpu_uuids(module: Any = None) -> list[str]:
+    """The UUIDs of the NVIDIA devices (``[]`` without NVML); ``module``: a pynvml stand-in (tests)."""
+    with Nvml(module) as n:
+        return n.uuids() if n.ok else []
 
 
 def free_vram_mib() -> list[float] | None:

@@ -165,6 +165,39 @@ class GpuInfo(Record):
     extra: dict = field(default_factory=dict)
 
 
+#: the machine of a launch stored before llamaforge recorded one
+UNKNOWN_MACHINE = "unknown"
+
+
+@dataclass
+class MachineRecord(Record):
+    """Which machine measured something (:mod:`llamaforge.machine`): a short stable ``id`` derived from
+    the boot id, ``/etc/machine-id`` and the GPU UUIDs (a reboot or another VM changes it), the host name
+    for display only (two VMs of one image share it), and the ``parts`` that went into the id.
+    Launches stored before this existed have none: their machine is ``unknown``."""
+
+    id: str | None = None
+    host: str | None = None
+    parts: list[str] = field(default_factory=list)   # boot_id, machine_id, gpu_uuids×N, or override
+    extra: dict = field(default_factory=dict)
+
+    def label(self) -> str:
+        """``id (host)`` for reports and the terminal."""
+        return f"{self.id or UNKNOWN_MACHINE}" + (f" ({self.host})" if self.host else "")
+
+
+@dataclass
+class ResumeRecord(Record):
+    """One ``bench --resume`` of a run (``Environment.resumes``): when, on which machine, which machines
+    had measured the run's earlier launches (id → launches), and the warning printed when they differ."""
+
+    at: float | None = None
+    machine: MachineRecord | None = None
+    earlier: dict = field(default_factory=dict)
+    warning: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
 def _env_v1(d: dict) -> dict:
     """Version 0 shapes: ``cpu`` as a string or ``{"name"|"model", "memory_bandwidth_gbs"|"_gbps"}``,
     and ``ram_memory_bandwidth_gbs``; all become ``cpu_model`` / ``ram_bandwidth_gbps``."""
@@ -204,6 +237,8 @@ class Environment(Record):
     nvidia_driver: str | None = None
     cuda_driver: str | None = None
     llamaforge: str | None = None
+    machine_identity: MachineRecord | None = None  # the machine that started the run (llamaforge.machine)
+    resumes: list[ResumeRecord] = field(default_factory=list)   # every later `bench --resume` of it
     extra: dict = field(default_factory=dict)    # tool versions (nvcc, vulkan_instance, ...)
 
     def cpu_bandwidth(self) -> tuple[str, float | None]:
@@ -449,6 +484,37 @@ def build_manifest(b: BuildLike) -> dict:
     return {**(b.manifest or {}), "key": b.key, "backend": b.backend, "pin": b.pin, "commit": b.commit}
 
 
+# ------------------------------------------------------------------------------ launches
+
+
+@dataclass
+class LaunchRecord(Record):
+    """One server start of a point (``points.extra_json["launches"][i]``, written by
+    ``bench.sweep.merge_launch``): its position in the run's schedule, status, times, memory,
+    telemetry, and the machine that measured it (``None`` in launches stored before that: ``unknown``)."""
+
+    launch: int = 1
+    seq: int | None = None
+    status: str | None = None
+    failure_class: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    n_ctx: int | None = None
+    rss_peak_mib: float | None = None
+    vram_self_mib: float | None = None
+    vram_used_mib: float | None = None
+    t_load_s: float | None = None
+    telemetry: dict | None = None
+    host_mem: dict | None = None
+    busy: dict | None = None
+    machine: MachineRecord | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def machine_id(self) -> str:
+        return (self.machine.id if self.machine else None) or UNKNOWN_MACHINE
+
+
 # ------------------------------------------------------------------------------ memory breakdown
 
 
@@ -539,7 +605,7 @@ def stamp(d: dict | None) -> dict:
     return {**(d or {}), VERSION_KEY: RECORD_VERSION}
 
 
-TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown)
+TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord)
 
 
 def _type_name(tp: Any) -> str:

@@ -21,6 +21,7 @@ from .bench.schedule import SENTINEL_LABEL
 from .bench.telemetry import describe as describe_telemetry
 from .builds.backends import display_name
 from .errors import BenchError
+from .machine import launch_machines, mixed_note
 from .metrics import pick_test
 from .stats import ClusterSummary, Summary, cluster_summary
 from .store import Point, Run, Store
@@ -88,7 +89,7 @@ class Verdict:
         for p in bad[:4]:
             w = p.worst
             if w is not None and w.change is not None:
-                parts.append(f"{p.name} differs by {w.change:+.0%} ({w.metric})")
+                parts.append(f"{p.name} differs by {w.change:+.0%} ({w.metric}" + (f"; {p.note})" if p.note else ")"))
             else:
                 parts.append(f"{p.name} {p.status}" + (f" ({p.note})" if p.note else ""))
         if len(bad) > 4:
@@ -122,6 +123,16 @@ def _name(p: Point, backend: str) -> str:
     return name + (f" ({p.engine})" if p.engine != "server" else "")
 
 
+def machine_notes(a: Point, c: Point) -> list[str]:
+    """``first run: launches from 2 machines`` / ``re-run: …`` for a side whose launches mix machines."""
+    return [f"{side}: {m}" for side, p in (("first run", a), ("re-run", c))
+            if (m := mixed_note(launch_machines(p.launches)))]
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
 def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, str], *, parent_id: str = "",
                  child_id: str = "", min_effect: float = MIN_EFFECT) -> Verdict:
     """Compare the child run's points with the same points of the parent (points only one side has are
@@ -138,13 +149,15 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
         if a.status != "ok" or c.status != "ok":
             same = a.status == c.status and a.failure_class == c.failure_class
             out.append(PointCheck(name, c.key, "reproduces" if same else "failed",
-                                  note=f"{a.failure_class or 'ok'} then {c.failure_class or 'ok'}"))
+                                  note=_join(f"{a.failure_class or 'ok'} then {c.failure_class or 'ok'}",
+                                             *machine_notes(a, c))))
             continue
         checks = [MetricCheck(m, _metric_summary(a, m), _metric_summary(c, m)) for m in ("pp", "tg")]
         checks = [m for m in checks if m.a is not None and m.b is not None]
         status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
         note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
-        out.append(PointCheck(name, c.key, status, checks, note, (conditions(a), conditions(c))))
+        out.append(PointCheck(name, c.key, status, checks, _join(note, *machine_notes(a, c)),
+                              (conditions(a), conditions(c))))
     return Verdict(parent_id, child_id, out)
 
 

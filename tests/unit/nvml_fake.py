@@ -69,3 +69,6 @@ class FakePynvml:
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # noqa: N802
         return self.throttle
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:  # noqa: N802
+        return f"GPU-0000000{h}-fake-uuid"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..machine import hosts_of, launch_machines
 from ..stats import cluster_summary, summarize
 from ..store import Point, Store
 
@@ -49,6 +50,17 @@ def shape(p: Point) -> str:
     return cs.shape if cs else "–"
 
 
+def machines_summary(points: list[Point]) -> dict:
+    """Machine id → ``{"host", "launches"}`` over every launch of ``points`` (``unknown``: stored before
+    machines were recorded), and the points whose launches come from more than one machine."""
+    launches = [r for p in points for r in p.launches]
+    counts, hosts = launch_machines(launches), hosts_of(launches)
+    mixed = [{"build_key": p.build_key, "engine": p.engine, "ncmoe": p.ncmoe, "ngl": p.ngl, "label": p.label,
+              "machines": dict(launch_machines(p.launches))} for p in points if len(launch_machines(p.launches)) > 1]
+    return {"launches": {m: {"host": hosts.get(m), "launches": n} for m, n in counts.most_common()},
+            "mixed_points": mixed}
+
+
 def run_summary(store: Store, run_id: str, wall_s: float | None = None) -> dict:
     pts = store.points(run_id)
     ok = [p for p in pts if p.status == "ok"]
@@ -59,4 +71,5 @@ def run_summary(store: Store, run_id: str, wall_s: float | None = None) -> dict:
             "failures": {p.failure_class: sum(1 for q in pts if q.failure_class == p.failure_class)
                          for p in pts if p.status != "ok"},
             "unstable_points": sum(1 for p in ok if point_summary(p)["unstable"]),
-            "time": {"wall_s": wall_s, "load_s": t_load, "warmup_s": t_warm, "measure_s": t_meas}}
+            "time": {"wall_s": wall_s, "load_s": t_load, "warmup_s": t_warm, "measure_s": t_meas},
+            "machines": machines_summary(pts)}

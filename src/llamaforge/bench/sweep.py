@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ..builds.options import build_options
-from ..console import notice
+from ..console import notice, warning
 from ..envinfo import collect_env
 from ..errors import BenchError
 from ..gpu import other_gpu_processes
 from ..hostlock import HostLock, describe, holder
 from ..locks import run_lock
+from ..machine import current as current_machine
+from ..machine import describe_counts, hosts_of, launch_machines
 from ..quirks import describe_failure
-from ..records import build_manifest
+from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
 from ..store import Point, Store
 from . import adjust
 from .display import SweepDisplay
@@ -106,7 +108,7 @@ def _launch_record(one: Point, launch: int, seq: int) -> dict:
             "started": one.started, "finished": one.finished, "n_ctx": one.n_ctx, "rss_peak_mib": one.rss_peak_mib,
             "vram_self_mib": one.vram_self_mib, "vram_used_mib": one.vram_used_mib, "t_load_s": one.t_load_s,
             "telemetry": (one.extra or {}).get("telemetry"), "host_mem": (one.extra or {}).get("host_mem"),
-            "busy": (one.extra or {}).get("busy")}
+            "busy": (one.extra or {}).get("busy"), "machine": current_machine().to_json()}
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -251,6 +253,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
     if resume_run:
         run = store.get_run(resume_run)
         run_id = run.id
+        note_resume(store, run)
         store.set_run_status(run_id, "running")
     else:
         plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
@@ -286,6 +289,27 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
     if progress:
         print_drift(drift_flags(store.points(run_id)))
     return run_id
+
+
+def note_resume(store: Store, run: Any) -> ResumeRecord:
+    """Record a resume of ``run`` in its environment (``Environment.resumes``), and warn in one line when
+    this machine is not the one (or not among those) that measured the run's earlier launches: its points
+    would mix two machines' speeds. Resuming is legitimate, so it is a warning, not an error."""
+    launches = [r for p in store.points(run.id, with_samples=False) for r in p.launches]
+    earlier = launch_machines(launches)
+    me = current_machine()
+    others = set(earlier) - {me.id, UNKNOWN_MACHINE}
+    text = None
+    if others:
+        text = (f"resuming run {run.id} on machine {me.label()}, but its {sum(earlier.values())} earlier launches came "
+                f"from another machine (launches per machine: {describe_counts(earlier, hosts_of(launches))}); points "
+                "measured on both will mix machines (the report marks them; `llamaforge reproduce` re-measures on one)")
+        warning(text)
+    rec = ResumeRecord(at=time.time(), machine=me, earlier=dict(earlier), warning=text)
+    env = run.env_record
+    env.resumes.append(rec)
+    store.update_run_env(run.id, env)
+    return rec
 
 
 def reference_items(items: Sequence[Item]) -> list[int]:

@@ -394,7 +394,8 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
         for m in pc.metrics or [None]:
             t.add_row(esc(pc.name), esc(m.metric) if m else "–", m.a.fmt() if m and m.a else "–",
                       m.b.fmt() if m and m.b else "–", f"{m.change:+.1%}" if m and m.change is not None else "–",
-                      esc(pc.status) if m is None or m.agrees(effect) is not False else "differs")
+                      esc(pc.status if m is None or m.agrees(effect) is not False else "differs")
+                      + (esc(f" ({pc.note})") if pc.note else ""))
     console.print(t)
     info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
 

@@ -16,6 +16,7 @@ import math
 
 from ..bench.schedule import SENTINEL_LABEL
 from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..machine import describe_counts, hosts_of, launch_machines, mixed_note
 from ..metrics import FIELDS
 from ..stats import ClusterSummary, cluster_summary
 from .data import ReportData, Row
@@ -72,6 +73,37 @@ def between_cell(data: ReportData, flag: DriftFlag) -> str:
     return "; ".join(parts) or "–"
 
 
+def machine_flag(r: Row) -> str | None:
+    """``launches from 2 machines`` when the row's launches were measured on more than one machine."""
+    return mixed_note(launch_machines(r.point.launches)) if r.point is not None else None
+
+
+def machine_notes(data: ReportData) -> list[str]:
+    """Summary notes when the run's launches come from more than one machine (a resume after a reboot
+    or on another box): launches per machine, and the points whose launches mix machines."""
+    launches = [r for p in data.points for r in p.launches]
+    counts = launch_machines(launches)
+    if len(counts) < 2:
+        return []
+    mixed = [f"{s.name} {data.axis} {r.x_label}" for s in data.series for r in s.rows if machine_flag(r)]
+    out = [f"⚠ This run's {len(launches)} launches were measured on {len(counts)} machines "
+           f"(launches per machine: {describe_counts(counts, hosts_of(launches))})."]
+    if mixed:
+        out.append(f"⚠ {len(mixed)} point(s) have launches from more than one machine, so their medians and CIs "
+                   f"mix machines: {', '.join(mixed[:8])}" + (f" and {len(mixed) - 8} more" if len(mixed) > 8 else "")
+                   + "; re-measure them on one machine (`llamaforge reproduce`).")
+    return out
+
+
+def machine_line(data: ReportData) -> str | None:
+    """Provenance: which machine(s) measured the run's launches, with their counts."""
+    launches = [r for p in data.points for r in p.launches]
+    counts = launch_machines(launches)
+    if not counts:
+        return None
+    return f"Launches per machine (id from boot id, machine-id and GPU UUIDs): {describe_counts(counts, hosts_of(launches))}."
+
+
 def replication_section(data: ReportData) -> Section:
     k = launches_of(data)
     flags = drift_flags(data.points)
@@ -109,6 +141,8 @@ def replication_section(data: ReportData) -> Section:
             flag = []
             if r.point is not None and (r.point.build_key, r.ncmoe, r.ngl) in marked:
                 flag.append("measured during drift")
+            if mf := machine_flag(r):
+                flag.append(mf)
             t.rows.append([s.name, str(r.ncmoe) + ("" if r.ngl == -1 else f" ngl={r.ngl}"), shape, *cells,
                            ", ".join(flag)])
             t.data.append(rec)

@@ -22,7 +22,14 @@ from ..records import BuildManifest, Environment
 from ..stats import Comparison, compare
 from . import analysis as an
 from .data import ReportData, Row, Series
-from .replication import drift_notes, launches_of, replication_section
+from .replication import (
+    drift_notes,
+    launches_of,
+    machine_flag,
+    machine_line,
+    machine_notes,
+    replication_section,
+)
 from .sections import Section, Table
 
 SCENARIOS = (
@@ -131,6 +138,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         split = "–" if g is None else f"{g.model:,.0f} / {g.context:,.0f} / {g.compute:,.0f}"
         notes = list((flags or {}).get(id(r), []))
         notes += row_flags(r)
+        notes += [f for f in (machine_flag(r),) if f]
         notes += [t for t in (r.pp_test, r.tg_test) if t]
         if r.ok and (note := _CTX_NOTES.get(fit_status_of(r) or "")):
             notes.append(note)
@@ -405,6 +413,7 @@ def summary_section(data: ReportData, full: ReportData, min_effect: float) -> Se
     if launches_of(full) < 2 and full.run.kind == "sweep":
         summ.notes.append("Between-process spread was not measured (one server start per point); see Replication.")
     summ.notes += drift_notes(drift_flags(full.points))
+    summ.notes += machine_notes(full)
     summ.notes.extend(context_notes(full))
     summ.notes.extend(output_guard_notes(full))
     return summ
@@ -483,6 +492,9 @@ def provenance_section(data: ReportData) -> Section:
     prov.tables.append(commands_table(data))
     if data.run.command:
         prov.notes.append(f"Run command: {data.run.command}")
+    if line := machine_line(data):
+        prov.notes.append(line)
+    prov.notes += [f"Resume warning: {r.warning}" for r in data.env.resumes if r.warning]
     return prov
 
 
