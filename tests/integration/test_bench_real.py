@@ -148,6 +148,64 @@ def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny
         assert s.get_run(run_id).status == "done"
 
 
+def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mixed_points(cpu_build, tiny_model,
+                                                                                         tmp_path, lf_paths):
+    """The H200 case of 12-01: a K=2 sweep interrupted on one VM, resumed on another. The second machine is
+    played with LLAMAFORGE_MACHINE_ID (the override that exists for this); everything else is real."""
+    from llamaforge.machine import OVERRIDE_ENV
+    from llamaforge.records import Environment
+    from llamaforge.report import data as rdata
+    from llamaforge.report.tables import build_sections
+
+    env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "results"), OVERRIDE_ENV: "vm-one"}
+    cmd = [sys.executable, "-c", "from llamaforge.cli import main; main()", "bench", "--model", str(tiny_model),
+           "--backends", "cpu", "--ncmoe", "0,4", "--repeats", "2", "--prompt-tokens", "128", "--n-predict", "8",
+           "--threads", "2", "--launches", "2", "--sentinel-every", "0"]
+    db = tmp_path / "results" / "llamaforge.sqlite"
+    bench = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:   # kill after the first stored launch (4 in the schedule)
+            if db.exists():
+                with Store(db) as s:
+                    runs = s.list_runs()
+                    if runs and sum(len(p.launches) for p in s.points(runs[0].id, with_samples=False)) >= 1:
+                        break
+            assert bench.poll() is None, bench.stderr.read().decode()
+            time.sleep(0.1)
+        bench.send_signal(signal.SIGKILL)
+        bench.wait(timeout=30)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    with Store(db) as s:
+        run_id = s.list_runs()[0].id
+        before = sum(len(p.launches) for p in s.points(run_id, with_samples=False))
+    assert 1 <= before < 4, f"{before} launches stored before the kill: nothing left to resume on machine 2"
+    r = subprocess.run([*cmd[:3], "bench", "--resume", run_id], env={**env, OVERRIDE_ENV: "vm-two"},
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    warns = [line for line in r.stderr.splitlines() if "warning:" in line and "resuming run" in line]
+    assert len(warns) == 1 and "on machine vm-two" in warns[0] and f"{before} earlier launches" in warns[0]
+    assert f"vm-one ({os.uname().nodename}): {before}" in warns[0]
+    with Store(db) as s:
+        run = s.get_run(run_id)
+        pts = s.points(run_id)
+        assert run.status == "done" and all(p.status == "ok" and len(p.launches) == 2 for p in pts)
+        assert [res.machine.id for res in Environment.from_json(run.env).resumes] == ["vm-two"]
+        counts = {m: v["launches"] for m, v in run.summary["machines"]["launches"].items()}
+        assert counts == {"vm-one": before, "vm-two": 4 - before}
+        # launches 1 of both points come first in the schedule: at least one point has one launch per machine
+        mixed = [p.ncmoe for p in pts if {r["machine"]["id"] for r in p.launches} == {"vm-one", "vm-two"}]
+        assert mixed and len(run.summary["machines"]["mixed_points"]) == len(mixed)
+        sections = build_sections(rdata.load(s, run_id), [])
+    notes = [n for sec in sections for n in sec.notes]
+    assert any("measured on 2 machines (launches per machine: vm-" in n for n in notes)
+    assert any(f"ncmoe {mixed[0]}" in n and "more than one machine" in n for n in notes)
+    rows = [row for sec in sections for t in sec.tables for row in t.rows]   # points + replication tables
+    assert sum(1 for row in rows if "launches from 2 machines" in row[-1]) == 2 * len(mixed)
+
+
 def test_llama_bench_engine_keeps_every_sample_and_takes_context_from_fit_params(cpu_build, tiny_model, store,
                                                                                  lf_paths):
     plan = _plan(tiny_model, make_points("0,4", n_layers=8), engine="llama-bench", prompt_tokens=64, n_predict=8)
