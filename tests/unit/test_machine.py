@@ -11,6 +11,7 @@ from test_replication import FakeBuild, _fake_once, _plan
 
 from llamaforge import machine
 from llamaforge.bench import sweep
+from llamaforge.bench.display import print_run
 from llamaforge.bench.plan import Plan
 from llamaforge.records import Environment, LaunchRecord
 from llamaforge.report import data as rdata
@@ -99,6 +100,8 @@ def test_a_resume_on_another_machine_warns_once_and_is_recorded(store, monkeypat
     text = _report_text(store, run)
     assert "launches were measured on 2 machines" in text and "vm-1 (" in text and ": 4" in text
     assert text.count("launches from 2 machines") >= 2 * 2     # points table + replication table, 2 points
+    print_run(store, run)                                       # the terminal's end-of-run table and notes
+    assert "launches come from 2 machines (vm-2" in capsys.readouterr().err
 
 
 def test_a_resume_on_the_same_machine_records_it_without_a_warning(store, monkeypatch, capsys):

@@ -119,6 +119,13 @@ def print_run(store: Store, run_id: str) -> None:
     if s["unstable_points"]:
         notice(f"{s['unstable_points']} point(s) have a coefficient of variation above 10 % (⚠): "
                "raise --repeats or check for background load")
+    machines = s["machines"]["launches"]
+    if len(machines) > 1:
+        per = ", ".join(f"{m}" + (f" ({v['host']})" if v.get("host") else "") + f": {v['launches']}"
+                        for m, v in machines.items())
+        mixed = s["machines"]["mixed_points"]
+        notice(f"this run's launches come from {len(machines)} machines ({per})"
+               + (f"; {len(mixed)} point(s) mix machines (marked in the report)" if mixed else ""))
     if s["failed"]:
         notice(f"{s['failed']} point(s) failed: " + ", ".join(f"{k}×{v}" for k, v in s["failures"].items())
                + f" (log tails: `llamaforge runs {run.id}`; logs under results/logs/{run.id}/)")

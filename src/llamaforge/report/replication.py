@@ -18,6 +18,7 @@ from ..bench.schedule import SENTINEL_LABEL
 from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
 from ..machine import describe_counts, hosts_of, launch_machines, mixed_note
 from ..metrics import FIELDS
+from ..records import UNKNOWN_MACHINE
 from ..stats import ClusterSummary, cluster_summary
 from .data import ReportData, Row
 from .sections import Section, Table
@@ -101,7 +102,10 @@ def machine_line(data: ReportData) -> str | None:
     counts = launch_machines(launches)
     if not counts:
         return None
-    return f"Launches per machine (id from boot id, machine-id and GPU UUIDs): {describe_counts(counts, hosts_of(launches))}."
+    unknown = (" (unknown: measured before llamaforge recorded the machine of each launch)"
+               if UNKNOWN_MACHINE in counts else "")
+    return (f"Launches per machine (id from boot id, machine-id and GPU UUIDs): "
+            f"{describe_counts(counts, hosts_of(launches))}{unknown}.")
 
 
 def replication_section(data: ReportData) -> Section:
