@@ -22,8 +22,8 @@ not in the exhaustive run). A sweet spot "ties" when the two points' stored CIs 
 beats the other beyond the run's between-launch noise.
 
 Time is what a real adaptive run would spend, from stored wall times: the chosen points' launches,
-one more launch per confirmation, one drift sentinel per build at the end (one launch of its first
-measured point), and the fits of the threshold's bisection over the axis' every value (ncmoe
+one more launch per confirmation, one drift sentinel per build at the end (one launch of its cheapest
+measured point, as `--ncmoe/--ngl auto` places it), and the fits of the threshold's bisection over the axis' every value (ncmoe
 0..n_layers, ngl 0..n_layers + 1; each at the stored fit time of that value, from stored fit maps over
 the same option; where the stored sweep skipped the ncmoe values around the threshold,
 the most expensive bisection any threshold in that gap would need). The exhaustive sweep's time is
@@ -248,7 +248,7 @@ class Cost:
 def cost(st: Stored, r: AdaptiveResult) -> Cost:
     measuring = sum(st.seconds.get((s, x), (0.0, 0))[0] for s, pts in r.measured.items() for x in pts)
     confirmations = sum(st.launch_seconds(s, x) for s, x in r.confirmations)
-    sentinels = sum(st.launch_seconds(s, min(pts)) for s, pts in r.measured.items() if pts)
+    sentinels = sum(min(st.launch_seconds(s, x) for x in pts) for s, pts in r.measured.items() if pts)
     fits = [bisection_cost(st.ctx[s], st.native, st.n_layers, st.fit_seconds[s], st.axis) for s in st.summ]
     return Cost(measuring, confirmations, sentinels, sum(f for f, _ in fits), sum(n for _, n in fits), st.total)
 

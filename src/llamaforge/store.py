@@ -252,6 +252,14 @@ class Point:
         in several server starts; ``[]`` for points stored before launches existed."""
         return list((self.extra or {}).get("launches") or [])
 
+    def seconds_per_launch(self) -> float | None:
+        """Median wall time of one of this point's server starts (start to stop), from its launch
+        records (or the point's own times); None when neither was stored."""
+        secs = sorted(r["finished"] - r["started"] for r in self.launches if r.get("started") and r.get("finished"))
+        if secs:
+            return secs[len(secs) // 2]
+        return (self.finished - self.started) if self.started and self.finished else None
+
 
 @dataclass
 class Probe:

@@ -197,3 +197,33 @@ def test_the_threshold_search_fits_log2_points_and_stores_them_as_a_fit_map(tmp_
     run = store.get_run(run_id)
     assert run.status == "done" and len(store.points(run_id)) == len(fitted)
     assert sorted(p["ncmoe"] for p in run.plan["points"]) == sorted({x for _, x in fitted})
+
+
+def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):
+    """A sentinel only watches the machine: it goes where a server start costs least (on lavapipe the
+    all-CPU end, on a real GPU the all-GPU end); without stored times, to the least offload."""
+    from llamaforge.bench.autosweep import sentinel_x
+
+    assert sentinel_x("b", {0: 1, 4: 1, 8: 1}, {("b", 0): 64.0, ("b", 4): 20.0, ("b", 8): 3.5}) == 8
+    assert sentinel_x("b", {0: 1, 4: 1, 8: 1}, {("b", 0): 2.0, ("b", 4): 20.0, ("b", 8): 30.0}) == 0
+    assert sentinel_x("b", {0: 1, 4: 1}, {("b", 4): None}) == 0
+    assert sentinel_x("b", {}, {}) is None
+
+    class Timed(FakeMeasure):
+        def __call__(self, items, plan):
+            out = super().__call__(items, plan)
+            for p in out:     # a server start takes longer the less is offloaded (a slow "GPU")
+                p.extra = {"launches": [{"launch": 1, "started": 100.0, "finished": 100.0 + 50 - 5 * p.ncmoe}]}
+            return out
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = _plan(tmp_path)
+    run_id = store.new_run("sweep", plan.to_json())
+    driver = AutoDriver(plan, [FakeBuild("cpu-1")], store, {"cpu-1": {x: 4096 for x in range(9)}},
+                        AdaptiveOptions(), "fit-1")
+    fake = Timed(store, run_id)
+    driver(fake, run_id)
+    assert driver.result is not None
+    assert fake.calls[-1][2] == _END_ONLY and fake.calls[-1][0] == [("cpu-1", max(driver.result.measured["cpu-1"]),
+                                                                      "server")]
+    store.close()

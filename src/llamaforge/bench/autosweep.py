@@ -9,7 +9,8 @@
    measured by ``sweep.measure_points`` (the host and run locks, the busy-GPU check, ``--launches``
    server starts, every launch stored as usual). A point that breaks the trend gets one more launch.
    One drift sentinel per build ends the run (the plan's ``sentinel_every`` is not used: an adaptive
-   run's length is not known in advance).
+   run's length is not known in advance), at the build's cheapest measured point (least wall time
+   per server start): a sentinel only watches the machine, so it should cost as little as possible.
 3. The run's plan records, as it goes, ``adaptive``: the axis, the options, the fit-map run, the
    fitted contexts, every chosen point with the reason, confirmations, the interpolated points with
    their values (never stored as points) and the conclusions, all in the option's own values;
@@ -46,6 +47,16 @@ from .threshold import bisect_threshold
 
 #: the sentinel interval that puts one sentinel at the end of a call only
 _END_ONLY = 10**9
+
+
+def sentinel_x(series: str, measured: Any, cost: dict[tuple[str, int], float | None]) -> int | None:
+    """Where a build's end sentinel goes: its measured point with the least wall time per server start
+    (the least offload where times are unknown or tie). None when nothing was measured."""
+    xs = sorted(measured)
+    if not xs:
+        return None
+    known = [(c, x) for x in xs if (c := cost.get((series, x))) is not None]
+    return min(known)[1] if known else xs[0]
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,7 @@ class AutoDriver:
 
     def __call__(self, measure_items: MeasureItems, run_id: str) -> None:
         launches: dict[tuple[str, int], int] = {}
+        cost: dict[tuple[str, int], float | None] = {}
         by_key = {b.key: b for b in self.builds}
         engines = engines_of(self.plan)
 
@@ -167,7 +179,9 @@ class AutoDriver:
                                                                          else self.plan.launches)
             items: list[Item] = [(by_key[series], self.ax.spec(x), e) for e in engines]
             pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
-            summary = tg_summary(next((p for p in pts if p.engine == engines[0] and not p.label), None))
+            main = next((p for p in pts if p.engine == engines[0] and not p.label), None)
+            cost[(series, x)] = main.seconds_per_launch() if main is not None else None
+            summary = tg_summary(main)
             self._record(run_id, launches)
             return summary
 
@@ -177,7 +191,7 @@ class AutoDriver:
             boundaries=self.ax.boundaries(facts.get("full_attention_layers") or ()), options=self.options,
             clock=lambda: self.clock() - self.started, show=self.ax.value)
         refs = [(b, self.ax.spec(x), engines[0]) for b in self.builds
-                for x in sorted(self.result.measured.get(b.key) or {})[:1]]
+                for x in [sentinel_x(b.key, self.result.measured.get(b.key) or {}, cost)] if x is not None]
         if refs:
             measure_items(refs, dataclasses.replace(self.plan, sentinel_every=_END_ONLY))
         self._record(run_id, launches)
@@ -187,7 +201,7 @@ class AutoDriver:
         r, ax = self.result, self.ax
         out: dict[str, Any] = {"axis": ax.name, "options": self.options.to_dict(), "fitmap_run": self.fitmap_run,
                                "ctx": {k: {str(ax.value(x)): c for x, c in v.items()} for k, v in self.ctx.items()},
-                               "sentinels": "one per build at the end"}
+                               "sentinels": "one per build at the end, at its cheapest measured point"}
         if r is not None:
             out.update(r.to_dict(ax.name, ax.value))
             out["interpolated"] = {s: {str(ax.value(x)): round(v, 3) for x, v in vals.items()}
