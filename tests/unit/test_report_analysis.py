@@ -59,11 +59,33 @@ def test_anomaly_flags_point_significantly_faster_than_lower_ncmoe_neighbour():
 
 
 def test_anomaly_needs_the_minimum_effect_and_repeated_samples():
-    small = [row(0, 500, _spread(60)), row(1, 600, _spread(61.5))]  # +2.5 %: below 5 %
+    small = [row(0, 500, _spread(70)), row(1, 600, _spread(60)), row(2, 700, _spread(61.5))]  # +2.5 %: below 5 %
     assert an.anomalies(small, min_effect=0.05) == []
-    assert len(an.anomalies(small, min_effect=0.01)) == 1
-    once = [row(0, 500, 60.0), row(1, 600, 90.0)]  # one sample each: never significant
+    assert [a.row.ncmoe for a in an.anomalies(small, min_effect=0.01)] == [2]
+    once = [row(0, 500, 90.0), row(1, 600, 60.0), row(2, 600, 90.0)]  # one sample each: never significant
     assert an.anomalies(once) == []
+
+
+def test_a_series_that_speeds_up_with_offload_breaks_no_trend_by_rising():
+    """A device slower than the host (lavapipe): every step to more offload is faster. Under a fixed
+    "falls with offload" prior each step was an anomaly; against the series' own direction none is,
+    while a point that beats the next one (with more offload) still is."""
+    rising = [row(n, 500, _spread(20 + 10 * n)) for n in range(5)]
+    assert an.direction(rising, "tg") == an.RISES
+    assert an.anomalies(rising) == []
+    spike = [row(0, 500, _spread(20)), row(1, 500, _spread(30)), row(2, 500, _spread(45)), row(3, 500, _spread(35)),
+             row(4, 500, _spread(50))]
+    found = an.anomalies(spike, full_attn_layers=[2])
+    assert [(a.row.ncmoe, a.neighbour.ncmoe) for a in found] == [(2, 3)]
+    assert found[0].full_attn_moved == (2,)
+
+
+def test_on_a_flat_series_only_a_point_beating_both_neighbours_counts():
+    flat = [row(n, 500, _spread(v)) for n, v in enumerate([50, 50.2, 58, 49.8, 50])]
+    assert an.direction(flat, "tg") == an.FLAT
+    assert [(a.row.ncmoe, a.neighbour.ncmoe) for a in an.anomalies(flat)] == [(2, 1)]   # the smaller win
+    one_side = [row(n, 500, _spread(v)) for n, v in enumerate([50, 50.2, 58, 57.8, 50])]  # beats one neighbour only
+    assert an.direction(one_side, "tg") == an.FLAT and an.anomalies(one_side) == []
 
 
 def test_anomaly_compares_only_within_a_series_and_skips_failed_neighbours():

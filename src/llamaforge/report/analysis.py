@@ -3,10 +3,13 @@
 * :func:`first_native` — the smallest offload (lowest ``ncmoe``; on an ngl axis the most layers on
   the device) whose fitted context reaches the model's native context.
 * :func:`pareto_front` — points not beaten on both context and speed by another point.
-* :func:`anomalies` — points that are significantly faster than their nearest neighbour with MORE
-  layers on the GPU (lower ``ncmoe``), like the seed's Vulkan N=12 beating N=11. Each anomaly names
-  the full-attention layers whose experts moved between the two points (the seed's user wondered
-  whether Vulkan's spikes line up with them).
+* :func:`anomalies` — points that break their series' trend: significantly faster than the neighbour
+  the trend says should be at least as fast, like the seed's Vulkan N=12 beating N=11. The trend's
+  direction is each series' own, from its two ends (:func:`direction`; the adaptive sweep's rule,
+  :func:`llamaforge.bench.adaptive.trend_direction`, with the report's Mann–Whitney test): speed
+  usually falls as layers move to the host, but rises where the device is slower than the host (a
+  software "GPU"). Each anomaly names the full-attention layers whose experts moved between the two
+  points (the seed's user wondered whether Vulkan's spikes line up with them).
 * :func:`roofline` — achieved memory bandwidth of token generation against the device's.
 """
 
@@ -16,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..bench.adaptive import FALLS, FLAT, RISES
 from ..records import ModelFactsRecord
 from ..stats import Comparison, compare
 from .data import Row
@@ -65,7 +69,7 @@ def pareto_front(rows: Sequence[Row], metric: str = "tg") -> list[Row]:
 
 @dataclass(frozen=True)
 class Anomaly:
-    """``row`` beats ``neighbour`` (fewer layers' experts on the CPU) on ``metric``."""
+    """``row`` beats ``neighbour``, the adjacent point its series' trend says should be at least as fast."""
 
     row: Row
     neighbour: Row
@@ -83,10 +87,27 @@ def moved_layers(lo: int, hi: int) -> range:
     return range(lo, hi)
 
 
+def direction(rows: Sequence[Row], metric: str, min_effect: float = 0.05) -> int:
+    """``RISES`` / ``FALLS`` / ``FLAT`` (1 / -1 / 0): how ``metric`` goes with offload over ``rows`` (sorted
+    by offload), from the two ends; a direction counts only where the ends differ significantly."""
+    if len(rows) < 2:
+        return FLAT
+    c = compare(rows[0].values(metric), rows[-1].values(metric), min_effect=min_effect)
+    if c is None or not c.significant:
+        return FLAT
+    return RISES if c.ratio > 1 else FALLS
+
+
+def _beats(cur: Row, nb: Row, metric: str, min_effect: float) -> Comparison | None:
+    c = compare(nb.values(metric), cur.values(metric), min_effect=min_effect)
+    return c if c is not None and c.significant and c.ratio > 1 else None
+
+
 def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers: Sequence[int] = (),
               metrics: Sequence[str] = ("tg", "pp")) -> list[Anomaly]:
-    """Rows significantly faster than the nearest ok row with more on the device: a lower ncmoe (same
-    series, same ngl), or on an ngl axis a higher ngl (same ncmoe).
+    """Rows that break their series' trend (same series, same other option): significantly faster than
+    the adjacent ok row with less offload on a falling series, with more offload on a rising one, and
+    than both on a flat one (where an end breaks nothing). Offload: a higher ncmoe, or a lower ngl.
 
     Significance: Mann–Whitney U (p < 0.05) plus a gain of at least ``min_effect``; a point
     measured once can never be flagged.
@@ -98,17 +119,20 @@ def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers
         if r.ok:
             by_series.setdefault((r.series, r.other), []).append(r)
     for group in by_series.values():
-        group = sorted(group, key=lambda r: r.offload)
         for metric in metrics:
-            have = [r for r in group if r.values(metric)]
-            for prev, cur in zip(have, have[1:], strict=False):
-                if cur.offload <= prev.offload:
+            have = sorted((r for r in group if r.values(metric)), key=lambda r: r.offload)
+            d = direction(have, metric, min_effect)
+            for i, cur in enumerate(have):
+                lower = [have[i - 1]] if i > 0 and have[i - 1].offload < cur.offload else []
+                upper = [have[i + 1]] if i + 1 < len(have) and have[i + 1].offload > cur.offload else []
+                refs = lower if d == FALLS else upper if d == RISES else (lower + upper if lower and upper else [])
+                beats = [(nb, c) for nb in refs if (c := _beats(cur, nb, metric, min_effect)) is not None]
+                if not refs or len(beats) < len(refs):
                     continue
-                c = compare(prev.values(metric), cur.values(metric), min_effect=min_effect)
-                if c is not None and c.significant and c.ratio > 1:
-                    moved = (tuple(layer for layer in moved_layers(prev.ncmoe, cur.ncmoe) if layer in fal)
-                             if cur.axis == "ncmoe" else ())
-                    out.append(Anomaly(cur, prev, metric, c, moved))
+                nb, c = min(beats, key=lambda bc: bc[1].ratio)     # the neighbour it beats least
+                lo, hi = sorted((nb.ncmoe, cur.ncmoe))
+                moved = tuple(layer for layer in moved_layers(lo, hi) if layer in fal) if cur.axis == "ncmoe" else ()
+                out.append(Anomaly(cur, nb, metric, c, moved))
     return sorted(out, key=lambda a: (a.row.series, a.metric, a.row.offload))
 
 

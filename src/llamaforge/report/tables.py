@@ -433,8 +433,10 @@ def sweet_spot_section(data: ReportData, any_ok: bool) -> Section:
 
 def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float) -> Section:
     anom = Section("anomalies", "Anomalies", intro=(
-        "Points significantly faster than their nearest neighbour with more layers on the GPU "
-        f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}): "
+        "Points that break their series' trend: significantly faster than the adjacent point the trend says "
+        "should be at least as fast — the one with less offload where speed falls as layers move to the host "
+        f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}), the one with more offload where it rises "
+        "(a device slower than the host), both where the series' two ends do not differ significantly. "
         f"Mann–Whitney U p < 0.05 and a gain of at least {min_effect:.0%}. 'Full-attn layers moved' lists the "
         "full-attention layers whose experts went to the CPU between the two points."
         + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
