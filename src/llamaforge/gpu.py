@@ -77,21 +77,20 @@ class Nvml:
         except Exception:  # noqa: BLE001 - not supported on this GPU/driver: leave it unknown
             return None
 
-    def names(self) -> list[str]:
-        out = []
+    def _texts(self, query: str) -> list[str | None]:
+        """``nvmlDevice<query>(handle)`` of every device as text (NVML may answer bytes); None where unknown."""
+        out: list[str | None] = []
         for h in self.handles:
-            n = self._q(lambda h=h: self.nv.nvmlDeviceGetName(h))
-            out.append(n.decode() if isinstance(n, bytes) else str(n))
+            v = self._q(lambda h=h: getattr(self.nv, query)(h))
+            out.append(None if v is None else v.decode() if isinstance(v, bytes) else str(v))
         return out
+
+    def names(self) -> list[str]:
+        return [str(n) for n in self._texts("nvmlDeviceGetName")]
 
     def uuids(self) -> list[str]:
         """Each device's UUID (``GPU-…``; stable across reboots, different on another card); unknown ones left out."""
-        out = []
-        for h in self.handles:
-            u = self._q(lambda h=h: self.nv.nvmlDeviceGetUUID(h))
-            if u:
-                out.append(u.decode() if isinstance(u, bytes) else str(u))
-        return out
+        return [u for u in self._texts("nvmlDeviceGetUUID") if u]
 
     def memory(self) -> list[tuple[float, float, float]]:
         """Per device (used, total, free) in MiB."""
