@@ -5,6 +5,7 @@
 #   scripts/gpu/prepare.sh [PYTHON_VERSION (default 3.12)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+repo=$PWD
 py=${1:-3.12}
 mkdir -p .carry/wheels .carry/debs/toolchain .carry/debs/gl
 python3 -m pip download -q --only-binary :all: --python-version "$py" --platform manylinux2014_x86_64 --no-deps \
@@ -22,6 +23,6 @@ mkdir -p .carry/debs/git && (cd .carry/debs/git && apt-get -q download git >/dev
 gcc=$(mktemp -d) && (cd "$gcc" && apt-get -q download gcc-12 g++-12 cpp-12 libgcc-12-dev libstdc++-12-dev >/dev/null 2>&1 \
   && mkdir x && for d in *.deb; do dpkg -x "$d" x; done && cd x && rm -rf usr/share usr/lib/gcc/x86_64-linux-gnu/12/plugin \
   usr/lib/gcc/x86_64-linux-gnu/12/{lto1,libstdc++.a,libsupc++.a} usr/bin/x86_64-linux-gnu-lto-dump-12 \
-  && tar cJf "$OLDPWD/.carry/gcc-12.2-debian12.tar.xz" .) ; rm -rf "$gcc"
+  && tar cJf "$repo/.carry/gcc-12.2-debian12.tar.xz" .) ; rm -rf "$gcc"
 python3 -m llamaforge source-tarball --out .carry/
 du -sh .carry
