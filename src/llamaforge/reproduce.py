@@ -75,6 +75,7 @@ class Verdict:
     parent: str
     child: str
     points: list[PointCheck]
+    not_remeasured: list[str] = field(default_factory=list)   # the parent's points the child did not measure
 
     @property
     def n_ok(self) -> int:
@@ -98,6 +99,7 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"parent": self.parent, "child": self.child, "line": self.line(), "reproduced": self.n_ok,
+                "not_remeasured": list(self.not_remeasured),
                 "points": [p.to_dict() for p in self.points]}
 
 
@@ -158,7 +160,11 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
         note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
         out.append(PointCheck(name, c.key, status, checks, _join(note, *machine_notes(a, c)),
                               (conditions(a), conditions(c))))
-    return Verdict(parent_id, child_id, out)
+    measured = {c.key for c in points}
+    left = [_name(a, backend_of.get(a.build_key, "?"))
+            for a in sorted(by_key.values(), key=lambda p: (backend_of.get(p.build_key, ""), p.ncmoe, p.ngl, p.engine))
+            if a.key not in measured]
+    return Verdict(parent_id, child_id, out, left)
 
 
 def verdict_for(store: Store, parent: Run, child: Run, min_effect: float = MIN_EFFECT) -> Verdict:

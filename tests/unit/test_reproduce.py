@@ -48,6 +48,14 @@ def test_subset_and_failed_points():
     assert len(v.points) == 1 and v.points[0].status == "failed" and "ok then crash" in v.line()
 
 
+def test_the_verdict_lists_the_parent_points_the_child_did_not_measure():
+    parent = [_pt("c", 0, 20.0), _pt("c", 1, 19.0), _pt("v", 4, 9.0)]
+    v = check_points(parent, [_pt("c", 0, 20.0, seed=2)], {"c": "cuda", "v": "vulkan"})
+    assert v.not_remeasured == ["CUDA ncmoe 1", "Vulkan ncmoe 4"]
+    assert v.to_dict()["not_remeasured"] == ["CUDA ncmoe 1", "Vulkan ncmoe 4"]
+    assert check_points(parent, parent, {"c": "cuda", "v": "vulkan"}).not_remeasured == []
+
+
 def test_sentinels_are_not_judged_as_points():
     """A reproduce run re-measures its reference point at the end (a sentinel), as the sweep did: the
     verdict is about the points, so the sentinel pair must not appear as a second "CUDA ncmoe 0"."""
@@ -190,3 +198,30 @@ def test_each_judged_point_carries_the_conditions_of_both_measurements():
     assert v.to_dict()["points"][0]["conditions"] == [first, again]
     bare = check_points([_pt("vk", 4, 70.0)], [_pt("vk", 4, 70.0, seed=2)], {"vk": "vulkan"})
     assert bare.points[0].conditions == ("–", "–")
+
+
+def _subset_child(store, parent_id, ncmoes: set[int]) -> str:
+    child = store.new_run("sweep", {"reproduces": parent_id}, parent_run=parent_id)
+    for p in store.points(parent_id):
+        if p.ncmoe in ncmoes:
+            store.record_point(Point(child, p.build_key, p.engine, ncmoe=p.ncmoe, status=p.status,
+                                     failure_class=p.failure_class, n_ctx=p.n_ctx, samples=p.samples))
+    return child
+
+
+def _reproduction_notes(store, run_id) -> list[str]:
+    return next(s for s in build_sections(rdata.load(store, run_id), []) if s.id == "reproduction").notes
+
+
+def test_the_report_names_the_points_no_reproduce_run_measured_again(tmp_path):
+    store, parent = run_fake.build(tmp_path)
+    ncmoes = sorted({p.ncmoe for p in store.points(parent)})
+    _subset_child(store, parent, {ncmoes[0]})
+    _subset_child(store, parent, {ncmoes[0], ncmoes[1]})
+    note = _reproduction_notes(store, parent)[-1]
+    left = [p for p in store.points(parent) if p.ncmoe not in ncmoes[:2]]   # neither child measured these
+    names = note.split(" (", 1)[1].split(")", 1)[0].split(", ")
+    assert note.startswith(f"Not re-measured by `reproduce`: {len(left)} point(s) (")
+    assert sorted(int(n.rsplit(" ", 1)[1]) for n in names) == sorted(p.ncmoe for p in left)
+    _subset_child(store, parent, set(ncmoes))
+    assert _reproduction_notes(store, parent)[-1] == "Every point of this run was re-measured by `reproduce`."

@@ -720,4 +720,19 @@ def reproduction_section(data: ReportData) -> Section | None:
                            f"{first or '–'} / {again or '–'}"])
             t.data.append(pc)
         sec.tables.append(t)
+    if note := _not_remeasured_note(data):
+        sec.notes.append(note)
     return sec
+
+
+def _not_remeasured_note(data: ReportData) -> str | None:
+    """The run's points that none of its ``reproduce`` runs measured again: their numbers rest on this run's own
+    server starts only, and the report says so rather than letting them pass as reproduced."""
+    mine = [v for v in data.reproductions if v["parent"] == data.run.id and "not_remeasured" in v]
+    if not mine:
+        return None
+    left = [n for n in mine[0]["not_remeasured"] if all(n in v["not_remeasured"] for v in mine[1:])]
+    if not left:
+        return "Every point of this run was re-measured by `reproduce`."
+    return (f"Not re-measured by `reproduce`: {len(left)} point(s) ({', '.join(left)}); their numbers rest on this "
+            "run's own server starts only (see *Replication and drift*).")
