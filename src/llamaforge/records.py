@@ -353,8 +353,9 @@ class CompareSection(Record):
     a: CompareSide | None = None
     b: CompareSide | None = None
     repeats: int | None = None
-    rounds: int | None = None
-    per_round: int | None = None
+    rounds: int | str | None = None       # server starts per side; "auto" for --launches auto
+    max_launches: int | None = None
+    per_round: int | None = None          # requests per server start
     min_effect: float | None = None
     interleave: str | None = None
     extra: dict = field(default_factory=dict)

@@ -370,7 +370,8 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
                "another machine; builds matched by backend when their keys differ)"})
 def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
-    and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
+    and say per point whether the two agree, judged on server starts: same within --min-effect, differs, or
+    inconclusive (the starts cannot tell; add starts with --launches auto).
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
 
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
@@ -388,14 +389,14 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
                               min_effect=effect)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
-    for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
+    for col in ("point", "metric", "first run", "re-run", "re-run / first", "verdict"):
         t.add_column(col)
     for pc in v.points:
         for m in pc.metrics or [None]:
-            t.add_row(esc(pc.name), esc(m.metric) if m else "–", m.a.fmt() if m and m.a else "–",
-                      m.b.fmt() if m and m.b else "–", f"{m.change:+.1%}" if m and m.change is not None else "–",
-                      esc(pc.status if m is None or m.agrees(effect) is not False else "differs")
-                      + (esc(f" ({pc.note})") if pc.note else ""))
+            j = m.judgement if m else None
+            t.add_row(esc(pc.name), esc(m.metric) if m else "–", j.a.fmt() if j else "–", j.b.fmt() if j else "–",
+                      esc(j.fmt()) if j else "–",
+                      esc(j.verdict if j else pc.status) + (esc(f" ({pc.note})") if pc.note else ""))
     console.print(t)
     info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
 
