@@ -431,6 +431,7 @@ class RunPlan(Record):
     warmup: bool | None = None
     bench_depths: list[int] = field(default_factory=list)
     launches: int | None = None
+    sequential: dict | None = None               # --launches auto: max_launches, precision, min_effect
     seed: int | None = None
     sentinel_every: int | None = None
     ctx: int | None = None

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..machine import hosts_of, launch_machines
 from ..judge import Estimate, Starts, estimate
+from ..machine import hosts_of, launch_machines
 from ..store import Point, Store
-
 
 #: a spread (between starts, or within one) above this is flagged ⚠ (the headline names it)
 UNSTABLE_SPREAD = 0.10

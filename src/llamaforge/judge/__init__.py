@@ -22,8 +22,8 @@ from .predict import PredictionInterval, next_start
 from .sequential import Policy, Stop, pair, point_stop
 from .spread import CONSERVATIVE, Spread, pooled
 from .starts import Starts
-from .verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, Judgement, judge
+from .verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, Judgement, assumptions_note, judge
 
 __all__ = ["CONSERVATIVE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Estimate", "Judgement", "Mode",
-           "Policy", "PredictionInterval", "Spread", "Starts", "Stop", "control", "estimate", "judge",
+           "Policy", "PredictionInterval", "Spread", "Starts", "Stop", "assumptions_note", "control", "estimate", "judge",
            "next_start", "pair", "point_stop", "pooled"]

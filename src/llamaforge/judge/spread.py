@@ -72,11 +72,15 @@ def pooled(points: Iterable[Starts], *, what: str = "this build") -> Spread | No
                           f"({sd:.0%}, {n} points, {df} df)")
 
 
+#: said (once per report) when a 2-start point's own spread was wider than the assumed one and used instead
+WIDER = "a point whose own 2 starts spread wider used its own spread"
+
+
 def for_small_k(starts: Starts, prior: Spread | None) -> Spread:
     """The spread a verdict uses for a side with fewer than 3 starts: the larger of its own 2-start
     spread and the prior (the build's pooled spread, else :data:`CONSERVATIVE`), taken as known."""
     base = prior or CONSERVATIVE
     mine = own(starts)
     if mine is not None and mine.sd > base.sd:
-        return Spread(mine.sd, None, f"{base.basis}; this point's own starts spread wider ({mine.sd:.0%}), used instead")
+        return Spread(mine.sd, None, f"{base.basis}; {WIDER}")
     return Spread(base.sd, None, base.basis)

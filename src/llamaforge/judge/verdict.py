@@ -155,8 +155,19 @@ def judge(a: Starts | Sequence[Sequence[float]], b: Starts | Sequence[Sequence[f
                      assumed, None, alpha)
 
 
+def assumptions_note(judgements: Sequence[Judgement | None]) -> str | None:
+    """Every distinct spread assumption behind small-K verdicts, once each, in one line (``None``: none)."""
+    parts: dict[str, None] = {}
+    for j in judgements:
+        if j is not None and j.assumed:
+            for part in j.assumed.split("; "):
+                parts[part] = None
+    return "; ".join(parts) or None
+
+
 def with_verdict(j: Judgement, verdict: str, adjusted: str) -> Judgement:
     return replace(j, verdict=verdict, adjusted=adjusted)
 
 
-__all__ = ["ALPHA", "CONFIDENCE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Judgement", "judge"]
+__all__ = ["ALPHA", "CONFIDENCE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Judgement", "assumptions_note",
+           "judge"]

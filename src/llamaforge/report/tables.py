@@ -19,11 +19,12 @@ from typing import Any
 
 from ..bench.sentinel import drift_flags
 from ..builds.backends import display_name
-from ..judge import Judgement, Starts, control, estimate, judge
+from ..judge import Judgement, Starts, assumptions_note, control, estimate, judge
 from ..metrics import LABELS
 from ..records import BuildManifest, Environment
 from . import analysis as an
 from .data import ReportData, Row, Series
+from .headline import headline_section
 from .replication import (
     drift_notes,
     launches_of,
@@ -225,7 +226,6 @@ def ratio_table(data: ReportData, min_effect: float) -> Table | None:
     family = f"Holm's method over the table's {n} comparisons" if n > 1 else "one comparison"
     t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg", "starts (K×R)"], title="Ratios",
               note=RATIO_NOTE.format(e=min_effect, family=family))
-    assumptions: dict[str, None] = {}
     for sc, label, a, b, ra, rb, js in cells:
         ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
         shapes = f"{ra.starts('tg').shape} / {rb.starts('tg').shape}"
@@ -233,11 +233,8 @@ def ratio_table(data: ReportData, min_effect: float) -> Table | None:
                        fmt_ratio(js["pp"]), fmt_ratio(js["tg"]), shapes])
         t.data.append({"scenario": sc, "num": a.name, "den": b.name,
                        **{m: (j.to_dict() if j else None) for m, j in js.items()}})
-        for j in js.values():
-            if j is not None and j.assumed:
-                assumptions[j.assumed] = None
-    if assumptions:
-        t.note += " * " + " | ".join(assumptions) + "."
+    if note := assumptions_note([j for c in cells for j in c[6].values()]):
+        t.note += f" * {note}."
     return t
 
 
@@ -539,7 +536,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
     found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers)
     flags = _flags(full, found)
-    out: list[Section] = [summary_section(data, full, min_effect)]
+    out: list[Section] = [h for h in (headline_section(data, min_effect),) if h is not None]
+    out.append(summary_section(data, full, min_effect))
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows)), anomaly_section(full, found, min_effect)]
     out.append(Section("plots", "Plots", plots=list(plots),
