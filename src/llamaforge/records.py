@@ -451,6 +451,19 @@ class RunPlan(Record):
     def model_ref(self) -> str:
         return str(self.model.ref or self.model.path or self.facts.name or "unknown model")
 
+    def differences(self, other: RunPlan) -> list[str]:
+        """What keeps two sweeps from being measurements of one plan (``[]``: the same plan): the model, the
+        engine, the prompt, the generation length, the fit the user asked for (budget, margin; the margins
+        derived from them may differ between machines), the extra arguments and a fixed context."""
+        out = ["model"] if self.model.ref != other.model.ref else []
+        for name in ("engine", "prompt_tokens_target", "n_predict", "extra_args", "ctx"):
+            if getattr(self, name) != getattr(other, name):
+                out.append(name.replace("_target", ""))
+        for name in ("vram_budget_gib", "fitt_mib"):
+            if getattr(self.fit, name, None) != getattr(other.fit, name, None):
+                out.append(f"fit {name}")
+        return out
+
 
 # ------------------------------------------------------------------------------ builds
 

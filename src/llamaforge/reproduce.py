@@ -222,6 +222,13 @@ def verdict_between(store: Store, first_ref: str, second_ref: str, min_effect: f
     two sessions or on two machines. Their builds are matched by key, or by backend when the keys differ
     (a rebuild on another machine gets another key), which needs one build per backend in each run."""
     first, second = sweep_run(store, first_ref), sweep_run(store, second_ref)
+    if first.id == second.id:
+        raise BenchError(f"--against names run {first.id} itself", "give another run of the same plan")
+    diff = first.plan_record.differences(second.plan_record)
+    if diff:
+        raise BenchError(f"run {second.id} is not a measurement of run {first.id}'s plan: {', '.join(diff)} differ",
+                         "judge runs made with the same `llamaforge bench` options (same model, engine, prompt, "
+                         "--n-predict, --vram-budget/--fitt, --extra)")
     b1, b2 = store.builds_for_run(first.id), store.builds_for_run(second.id)
     if {b.get("key") for b in b1} == {b.get("key") for b in b2}:
         return verdict_for(store, first, second, min_effect)

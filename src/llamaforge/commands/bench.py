@@ -405,7 +405,7 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
         for m in pc.metrics or [None]:
             j = m.judgement if m else None
             t.add_row(esc(pc.name), esc(m.metric) if m else "–", j.a.fmt() if j else "–", j.b.fmt() if j else "–",
-                      esc(j.fmt()) if j else "–",
+                      esc(f"{j.ratio:.2f}× {j.interval_text()}") if j else "–",
                       esc(j.verdict if j else pc.status) + (esc(f" ({pc.note})") if pc.note else ""))
     console.print(t)
     info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))

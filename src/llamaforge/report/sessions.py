@@ -28,11 +28,6 @@ from . import analysis as an
 from .data import ReportData, ReportError, Row, Series, load
 from .sections import Section, Table
 
-#: plan keys that must agree for runs to be sessions of one plan
-SAME_PLAN_KEYS = ("engine", "prompt_tokens_target", "n_predict", "extra_args", "ctx")
-#: the fit options the user asked for (the margins derived from them may differ between machines and versions)
-FIT_KEYS = ("fitt_mib", "vram_budget_gib")
-
 
 def _label(d: ReportData) -> str:
     return d.run.name or d.run.id
@@ -41,17 +36,11 @@ def _label(d: ReportData) -> str:
 def check_same_plan(datas: Sequence[ReportData]) -> None:
     """Runs of one plan: the same model, engine, prompt, generation length, fit and extra arguments."""
     first = datas[0]
-    ref = first.run.plan
     for d in datas[1:]:
         if d.run.kind != "sweep" or first.run.kind != "sweep":
             raise ReportError(f"run {d.run.id} is a {d.run.kind} run; sessions are compared between sweeps",
                               "give sweeps of one plan (`llamaforge runs --kind sweep`)")
-        model_a, model_b = (ref.get("model") or {}).get("ref"), (d.run.plan.get("model") or {}).get("ref")
-        diff = [k for k in SAME_PLAN_KEYS if ref.get(k) != d.run.plan.get(k)]
-        fa, fb = ref.get("fit") or {}, d.run.plan.get("fit") or {}
-        diff += [f"fit {k}" for k in FIT_KEYS if fa.get(k) != fb.get(k)]
-        if model_a != model_b:
-            diff.insert(0, "model")
+        diff = first.run.plan_record.differences(d.run.plan_record)
         if diff:
             raise ReportError(f"run {d.run.id} is not a session of run {first.run.id}'s plan: {', '.join(diff)} "
                               "differ", "compare runs made with the same `llamaforge bench` options (same model, "
