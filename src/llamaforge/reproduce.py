@@ -297,9 +297,11 @@ def run_builds(store: Store, paths: Any, run: Run) -> list:
 
 
 def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = None, allow_busy: bool = False,
-              command: str | None = None, progress: bool = True, min_effect: float = MIN_EFFECT) -> Verdict:
+              command: str | None = None, progress: bool = True, min_effect: float = MIN_EFFECT,
+              launches: tuple[int, dict | None] | None = None) -> Verdict:
     """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
-    the new run's summary (``reproduce``)."""
+    the new run's summary (``reproduce``). ``launches``: (first K, the sequential settings or ``None`` for a
+    fixed K) instead of the first run's own."""
     from .bench.plan import Plan
     from .bench.sweep import run_sweep
 
@@ -311,6 +313,8 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     builds = run_builds(store, paths, parent)
     plan.build_keys = [b.key for b in builds]
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
+    if launches is not None:
+        plan.launches, plan.sequential = launches[0], (dict(launches[1], min_effect=min_effect) if launches[1] else None)
     child_id = run_sweep(plan, builds, store, command=command, name=f"reproduce {parent.id}",
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)

@@ -374,11 +374,14 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
 @lf_task(positional=["run"], help={
     "run": "the sweep to re-measure (id, unique prefix or 'latest')",
     "points": "only these ncmoe points (same syntax as --ncmoe; default: all of the run's points)",
-    "min_effect": "differences smaller than this never count as 'differs': 0.05 or 5% (default 5%)",
+    "min_effect": "the margin of the verdicts: within it 'same', beyond it 'differs' (0.05 or 5%; default 5%)",
     "allow_busy": _BENCH_HELP["allow_busy"],
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
-               "another machine; builds matched by backend when their keys differ)"})
-def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None):
+               "another machine; builds matched by backend when their keys differ)",
+    "launches": LAUNCH_HELP["launches"] + " (default: the first run's own)",
+    "max_launches": LAUNCH_HELP["max_launches"], "precision": LAUNCH_HELP["precision"]})
+def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None, launches=None, max_launches=None,
+              precision=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
     and say per point whether the two agree, judged on server starts: same within --min-effect, differs, or
     inconclusive (the starts cannot tell; add starts with --launches auto).
@@ -391,13 +394,18 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     from ..reproduce import verdict_between
 
     effect = parse_effect(min_effect, option="--min-effect")
+    lo = None
+    if launches is not None or max_launches is not None or precision is not None:
+        lo = parse_launches(launches or "auto", max_launches, precision)
     p = paths()
     with Store(p.store_db) as store:
         if against:
             v = verdict_between(store, run, against, effect)
         else:
+            seq = None if lo is None or lo.fixed is not None else {"max_launches": lo.policy.max_starts,
+                                                                  "precision": lo.policy.precision}
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                              min_effect=effect)
+                              min_effect=effect, launches=None if lo is None else (lo.policy.min_starts, seq))
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "re-run / first", "verdict"):
         t.add_column(col)
