@@ -80,6 +80,66 @@ def test_token_reaches_the_hub_but_never_the_host_it_redirects_to(tmp_path, hub_
     assert cdn.gets() and _auth(cdn) == [None] * len(cdn.log)
 
 
+@pytest.fixture
+def hub_and_attacker(monkeypatch) -> Iterator[tuple[Site, Site]]:
+    """The hub (the only origin that gets the token) and an attacker's server on another port."""
+    hub, evil = Site(), Site()
+    monkeypatch.setattr(dl, "HUB_ORIGINS", frozenset({("http", "127.0.0.1", hub.port)}))
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    yield hub, evil
+    hub.close()
+    evil.close()
+
+
+def _confusing(evil: Site, hub: Site) -> str:
+    """A URL that urlsplit reads as the hub (after the last '@') but requests sends to ``evil`` (it ends
+    the host at the backslash)."""
+    return f"http://127.0.0.1:{evil.port}\\@127.0.0.1:{hub.port}/org/repo/model.gguf"
+
+
+def test_a_url_the_parsers_read_differently_is_refused_and_the_token_never_leaves(tmp_path, hub_and_attacker):
+    hub, evil = hub_and_attacker
+    with pytest.raises(ModelError, match="read differently") as ei:
+        download(_confusing(evil, hub), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    assert ei.value.fix and "\n" not in str(ei.value)
+    assert "Bearer hf_secret_token" not in _auth(evil) and "Bearer hf_secret_token" not in _auth(hub)
+    assert not list(tmp_path.iterdir())
+    assert not is_hub(_confusing(evil, hub))
+    assert "Authorization" not in request_headers(_confusing(evil, hub))
+    assert not is_hub("https://ATTACKER\\@huggingface.co/o/r/m.gguf")
+
+
+def test_a_redirect_to_a_url_the_parsers_read_differently_never_carries_the_token(tmp_path, hub_and_attacker):
+    hub, evil = hub_and_attacker
+    plain = Site()
+    try:
+        plain.location = _confusing(evil, hub)
+        with pytest.raises(ModelError, match="read differently"):
+            download(plain.url(), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    finally:
+        plain.close()
+    assert {r["method"] for r in plain.log} == {"HEAD", "GET"}
+    assert "Bearer hf_secret_token" not in _auth(evil)
+
+
+def test_the_model_reference_with_a_confusing_url_is_one_clear_error(tmp_path, hub_and_attacker, monkeypatch):
+    hub, evil = hub_and_attacker
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ModelError, match="read differently"):
+        resolve_model(_confusing(evil, hub), Paths(tmp_path), progress=False)
+    assert "Bearer hf_secret_token" not in _auth(evil)
+
+
+@pytest.mark.parametrize("url", ["http://[::1/x.gguf", "https://huggingface.co:443\\x/m.gguf", "http://a:99999/m.gguf",
+                                 "https://huggingface.co\t/x.gguf", "http:///x.gguf"])
+def test_an_unparsable_url_reference_is_one_clear_error(url, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ModelError) as ei:
+        resolve_model(url, Paths(tmp_path), progress=False)
+    assert ei.value.fix
+    assert not (tmp_path / "cache").exists()
+
+
 # ---- the hub's hash -----------------------------------------------------------------------------
 def test_hub_sha256_is_read_from_the_redirect_not_the_cdn(tmp_path, hub_cdn, capsys):
     hub, cdn = hub_cdn

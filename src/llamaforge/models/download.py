@@ -41,6 +41,8 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import requests
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 from ..console import byte_progress, warning
 from ..errors import ModelError
@@ -67,18 +69,52 @@ def hf_url(owner_repo_file: str, revision: str = "main") -> str:
     return f"https://huggingface.co/{parts[0]}/{parts[1]}/resolve/{revision}/{'/'.join(parts[2:])}"
 
 
-def origin(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of a URL (port filled in for http/https), None if unparsable."""
+_PLAIN_URL = "write the URL plainly: http(s)://HOST[:PORT]/PATH (no backslash, whitespace or '@' before the host)"
+
+
+def _split_origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` as :func:`urllib.parse.urlsplit` reads ``url`` (None if it cannot)."""
     try:
         p = urlsplit(url)
-        port = p.port or _DEFAULT_PORTS.get(p.scheme.lower(), 0)
+        return (p.scheme.lower(), (p.hostname or "").lower(), p.port or _DEFAULT_PORTS.get(p.scheme.lower(), 0))
     except ValueError:
         return None
-    return (p.scheme.lower(), p.hostname or "", port) if p.hostname else None
+
+
+def connect_origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` that requests will connect to for ``url``, read from the URL as requests
+    prepares it (urllib3's parser, which ends the host at a backslash where ``urlsplit`` reads on to the
+    last ``@``). A URL that is not http(s), cannot be parsed, or that ``urlsplit`` reads as another
+    origin (before or after preparing) is refused: a check done with one parser must hold for the other."""
+    shown = redact_url(url)
+    if not url.lower().startswith(("http://", "https://")):
+        raise ModelError(f"{shown!r} is not an http(s) URL", "download the file by hand")
+    try:
+        prepared = requests.models.PreparedRequest()
+        prepared.prepare_url(url, None)
+        sent = parse_url(prepared.url or "")
+    except (requests.RequestException, LocationParseError, ValueError):
+        raise ModelError(f"cannot parse the URL {shown!r}", _PLAIN_URL) from None
+    scheme = (sent.scheme or "").lower()
+    got = (scheme, (sent.host or "").lower(), sent.port or _DEFAULT_PORTS.get(scheme, 0))
+    if not got[1] or _split_origin(url) != got or _split_origin(prepared.url or "") != got:
+        raise ModelError(f"the URL {shown!r} is read differently by URL parsers (requests would connect to "
+                         f"{got[1] or 'no host'}:{got[2]}), so it is refused", _PLAIN_URL)
+    return got
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` requests connects to for ``url`` (see :func:`connect_origin`); None for a
+    URL that is refused there."""
+    try:
+        return connect_origin(url)
+    except ModelError:
+        return None
 
 
 def is_hub(url: str) -> bool:
-    """True only for a URL whose (scheme, host, port) is exactly one of :data:`HUB_ORIGINS`."""
+    """True only for a URL whose (scheme, host, port), as requests will connect, is exactly one of
+    :data:`HUB_ORIGINS` and that every URL parser reads the same way."""
     return origin(url) in HUB_ORIGINS
 
 
@@ -113,21 +149,37 @@ class Announced:
     size: int | None = None
 
 
+def _request(s: requests.Session, method: str, url: str, extra: dict[str, str], timeout: float) -> requests.Response:
+    """One ``method`` on ``url``, no redirect followed. The request is prepared first and the token
+    decided from the prepared URL, the one the connection is made to (:func:`request_headers`)."""
+    want = connect_origin(url)
+    prep = s.prepare_request(requests.Request(method, url, headers=extra))
+    if connect_origin(prep.url or "") != want:
+        raise ModelError(f"the URL {redact_url(url)!r} changes origin when prepared, so it is refused", _PLAIN_URL)
+    prep.headers.update(request_headers(prep.url or ""))
+    settings = s.merge_environment_settings(prep.url, {}, True, None, None)
+    return s.send(prep, timeout=timeout, allow_redirects=False, **settings)
+
+
 def _send(s: requests.Session, method: str, url: str, extra: dict[str, str], timeout: float, *,
           stop: Callable[[str, str], bool]) -> requests.Response:
     """``method`` on ``url``, following redirects hop by hop with :func:`request_headers` computed
-    per hop, until ``stop(from_url, to_url)`` says so (the redirect response is then returned)."""
+    per hop, until ``stop(from_url, to_url)`` says so (the redirect response is then returned).
+    Every hop's URL goes through :func:`connect_origin` (a confusing one is refused, never sent)."""
     for _ in range(MAX_REDIRECTS + 1):
-        r = s.request(method, url, headers={**request_headers(url), **extra}, stream=True, timeout=timeout,
-                      allow_redirects=False)
+        r = _request(s, method, url, extra, timeout)
         loc = r.headers.get("Location")
         if not (r.is_redirect and loc):
             return r
-        nxt = urljoin(url, loc)
+        try:
+            nxt = urljoin(url, loc)
+        except ValueError:
+            r.close()
+            raise ModelError(f"{redact_url(url)} redirects to an unparsable URL", "download the file by hand") from None
         if stop(url, nxt):
             return r
         r.close()
-        if urlsplit(nxt).scheme.lower() not in ("http", "https"):
+        if not nxt.lower().startswith(("http://", "https://")):
             raise ModelError(f"{redact_url(url)} redirects to a non-http URL", "download the file by hand")
         url = nxt
     raise ModelError(f"too many redirects for {redact_url(url)}", "check the URL")
@@ -322,6 +374,7 @@ def download(url: str, dest: Path, *, sha256: str | None = None, progress: bool 
         sha256 = sha256.strip().lower()
         if not _SHA.match(sha256):
             raise ModelError(f"bad sha256 {sha256!r}", "give 64 hex digits after #sha256=")
+    connect_origin(url)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = _Part(dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json"))
     s = session or requests.Session()
