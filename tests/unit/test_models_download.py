@@ -188,6 +188,17 @@ def test_interrupted_download_resumes_with_range_and_if_range(tmp_path, site):
     assert not (tmp_path / "m.gguf.part").exists() and not (tmp_path / "m.gguf.part.json").exists()
 
 
+@pytest.mark.parametrize("cut", [(1 << 20) + 12345, 777, (2 << 20) + 1])
+def test_a_connection_dropped_mid_chunk_keeps_every_byte_received(tmp_path, site, cut):
+    site.cut_after = cut
+    with pytest.raises(ModelError, match="interrupted|incomplete"):
+        download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert (tmp_path / "m.gguf.part").read_bytes() == PAYLOAD[:cut]
+    dest = download(site.url(), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    assert site.gets()[-1]["headers"]["Range"] == f"bytes={cut}-"
+    assert dest.read_bytes() == PAYLOAD
+
+
 def test_206_from_the_wrong_offset_is_not_spliced_in(tmp_path, site):
     _cut_once(site, tmp_path / "m.gguf")
     site.range_mode = "wrong_offset"

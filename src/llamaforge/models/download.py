@@ -41,6 +41,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3
 from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 
@@ -295,6 +296,22 @@ def warn_unverified(dest: Path, ref: str, digest: str | None) -> None:
             f"its bytes (its sha256 is {digest or 'unknown'}). Pin it to check it: {pin}")
 
 
+def _body(r: requests.Response) -> Iterator[bytes]:
+    """The body as it arrives: each read returns what the connection has (up to :data:`CHUNK`), so a
+    connection dropped mid-chunk loses none of the bytes already received (``iter_content`` buffers up
+    to a whole chunk and drops it with the error). Read errors come out as ``requests.ConnectionError``."""
+    raw = r.raw
+    read = raw.read1 if hasattr(raw, "read1") else raw.read
+    while True:
+        try:
+            data = read(CHUNK, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise requests.ConnectionError(e) from None
+        if not data:
+            return
+        yield data
+
+
 @contextlib.contextmanager
 def _progress(total: int | None, label: str, enabled: bool, done: int) -> Iterator[Callable[[int], None]]:
     with byte_progress(label, enabled) as bar:
@@ -347,7 +364,7 @@ def _fetch(s: requests.Session, url: str, part: _Part, expected: str | None, hin
         h = sha256_hash(part.path) if have else hashlib.sha256()
         try:
             with open(part.path, "ab" if have else "wb") as f, _progress(total, label, progress, have) as advance:
-                for chunk in r.iter_content(CHUNK):
+                for chunk in _body(r):
                     if chunk:
                         f.write(chunk)
                         h.update(chunk)
