@@ -236,11 +236,41 @@ class _Part:
         return self.path.stat().st_size, meta
 
     def record(self, url: str, validator: dict | None, total: int | None) -> None:
-        self.meta_path.write_text(json.dumps({"url": _url_key(url), "validator": validator, "total": total}))
+        """Start a part: its record is written whole (a full disk leaves neither record nor part)."""
+        try:
+            write_whole(self.meta_path, json.dumps({"url": _url_key(url), "validator": validator, "total": total}))
+        except ModelError:
+            self.drop()
+            raise
 
     def drop(self) -> None:
         for p in (self.path, self.meta_path):
             p.unlink(missing_ok=True)
+
+
+_WRITABLE = "free disk space, or set LLAMAFORGE_CACHE to a writable folder with room for the model"
+
+
+def make_dir(path: Path) -> Path:
+    """``mkdir -p path``; a read-only or full filesystem, or a file in the way, is one clear error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"cannot create the folder {path}: {e.strerror or e}", _WRITABLE) from None
+    return path
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (through a temporary file and a rename); a full or
+    read-only filesystem is one clear error and leaves nothing behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ModelError(f"cannot write {path}: {e.strerror or e}", _WRITABLE) from None
 
 
 def _total(r: requests.Response, offset: int) -> int | None:
@@ -269,7 +299,7 @@ def write_record(dest: Path, url: str, digest: str, checked: str | None) -> dict
     st = dest.stat()
     rec = {"url": redact_url(url), "sha256": digest, "verified": checked is not None,
            "checked_against": checked, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "time": time.time()}
-    record_path(dest).write_text(json.dumps(rec, indent=1))
+    write_whole(record_path(dest), json.dumps(rec, indent=1))
     return rec
 
 
@@ -375,8 +405,8 @@ def _fetch(s: requests.Session, url: str, part: _Part, expected: str | None, hin
             raise ModelError(f"download of {redact_url(url)} was interrupted: {scrub(str(e), url)}",
                              "run the same command again to resume") from None
         except OSError as e:
-            raise ModelError(f"cannot write {part.path}: {e.strerror}",
-                             "free disk space or fix permissions, then retry") from None
+            raise ModelError(f"cannot write {part.path}: {e.strerror or e} (the bytes received so far are kept)",
+                             f"{_WRITABLE}; then run the same command again to resume") from None
     return h, total
 
 
@@ -392,7 +422,7 @@ def download(url: str, dest: Path, *, sha256: str | None = None, progress: bool 
         if not _SHA.match(sha256):
             raise ModelError(f"bad sha256 {sha256!r}", "give 64 hex digits after #sha256=")
     connect_origin(url)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(dest.parent)
     part = _Part(dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json"))
     s = session or requests.Session()
     hub = announced(s, url, timeout)
