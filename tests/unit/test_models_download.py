@@ -140,6 +140,17 @@ def test_an_unparsable_url_reference_is_one_clear_error(url, tmp_path, monkeypat
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("token", ["hf_secret_token\r\nX-Evil: 1", "hf_secret_token\nmore", "hf secret token"])
+def test_an_hf_token_with_a_line_break_is_refused_and_never_shown(tmp_path, hub_cdn, monkeypatch, capsys, token):
+    hub, cdn = hub_cdn
+    monkeypatch.setenv("HF_TOKEN", token)
+    with pytest.raises(ModelError, match="HF_TOKEN holds whitespace or a control character") as ei:
+        download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
+    shown = str(ei.value) + capsys.readouterr().err
+    assert "secret" not in shown and "Evil" not in shown and "more" not in shown
+    assert not hub.log and not cdn.log
+
+
 # ---- the hub's hash -----------------------------------------------------------------------------
 def test_hub_sha256_is_read_from_the_redirect_not_the_cdn(tmp_path, hub_cdn, capsys):
     hub, cdn = hub_cdn

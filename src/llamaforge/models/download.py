@@ -53,6 +53,7 @@ from ..redact import redact_url, scrub
 CHUNK = 1 << 20
 MAX_REDIRECTS = 10
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")      # a bearer token: visible ASCII, nothing that could end the header
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 
 # (scheme, host, port) that are the Hugging Face hub and get HF_TOKEN. Exact matches only; tests
@@ -122,8 +123,11 @@ def is_hub(url: str) -> bool:
 def request_headers(url: str) -> dict[str, str]:
     """Headers for one request to ``url``: ``HF_TOKEN`` only if ``url`` is the hub (see :func:`is_hub`)."""
     h = {"User-Agent": "llamaforge"}
-    token = os.environ.get("HF_TOKEN")
+    token = (os.environ.get("HF_TOKEN") or "").strip()
     if token and is_hub(url):
+        if not _TOKEN.match(token):   # a CR/LF would split the header: refuse, never show the value
+            raise ModelError(f"HF_TOKEN holds whitespace or a control character ({len(token)} characters; the "
+                             "value is not shown)", "set HF_TOKEN to the token alone (hf_..., one line)")
         h["Authorization"] = f"Bearer {token}"
     return h
 
