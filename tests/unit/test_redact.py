@@ -224,3 +224,15 @@ def test_reports_exports_and_runs_failed_of_an_old_store_show_no_secret(old_stor
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "bucket.example/x.tgz" in r.stdout and _clean22(r.stdout + r.stderr)
+
+
+def test_an_imported_source_commit_in_the_mirror_keeps_no_url_secret(tmp_path):
+    from llamaforge.sources.mirror import Mirror
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "CMakeLists.txt").write_text("x\n")
+    m = Mirror(tmp_path / "m.git")
+    sha = m.import_tree(root, "1234567abc", f"tarball:{SIGNED}", f"fetched from {GIT_ORIGIN[4:]}")
+    message = m.git(["cat-file", "commit", sha]).output
+    assert "origin: tarball:https://bucket.example/x.tgz?REDACTED" in message and _clean22(message)
