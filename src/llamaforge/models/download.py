@@ -6,7 +6,12 @@ and checked. What is defended (see SECURITY.md):
 * **The token goes to the hub only.** ``HF_TOKEN`` is sent as a bearer token only to ``https``
   URLs whose host is exactly ``huggingface.co`` or ``hf.co`` (default port). Redirects are followed
   here hop by hop, and each hop gets the token only if *it* is the hub: the CDN the hub redirects to
-  never sees it.
+  never sees it. The host is the one requests connects to (read from the prepared URL with urllib3's
+  parser); a URL that ``urlsplit`` reads as another host (``https://EVIL\\@huggingface.co/``) is
+  refused, never sent. A token with whitespace or control characters is refused, never shown.
+* **Nothing received is lost.** The body is read as it arrives, so a dropped connection leaves every
+  byte received in the part; records (``.part.json``, ``.download.json``) are written whole or not at
+  all, and a full or read-only cache is one clear error.
 * **The hub's hash is read where the hub sends it.** For LFS files the hub answers the resolve URL
   with a redirect carrying ``X-Linked-ETag`` (the sha256) and ``X-Linked-Size``; the CDN's final
   answer does not. So, like ``huggingface_hub``, a ``HEAD`` without following cross-host redirects
