@@ -28,6 +28,23 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHA_FRAGMENT = re.compile(r"^(?P<base>.*)#sha256=(?P<hex>[0-9A-Fa-f]{64})$")
 
 
+def _option_like_authority(rest: str) -> str | None:
+    """``"user"`` or ``"host"`` when the URL authority (``rest`` is what follows ``scheme://``) has a
+    user or host that starts with ``-`` (also percent-encoded, also in ``[...]``): git hands
+    ``user@host`` to ssh as one argument, so ``ssh://-oProxyCommand=CMD@h/x`` or
+    ``ssh://[-oProxyCommand=CMD]:22/x`` would be an option. Every ``@`` is looked at, not only the last."""
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    *users, hostport = authority.split("@")
+    host = hostport[1:] if hostport.startswith("[") else hostport
+
+    def dash(part: str) -> bool:
+        return part.startswith("-") or part.lower().startswith("%2d")
+
+    if any(dash(u) for u in users):
+        return "user"
+    return "host" if dash(host) else None
+
+
 def source_problem(kind: str, arg: str, sha256: str | None = None) -> tuple[str, str] | None:
     """Why ``kind:arg`` must not be used (problem, fix), or None when it is acceptable.
 
@@ -48,8 +65,9 @@ def source_problem(kind: str, arg: str, sha256: str | None = None) -> tuple[str,
             if m.group(1).lower() not in GIT_SCHEMES:
                 return (f"uses the URL scheme {m.group(1)!r}",
                         f"use one of {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path")
-            if arg[m.end():].rpartition("@")[2].startswith("-"):
-                return "has a host starting with \"-\"", "fix the host name"
+            bad = _option_like_authority(arg[m.end():])
+            if bad:
+                return f"has a {bad} starting with \"-\" (ssh would read it as an option)", f"fix the {bad}"
         elif "::" in arg or not _SCP.match(arg):
             return ("is not a git URL",
                     f"use {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path "
