@@ -7,8 +7,8 @@ Every example is a small GGUF: one of a few valid seeds written with the gguf pa
 tokenizer, a gemma3 with a sliding window, a hybrid with SSM and next-token-prediction layers), or one
 written by ``GGUFWriter`` from generated metadata and tensor names (wrong types, huge counts, absurd layer
 numbers); then mutated: huge or odd values written over its count, length, type, dimension and offset
-fields, flipped bytes, truncation. Each file goes through the reader (with and without arrays) and
-``model.info`` (the facts, their JSON and the table). Allowed outcomes: success, or a
+fields, flipped bytes, truncation. Each file goes through the reader (as ``model.info``, ``model.twin`` and
+the bench's UTF-8 guard read it) and ``model.info`` (the facts, their JSON and the table). Allowed outcomes: success, or a
 :class:`~llamaforge.errors.LlamaforgeError` whose message is one line with a fix. Anything else — an
 OverflowError, a MemoryError, a KeyError, a message with a line break — fails the run.
 """
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from llamaforge.commands.model import print_facts
 from llamaforge.console import console
 from llamaforge.errors import LlamaforgeError
-from llamaforge.models import gguf_info
+from llamaforge.models import gguf_info, utf8
 from llamaforge.models.gguf_read import parse_header
 
 _WIDTH = {VT.UINT8: 1, VT.INT8: 1, VT.BOOL: 1, VT.UINT16: 2, VT.INT16: 2, VT.UINT32: 4, VT.INT32: 4,
@@ -243,14 +243,16 @@ def _refused(e: LlamaforgeError) -> None:
 
 
 def check(path: Path, data: bytes, tally: Tally) -> None:
-    """The reader (both ways) and model.info on one file: success or one line with a fix, nothing else."""
+    """The reader (as model.info, model.twin and bench read), and model.info on one file: success or one line with a fix, nothing else."""
     path.write_bytes(data)
     tally.files += 1
-    for keep in (False, True):
+    for read in (lambda: parse_header(path, keep_arrays=False), lambda: gguf_info.read_plan(path),  # twin's read
+                 lambda: utf8.incomplete_utf8_tokens(path)):                                       # bench's read
         try:
-            parse_header(path, keep_arrays=keep)
+            read()
         except LlamaforgeError as e:
             _refused(e)
+    utf8._cached.cache_clear()
     try:
         facts = gguf_info.model_facts(path)
     except LlamaforgeError as e:
