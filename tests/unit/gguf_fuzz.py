@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import resource
+import shutil
 import struct
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,22 +158,20 @@ def _int_of(vt: VT) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(odd), st.integers(lo, hi))
 
 
-@st.composite
-def values(draw: st.DrawFn) -> tuple[object, VT, VT | None]:
-    """A metadata value of any type: the right one, or a wrong one (a string, a float, an array)."""
-    kind = draw(st.sampled_from(["int", "int", "string", "float", "bool", "array"]))
-    if kind == "int":
-        vt = draw(st.sampled_from(list(_INT_TYPES)))
-        return draw(_int_of(vt)), vt, None
-    if kind == "string":
-        return draw(st.text(max_size=12)), VT.STRING, None
-    if kind == "float":
-        return draw(st.floats(width=32)), VT.FLOAT32, None
-    if kind == "bool":
-        return draw(st.booleans()), VT.BOOL, None
-    sub = draw(st.sampled_from([VT.UINT32, VT.INT32, VT.BOOL, VT.STRING, VT.UINT64]))
-    elem = st.booleans() if sub == VT.BOOL else st.text(max_size=6) if sub == VT.STRING else _int_of(sub)
-    return draw(st.lists(elem, min_size=1, max_size=8)), VT.ARRAY, sub
+def _tagged(values: st.SearchStrategy, vt: VT, sub: VT | None = None) -> st.SearchStrategy:
+    return values.map(lambda v: (v, vt, sub))
+
+
+_ELEMENT = {VT.UINT32: _int_of(VT.UINT32), VT.INT32: _int_of(VT.INT32), VT.UINT64: _int_of(VT.UINT64),
+            VT.BOOL: st.booleans(), VT.STRING: st.text(max_size=6)}
+#: a metadata value of any type — the right one for its key, or a wrong one (a string, a float, an array);
+#: built once (building strategies per draw costs more than the reading being tested)
+VALUES = st.one_of(
+    st.one_of(*[_tagged(_int_of(vt), vt) for vt in _INT_TYPES]),
+    _tagged(st.text(max_size=12), VT.STRING), _tagged(st.floats(width=32), VT.FLOAT32),
+    _tagged(st.booleans(), VT.BOOL),
+    st.one_of(*[_tagged(st.lists(e, min_size=1, max_size=8), VT.ARRAY, sub) for sub, e in _ELEMENT.items()]))
+_KEYS = st.lists(st.sampled_from([f"{{arch}}.{k}" for k in _SUFFIXES] + _GLOBAL_KEYS), max_size=6, unique=True)
 
 
 _LAYER = st.one_of(st.integers(0, 5), st.sampled_from([4095, 4096, 2**31, 10**20]), st.integers(0, 10**30))
@@ -190,23 +191,29 @@ class Pool:
 POOL: Pool
 
 
+_NAMES = st.lists(st.one_of(_TENSOR, st.sampled_from(["token_embd.weight", "output.weight"])), max_size=4,
+                  unique=True)
+
+
 @st.composite
 def generated(draw: st.DrawFn) -> bytes:
-    """A file written by GGUFWriter from generated metadata and tensors."""
+    """A file written by GGUFWriter from generated metadata and tensors (a generated general.architecture,
+    an int or an array, replaces the string GGUFWriter starts with)."""
     arch = draw(st.sampled_from(_ARCHS))
-    keys = draw(st.lists(st.one_of(st.sampled_from(_SUFFIXES).map(lambda s: f"{arch}.{s}"),
-                                   st.sampled_from(_GLOBAL_KEYS)), max_size=6, unique=True))
-    kv = [(k, *draw(values())) for k in keys]
-    names = draw(st.lists(st.one_of(_TENSOR, st.sampled_from(["token_embd.weight", "output.weight"])),
-                          max_size=4, unique=True))
-    tensors = [(n, draw(_SHAPE)) for n in names]
-    # a generated general.architecture (an int, an array...) replaces the string GGUFWriter starts with
+    kv = [(k.format(arch=arch), *draw(VALUES)) for k in draw(_KEYS)]
+    tensors = [(n, draw(_SHAPE)) for n in draw(_NAMES)]
     return _write(POOL.work / "gen.gguf", arch, kv, tensors)
+
+
+_ODD_VALUE = {w: st.one_of(st.sampled_from(v), st.integers(0, 2 ** (8 * w) - 1)) for w, v in ODD.items()}
+_OP = st.sampled_from(["field", "field", "field", "flip", "truncate"])
+_BYTE = st.integers(0, 255)
 
 
 @st.composite
 def files(draw: st.DrawFn) -> bytes:
-    """A seed or a generated file, then up to 4 mutations."""
+    """A seed or a generated file, then up to 4 mutations (strategies built once: building them per draw
+    costs more than the reading being tested)."""
     if draw(st.integers(0, 3)) == 0:
         base = draw(generated())
         seed = Seed(base, header_fields(base))
@@ -214,14 +221,12 @@ def files(draw: st.DrawFn) -> bytes:
         seed = POOL.seeds[draw(st.integers(0, len(POOL.seeds) - 1))]
     data = bytearray(seed.data)
     for _ in range(draw(st.integers(0, 4))):
-        op = draw(st.sampled_from(["field", "field", "field", "flip", "truncate"]))
+        op = draw(_OP)
         if op == "field" and seed.fields:
-            off, width = draw(st.sampled_from(seed.fields))
-            v = draw(st.one_of(st.sampled_from(ODD[width]), st.integers(0, 2 ** (8 * width) - 1)))
-            data[off:off + width] = v.to_bytes(width, "little")
+            off, width = seed.fields[draw(st.integers(0, len(seed.fields) - 1))]
+            data[off:off + width] = draw(_ODD_VALUE[width]).to_bytes(width, "little")
         elif op == "flip" and data:
-            i = draw(st.integers(0, len(data) - 1))
-            data[i] = draw(st.integers(0, 255))
+            data[draw(st.integers(0, len(data) - 1))] = draw(_BYTE)
         elif op == "truncate":
             del data[draw(st.integers(0, len(data))):]
     return bytes(data)
@@ -267,6 +272,17 @@ def check(path: Path, data: bytes, tally: Tally) -> None:
 
 def main(examples: int, work: Path) -> int:
     logging.getLogger("gguf").setLevel(logging.ERROR)   # "Duplicated key name": wanted here
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):   # thousands of small files: a disk-backed /tmp is slow
+        work = Path(tempfile.mkdtemp(prefix="lf-gguf-fuzz-", dir=shm))
+    try:
+        return _run(examples, work)
+    finally:
+        if work.parent == shm:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(examples: int, work: Path) -> int:
     global POOL
     POOL = Pool(seeds(work), work)
     tally = Tally()
