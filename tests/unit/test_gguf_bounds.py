@@ -39,8 +39,10 @@ def _gguf(path: Path, arch: str = "gemma3", kv: dict | None = None, tensors: tup
             continue
         if isinstance(val, str):
             w.add_string(key, val)
+        elif val >= 1 << 32:
+            w.add_uint64(key, val)
         else:
-            w.add_uint64(key, val) if val >= 1 << 32 else w.add_uint32(key, val)
+            w.add_uint32(key, val)
     if tokens is not None:
         w.add_array("tokenizer.ggml.tokens", tokens)
     for name in tensors:
