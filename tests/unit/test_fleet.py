@@ -367,3 +367,61 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
                                points=make_points("0"))
         with pytest.raises(FleetError, match="both sides are one build"):
             run_host_compare(store, paths, f, other, "0", base_host="a", head_host="b")
+
+
+@pytest.mark.parametrize("name", ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "LD_PRELOAD",
+                                  "LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "PYTHONSTARTUP", "BASH_ENV",
+                                  "VK_ICD_FILENAMES", "GIT_SSH_COMMAND", "ld_preload", "HOME"])
+def test_env_that_could_run_code_on_the_host_is_refused_by_name(name):
+    """``GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=CMD`` ran CMD at the builder's
+    first ``git status``; only the allow-list (llamaforge's settings, GPU selection, proxies) may be set."""
+    body = f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "1"\n'
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(body)
+    assert f"env: {name} is not an allowed variable" in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.fix
+    assert "\n" not in str(e.value)
+
+
+def test_the_fsmonitor_attack_is_refused_as_a_whole():
+    body = ('[hosts.x]\ntarget = "h"\n[hosts.x.env]\nGIT_CONFIG_COUNT = "1"\nGIT_CONFIG_KEY_0 = "core.fsmonitor"\n'
+            'GIT_CONFIG_VALUE_0 = "touch /tmp/pwned"\n')
+    with pytest.raises(ConfigError, match="GIT_CONFIG_COUNT is not an allowed variable"):
+        parse_fleet(body)
+
+
+@pytest.mark.parametrize(("name", "fix"), [("LLAMAFORGE_WORKSPACE", 'workspace = "..."'),
+                                           ("LLAMAFORGE_MACHINE", 'machine = "..."'),
+                                           ("LLAMAFORGE_FLEET_LOG", "remove LLAMAFORGE_FLEET_LOG")])
+def test_env_the_fleet_sets_itself_points_at_the_host_table(name, fix):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "v"\n')
+    assert "set by llamaforge itself" in e.value.message and fix in e.value.fix
+
+
+def test_allowed_env_passes_through():
+    names = ["LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_LOCK_DIR", "CUDA_VISIBLE_DEVICES", "GGML_VK_VISIBLE_DEVICES",
+             "HIP_VISIBLE_DEVICES", "HTTPS_PROXY", "no_proxy"]
+    body = '[hosts.x]\ntarget = "h"\n[hosts.x.env]\n' + "".join(f'{n} = "v{i}"\n' for i, n in enumerate(names))
+    assert parse_fleet(body).hosts["x"].env == {n: f"v{i}" for i, n in enumerate(names)}
+
+
+def test_every_llamaforge_variable_the_code_reads_is_classified():
+    """A new LLAMAFORGE_* setting must be put on the allow-list (or in the fleet-set ones) deliberately."""
+    import re
+
+    from llamaforge.fleet import config as fleet_config
+
+    src = Path(fleet_config.__file__).resolve().parents[1]
+    used = {m for f in src.rglob("*.py") for m in re.findall(r"LLAMAFORGE_[A-Z0-9_]+", f.read_text())}
+    known = set(fleet_config.ENV_ALLOWED) | set(fleet_config._ENV_FROM_TABLE)
+    assert used - known == set(), "classify these in fleet/config.py (ENV_ALLOWED or _ENV_FROM_TABLE)"
+
+
+def test_a_fleet_file_that_is_not_utf8_is_one_line(tmp_path):
+    from llamaforge.fleet.config import load_fleet
+
+    f = tmp_path / "fleet.toml"
+    f.write_bytes(b'[hosts.x]\ntarget = "h\xff"\n')
+    with pytest.raises(ConfigError) as e:
+        load_fleet(f)
+    assert str(f) in e.value.message and "byte 0xff on line 2" in e.value.message and "UTF-8" in e.value.fix
