@@ -310,7 +310,7 @@ def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
 
 def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_interleaved(tmp_path, monkeypatch):
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare import CompareRequest, Side
+    from llamaforge.compare import CompareRequest, Side, verdict_word, worse_rows
     from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
 
     f, paths = _fake_fleet(tmp_path)
@@ -330,7 +330,7 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
 
     monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
     req = CompareRequest(base=Side("A", "default", "cpu"), head=Side("B", "default", "cpu"), model="synth:tiny",
-                         points=make_points("0"), repeats=8, rounds=4)
+                         points=make_points("0"), repeats=2, rounds=4)   # 2 requests per start, 4 starts
     with Store(paths.store_db) as store:
         cid = run_host_compare(store, paths, f, req, "0", base_host="a", head_host="b")
         run = store.get_run(cid)
@@ -342,10 +342,10 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
                                             "--launches=4", "--engine=server"]
         rows = {r["metric"]: r for r in run.summary["comparisons"]}
         tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
-        assert rows["tg"]["A"]["n"] == 8 and rows["tg"]["A"]["shape"].startswith("4")   # 4 launches per side
-        assert tg["verdict"] == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
+        assert (rows["tg"]["A"]["k"], rows["tg"]["A"]["n_requests"], rows["tg"]["A"]["shape"]) == (4, 8, "4×2")
+        assert tg["a"]["k"] == 4 and tg["b"]["k"] == 4        # the judge's replicates: the launches, not the requests
+        assert verdict_word(tg) == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
         assert not store.points(cid)   # the points stay in the two imported runs
-        from llamaforge.compare import worse_rows
 
         assert worse_rows(run) == []   # compare --fail-on-worse: B faster is not a failure; B slower is
         swapped = store.get_run(run_host_compare(store, paths, f, req, "0", base_host="b", head_host="a"))
