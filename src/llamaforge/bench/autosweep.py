@@ -30,7 +30,6 @@ from rich.table import Table
 
 from ..console import console, esc
 from ..errors import BenchError
-from ..stats import cluster_summary
 from ..store import Store
 from .adaptive import (
     AdaptiveOptions,
@@ -137,11 +136,11 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
 
 
 def tg_summary(p: Any) -> PointSummary | None:
-    """Median tg of a stored point with its 95 % cluster-bootstrap CI (``None``: failed or no tg)."""
+    """A stored point's tg as the judge sees it, from its requests grouped by server start
+    (:meth:`PointSummary.of`; ``None``: failed or no tg)."""
     if p is None or p.status != "ok":
         return None
-    cs = cluster_summary(p.launch_groups("tg_tps"))
-    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians, p.n_ctx) if cs else None
+    return PointSummary.of(p.launch_groups("tg_tps"), p.n_ctx)
 
 
 @dataclasses.dataclass
