@@ -7,7 +7,8 @@
 2. :func:`run_auto` starts an ordinary ``sweep`` run and lets :func:`adaptive_sweep` choose its
    points along the :class:`Axis` (``-ncmoe``, or ``-ngl`` for a dense model); each chosen point is
    measured by ``sweep.measure_points`` (the host and run locks, the busy-GPU check, ``--launches``
-   server starts, every launch stored as usual). A point that breaks the trend gets one more launch.
+   server starts, every launch stored as usual). A suspect (a point the judge finds faster than its
+   trend, :mod:`.adaptive`) gets one more launch.
    One drift sentinel per build ends the run (the plan's ``sentinel_every`` is not used: an adaptive
    run's length is not known in advance), at the build's cheapest measured point (least wall time
    per server start): a sentinel only watches the machine, so it should cost as little as possible.
