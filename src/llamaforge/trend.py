@@ -71,10 +71,12 @@ class SeriesInput:
     trend: int | None = None      # None: :func:`direction`
 
 
-def breaks(inputs: Sequence[SeriesInput], *, min_effect: float = MIN_EFFECT, method: str = "bh") -> list[Break]:
+def breaks(inputs: Sequence[SeriesInput], *, min_effect: float = MIN_EFFECT,
+           method: str | None = "bh") -> list[Break]:
     """Every point of every input that is faster than each of its reference neighbours, with the whole
     family of neighbour comparisons controlled by ``method``; for a point with two references the one
-    it beats least is reported."""
+    it beats least is reported. ``method=None``: each comparison alone, uncontrolled (the adaptive sweep's
+    *suspects*, which only decide where to measure next, never a conclusion)."""
     tests: list[tuple[SeriesInput, int, int, Judgement | None]] = []
     for si in inputs:
         pts = {x: s for x, s in si.points.items() if s}
@@ -84,7 +86,7 @@ def breaks(inputs: Sequence[SeriesInput], *, min_effect: float = MIN_EFFECT, met
             for nb in reference_neighbours(xs, x, trend):
                 j = judge(pts[nb], pts[x], min_effect=min_effect, prior_a=si.prior, prior_b=si.prior)
                 tests.append((si, x, nb, j))
-    controlled = control([t[3] for t in tests], method=method)
+    controlled = control([t[3] for t in tests], method=method) if method else [t[3] for t in tests]
     by_point: dict[tuple[str, str, int], list[tuple[int, Judgement | None]]] = {}
     for (si, x, nb, _j), j in zip(tests, controlled, strict=True):
         by_point.setdefault((si.name, si.metric, x), []).append((nb, j))
