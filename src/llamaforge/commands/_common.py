@@ -3,6 +3,7 @@ one red line and a non-zero exit, and small option parsers."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import sqlite3
@@ -13,33 +14,34 @@ from typing import Any
 from invoke import task as invoke_task
 
 from ..config import Pins, load_pins
-from ..console import debug_enabled, print_error
+from ..console import debug_enabled, harden_streams, print_error, quiet_broken_pipe
 from ..errors import ConfigError, LlamaforgeError
 from ..invoke_help import LfTask
 from ..paths import Paths
 
 
 def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
-    """Like ``invoke.task`` but user errors (and a damaged results store) print one line and exit
-    non-zero (no traceback unless ``LLAMAFORGE_DEBUG=1``); Ctrl-C exits 130 after children are killed;
-    options get only the short flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
+    """Like ``invoke.task`` but user errors (and a damaged results store, and a path the system refuses)
+    print one line and exit non-zero (no traceback unless ``LLAMAFORGE_DEBUG=1``); option values with
+    control characters or bytes that are not UTF-8 are refused before the task runs; a closed stdout
+    (``| head``) ends quietly; Ctrl-C exits 130 after children are killed; options get only the short
+    flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
 
     def wrap(fn: Callable) -> Any:
         @functools.wraps(fn)
         def body(*args: Any, **kwargs: Any) -> Any:
+            harden_streams()
             try:
-                return fn(*args, **kwargs)
-            except LlamaforgeError as e:
+                check_option_text(args[1:], kwargs)
+                out = fn(*args, **kwargs)
+                sys.stdout.flush()    # a closed pipe shows here, not as "Exception ignored" at exit
+                return out
+            except BrokenPipeError:
+                quiet_broken_pipe()
+            except (LlamaforgeError, sqlite3.Error, OSError) as e:
                 if debug_enabled():
                     raise
-                print_error(e)
-                sys.exit(e.exit_code)
-            except sqlite3.Error as e:   # the store went bad under us (a damaged page, a full disk)
-                if debug_enabled():
-                    raise
-                from ..store import store_error
-
-                err = store_error(paths().store_db, e)
+                err = _as_user_error(e)
                 print_error(err)
                 sys.exit(err.exit_code)
             except KeyboardInterrupt:
@@ -56,6 +58,59 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
         dargs = ()
         return wrap(fn)
     return wrap
+
+
+def _as_user_error(e: Exception) -> LlamaforgeError:
+    if isinstance(e, LlamaforgeError):
+        return e
+    if isinstance(e, sqlite3.Error):   # the store went bad under us (a damaged page, a full disk)
+        from ..store import store_error
+
+        return store_error(paths().store_db, e)
+    assert isinstance(e, OSError)
+    return os_error(e)
+
+
+#: errno -> the fix for a path the system refused
+_OS_FIXES = {errno.ENOSPC: "free space on that filesystem, or choose a location on another one",
+             errno.EDQUOT: "free space (your disk quota is full), or choose another location",
+             errno.EROFS: "choose a location on a writable filesystem",
+             errno.EACCES: "choose a location you may write to (or fix its permissions)",
+             errno.EPERM: "choose a location you may write to (or fix its permissions)",
+             errno.EISDIR: "give a file name, not a directory",
+             errno.ENOTDIR: "a part of that path is a file, not a folder: give another path",
+             errno.ENOENT: "check the path (its folder must exist)",
+             errno.ENAMETOOLONG: "give a shorter path"}
+
+
+def os_error(e: OSError) -> LlamaforgeError:
+    """An OSError the task did not expect (ENOSPC, EACCES, EISDIR ...) as one line naming the path and
+    the system's reason, with a fix."""
+    from ..redact import redact_text
+
+    what = e.strerror or type(e).__name__
+    if e.filename is not None:
+        where = f"{e.filename}" + (f" → {e.filename2}" if e.filename2 is not None else "")
+        msg = f"{where}: {what}"
+    else:
+        msg = redact_text(str(e)) or what
+    return LlamaforgeError(msg, _OS_FIXES.get(e.errno or -1, "check the path and try again"))
+
+
+def check_option_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse option values with control characters (``ESC``, a newline, C1, bidi overrides) or bytes that
+    were not UTF-8: no name, path, reference or list llamaforge takes has them, and they would reach the
+    store, the reports and the terminal."""
+    from ..visible import is_clean, visible
+
+    named = [(f"--{k.replace('_', '-')}", v) for k, v in kwargs.items()] + [("an argument", v) for v in args]
+    for what, value in named:
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and not is_clean(v):
+                kind = "a byte that is not UTF-8" if any(0xD800 <= ord(ch) <= 0xDFFF for ch in v) \
+                    else "a control character"
+                raise ConfigError(f"{what} '{visible(v, one_line=True)}' contains {kind}",
+                                  f"give {what} as plain text (UTF-8, no control characters)")
 
 
 def paths() -> Paths:

@@ -113,7 +113,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 @lf_task(help=_BENCH_HELP)
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
-          retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
+          retry_failed=False, threads=None, depths=None, load_timeout=600.0, request_timeout=900.0, bin_dir=None,
           name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None,
           max_points=None, time_budget=None, stable_after=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
