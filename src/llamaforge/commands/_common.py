@@ -6,9 +6,11 @@ from __future__ import annotations
 import errno
 import functools
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from invoke import task as invoke_task
@@ -79,18 +81,20 @@ _OS_FIXES = {errno.ENOSPC: "free space on that filesystem, or choose a location 
              errno.EPERM: "choose a location you may write to (or fix its permissions)",
              errno.EISDIR: "give a file name, not a directory",
              errno.ENOTDIR: "a part of that path is a file, not a folder: give another path",
+             errno.EEXIST: "a file is where a folder is needed: move it, or give another path",
              errno.ENOENT: "check the path (its folder must exist)",
              errno.ENAMETOOLONG: "give a shorter path"}
 
 
-def os_error(e: OSError) -> LlamaforgeError:
-    """An OSError the task did not expect (ENOSPC, EACCES, EISDIR ...) as one line naming the path and
-    the system's reason, with a fix."""
+def os_error(e: OSError, path: Path | None = None) -> LlamaforgeError:
+    """An OSError the task did not expect (ENOSPC, EACCES, EISDIR ...) as one line naming the path (the
+    error's own, else ``path``) and the system's reason, with a fix."""
     from ..redact import redact_text
 
     what = e.strerror or type(e).__name__
-    if e.filename is not None:
-        where = f"{e.filename}" + (f" → {e.filename2}" if e.filename2 is not None else "")
+    filename = e.filename if e.filename is not None else path
+    if filename is not None:
+        where = f"{filename}" + (f" → {e.filename2}" if e.filename2 is not None else "")
         msg = f"{where}: {what}"
     else:
         msg = redact_text(str(e)) or what
@@ -113,12 +117,72 @@ def check_option_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
                                   f"give {what} as plain text (UTF-8, no control characters)")
 
 
+#: the largest --seed (a signed 64-bit integer: what the store and every RNG take)
+SEED_MAX = 2**63 - 1
+
+
 def paths() -> Paths:
     return Paths.default()
 
 
 def pins() -> Pins:
     return load_pins(paths().pins_file)
+
+
+_MIN_FREE = 1 << 20    # an output folder on a filesystem with less free space than this is refused up front
+
+
+def writable_dir(value: Any, what: str) -> Path:
+    """An output folder (created later, when there is something to write) checked now: not a file, not
+    under a file, in a folder this user may write to, on a filesystem with at least 1 MiB free (a disk
+    that fills up while writing still shows then, as one line)."""
+    d = Path(str(value)).expanduser()
+    if d.exists() and not d.is_dir():
+        raise ConfigError(f"{what} {d} is a file, not a folder", f"give {what} a folder (it is created if missing)")
+    near = d
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if not near.is_dir():
+        raise ConfigError(f"{what} {d}: {near} is a file, not a folder", f"give {what} a folder path")
+    if not os.access(near, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {d}: {near} is not writable (read-only or not yours)",
+                          f"give {what} a folder you may write to")
+    st = os.statvfs(near)
+    if st.f_bavail * st.f_frsize < _MIN_FREE:
+        raise ConfigError(f"{what} {d}: the filesystem of {near} is full ({st.f_bavail * st.f_frsize // 1024} KiB free)",
+                          "free space there, or give a folder on another filesystem")
+    return d
+
+
+def write_output(value: Any, text: str, what: str) -> Path:
+    """Write an output file the user named (``--output``): refused in one line when it is a folder or
+    under a file; a regular file is written whole or not at all (temporary sibling, then renamed: a full
+    disk leaves nothing behind); a device or pipe (``/dev/stdout``) is written in place."""
+    out = Path(str(value)).expanduser()
+    if out.is_dir():
+        raise ConfigError(f"{what} {out} is a folder", f"give {what} a file name, e.g. {out / 'run.json'}")
+    near = out.parent
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if not near.is_dir():
+        raise ConfigError(f"{what} {out}: {near} is a file, not a folder", f"give {what} a path in a folder")
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.exists() and not out.is_file():
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+            return out
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except OSError as e:
+        raise os_error(e, out) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
 
 
 def csv_list(value: str | None, *, what: str = "value") -> list[str]:

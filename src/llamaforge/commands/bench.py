@@ -9,7 +9,8 @@ from ..console import console, esc, info, notice
 from ..effect import parse_effect
 from ..errors import BenchError, StoreError
 from ..store import Store
-from ._common import as_float, as_int, csv_list, lf_task, paths
+from ..visible import visible
+from ._common import SEED_MAX, as_float, as_int, csv_list, lf_task, paths, write_output
 
 _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., pypi:..., URL)",
@@ -104,7 +105,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                 request_timeout_s=request_timeout,
                 bench_depths=parse_int_list(depths, what="--depths", limit=1 << 24) if depths else [],
                 launches=as_int(launches, "--launches", minimum=1, maximum=1000),
-                seed=as_int(seed, "--seed", minimum=0) if seed is not None else None,
+                seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX) if seed is not None else None,
                 sentinel_every=as_int(sentinel_every, "--sentinel-every", minimum=0)
                 if sentinel_every is not None else None,
                 ctx=_int_option(ctx, "--ctx", None, minimum=16, fix="e.g. --ctx 8192, or leave it out to let llama.cpp fit"))
@@ -349,11 +350,9 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
 
     with Store(paths().store_db) as store:
         r = store.get_run(run)
-        text = export_run(store, r.id, format)
+        text = visible(export_run(store, r.id, format))   # CSV cells from data: no raw ESC (JSON is ASCII already)
         if output:
-            out = Path(output)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            out = write_output(output, text, "--output")
             info(esc(f"wrote {out} ({format}, run {r.id})"))
         else:
             if not text:

@@ -9,7 +9,7 @@ from ..console import console, esc, info, notice, print_error
 from ..effect import parse_effect
 from ..errors import LlamaforgeError
 from ..store import Store
-from ._common import as_float, as_int, lf_task, paths
+from ._common import as_float, as_int, lf_task, paths, writable_dir
 
 
 def _source(value) -> str | None:  # noqa: ANN001
@@ -129,6 +129,8 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     from ..report import write_report
 
     p = paths()
+    if out is not None:
+        writable_dir(out, "--out")     # before the endpoints are built and measured
     req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
                         model=model, repeats=_int(repeats, "--repeats"), source=_source(source),
                         n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)

@@ -16,7 +16,7 @@ from ..builds.backends import parse_backends
 from ..builds.doctor import check
 from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError
-from ._common import csv_list, lf_task, paths, pins
+from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 
 def available_backends() -> list[str]:
@@ -52,6 +52,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
 
     t0 = time.monotonic()
     p = paths()
+    _check_early(p, model=model, ncmoe=ncmoe, repeats=repeats, prompt_tokens=prompt_tokens, n_predict=n_predict,
+                 out=out)
     pin = pins().get(None)
     explicit = backends is not None
     names = [b.name for b in parse_backends(csv_list(backends, what="backend"))] if explicit else available_backends()
@@ -86,6 +88,23 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     total = time.monotonic() - t0
     console.print("[green]demo done[/] " + esc(f"in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}"))
     console.print(esc(f"report: {rp.html}\n        {rp.md}"))
+
+
+def _check_early(p, *, model: str, ncmoe: str | None, repeats: object, prompt_tokens: object, n_predict: object,
+                 out: str | None) -> None:  # noqa: ANN001
+    """Every option that can be checked without a build, checked before the builds (minutes) start."""
+    from ..bench.plan import make_points
+    from ..models import model_facts, resolve_model
+
+    as_int(repeats, "--repeats", minimum=1, maximum=10_000)
+    as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
+    as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
+    if ncmoe is not None:
+        make_points(ncmoe)
+    if out is not None:
+        writable_dir(out, "--out")
+    if not str(model).startswith(("synth:", "hf:", "pypi:", "https://", "http://")):
+        model_facts(resolve_model(model, p))     # a local file: read now (synthetic models need a build's vocab)
 
 
 TASKS = [demo]
