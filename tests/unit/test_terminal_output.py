@@ -71,6 +71,7 @@ def _hostile_store(ws: Path) -> str:
     plan["model"]["ref"] = f"synth:{EVIL}"
     db.execute("UPDATE runs SET name=?, plan_json=? WHERE id=?", (EVIL, json.dumps(plan), run_id))
     db.execute("UPDATE points SET log_tail=?, failure_detail=? WHERE status='failed'", (f"tail {EVIL}", f"detail {EVIL}"))
+    db.execute("UPDATE points SET build_info=?", (f"info {EVIL}",))   # a CSV column
     db.commit()
     db.close()
     return run_id
@@ -135,6 +136,8 @@ def test_export_to_stdout_carries_no_escape_sequence(ws, fmt):
     _clean(r.stdout, r.stderr)
     if fmt == "json":
         assert json.loads(r.stdout)["run"]["name"] == EVIL      # JSON keeps the value, escaped as \u001b
+    if fmt == "csv":
+        assert "info run\\x1b]52" in r.stdout
 
 
 def _gguf_named(path: Path, name: str) -> Path:
