@@ -186,6 +186,16 @@ def _expand(value: str, world: dict[str, str], new: Path) -> str:
     return value.format(**world, new=new)
 
 
+def _reset_consoles() -> None:
+    """Drop what a failed print left in rich's buffers, so one broken case cannot spoil the next."""
+    from llamaforge.console import console, err_console
+
+    for c in (console, err_console):
+        with contextlib.suppress(AttributeError):
+            del c._buffer[:]
+            c._buffer_index = 0
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """``llamaforge ARGV`` in-process, with strict UTF-8 stdout/stderr like a real terminal's."""
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
@@ -199,6 +209,8 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
         except BaseException:   # noqa: BLE001 - what the user would see as a traceback
             err.write(traceback.format_exc())
             code = -1
+        finally:
+            _reset_consoles()
     return code, out.buffer.getvalue().decode("utf-8", "replace"), err.buffer.getvalue().decode("utf-8", "replace")
 
 
@@ -242,3 +254,12 @@ def test_ENOSPC_really_happens_on_the_full_filesystem(world):
         f.write(b"\0" * 65536)
         f.flush()
     assert ei.value.errno == errno.ENOSPC
+
+
+def test_bisect_run_keeps_exit_128_for_refused_values(world, monkeypatch):
+    """`git bisect run` reads 1..127 as "bad": a value refused by lf_task must still stop the bisection."""
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", world["ws"])
+    monkeypatch.chdir(world["ws"])
+    for argv in (["--metric", TEXT["clear"]], ["--source", world["file"] + "\udcff"]):
+        code, _, err = run_cli(["bisect-run", *argv])
+        assert code == 128 and len(err.strip().splitlines()) == 1, err

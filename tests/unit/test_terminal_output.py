@@ -284,3 +284,11 @@ def test_export_to_a_full_filesystem_leaves_no_partial_file(ws, tmp_path):
         assert list(small.iterdir()) == []          # neither run.json nor its temporary sibling
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+def test_hardened_streams_write_what_they_cannot_encode():
+    """The consoles' last line of defence: a lone surrogate written to a strict UTF-8 stdout is escaped."""
+    code = "from llamaforge.console import harden_streams; harden_streams(); print('a\\udcffb')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
+                       env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert r.returncode == 0 and r.stdout == b"a\\udcffb\n", r.stderr

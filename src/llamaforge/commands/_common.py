@@ -27,7 +27,9 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
     print one line and exit non-zero (no traceback unless ``LLAMAFORGE_DEBUG=1``); option values with
     control characters or bytes that are not UTF-8 are refused before the task runs; a closed stdout
     (``| head``) ends quietly; Ctrl-C exits 130 after children are killed; options get only the short
-    flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`."""
+    flags of :data:`~llamaforge.invoke_help.SHORT_FLAGS`. ``error_exit`` replaces the exit status of
+    every such error (``bisect-run``: 128, which stops ``git bisect``)."""
+    error_exit = dkwargs.pop("error_exit", None)
 
     def wrap(fn: Callable) -> Any:
         @functools.wraps(fn)
@@ -45,7 +47,7 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
                     raise
                 err = _as_user_error(e)
                 print_error(err)
-                sys.exit(err.exit_code)
+                sys.exit(error_exit or err.exit_code)
             except KeyboardInterrupt:
                 from ..proc import kill_all
 

@@ -142,7 +142,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; report {rp.md} ({rp.html})"))
 
 
-@lf_task(name="bisect-run", help={
+@lf_task(name="bisect-run", error_exit=128, help={
     "metric": "tg or pp",
     "backend": "backend to build (default cpu)",
     "good_value": "t/s of a known good commit", "bad_value": "t/s of a known bad commit",
