@@ -28,6 +28,10 @@ from invoke.parser import parser as invoke_parser
 
 HELP_FLAGS = ("--help", "-h")
 
+#: task name -> the exit status of its errors when not 2 (``bisect-run``: 128, which stops ``git bisect``);
+#: filled by :func:`llamaforge.commands._common.lf_task`
+ERROR_EXIT: dict[str, int] = {}
+
 #: option name -> its short flag, the same in every task that has the option (and never -h)
 SHORT_FLAGS = {"model": "m", "backends": "b", "threads": "t", "json": "j", "out": "o", "output": "o"}
 
@@ -96,13 +100,13 @@ def _cast_or_refuse(method: Any, argument: Any) -> Any:
         try:
             method(self, value)
         except ValueError:
-            refuse_value(arg, value)
+            refuse_value(arg, value, ERROR_EXIT.get(getattr(self.context, "name", None) or "", 2))
 
     return patched
 
 
-def refuse_value(arg: Any, value: Any) -> NoReturn:
-    """Print ``--repeats 'abc' is not a whole number`` (with the fix) and exit 2."""
+def refuse_value(arg: Any, value: Any, code: int = 2) -> NoReturn:
+    """Print ``--repeats 'abc' is not a whole number`` (with the fix) and exit ``code``."""
     from .console import print_error
     from .errors import ConfigError
 
@@ -111,4 +115,4 @@ def refuse_value(arg: Any, value: Any) -> NoReturn:
     need, example = ("a whole number", "3") if getattr(arg, "kind", int) is int else ("a number", "1.5")
     err = ConfigError(f"{flag} {value!r} is not {need}", f"give {flag} {need}, e.g. {example}")
     print_error(err)
-    sys.exit(err.exit_code)
+    sys.exit(code)

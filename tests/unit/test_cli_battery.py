@@ -260,6 +260,6 @@ def test_bisect_run_keeps_exit_128_for_refused_values(world, monkeypatch):
     """`git bisect run` reads 1..127 as "bad": a value refused by lf_task must still stop the bisection."""
     monkeypatch.setenv("LLAMAFORGE_WORKSPACE", world["ws"])
     monkeypatch.chdir(world["ws"])
-    for argv in (["--metric", TEXT["clear"]], ["--source", world["file"] + "\udcff"]):
+    for argv in (["--metric", TEXT["clear"]], ["--source", world["file"] + "\udcff"], ["--repeats", "abc"]):
         code, _, err = run_cli(["bisect-run", *argv])
         assert code == 128 and len(err.strip().splitlines()) == 1, err

@@ -18,7 +18,7 @@ from invoke import task as invoke_task
 from ..config import Pins, load_pins
 from ..console import debug_enabled, harden_streams, print_error, quiet_broken_pipe
 from ..errors import ConfigError, LlamaforgeError
-from ..invoke_help import LfTask
+from ..invoke_help import ERROR_EXIT, LfTask
 from ..paths import Paths
 
 
@@ -32,6 +32,8 @@ def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
     error_exit = dkwargs.pop("error_exit", None)
 
     def wrap(fn: Callable) -> Any:
+        if error_exit:
+            ERROR_EXIT[dkwargs.get("name") or fn.__name__] = error_exit   # values the parser refuses, too
         @functools.wraps(fn)
         def body(*args: Any, **kwargs: Any) -> Any:
             harden_streams()
