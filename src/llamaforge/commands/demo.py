@@ -15,7 +15,7 @@ from ..builds import build as do_build
 from ..builds.backends import parse_backends
 from ..builds.doctor import check
 from ..console import console, esc, notice
-from ..errors import BenchError, LlamaforgeError
+from ..errors import BenchError, LlamaforgeError, ModelError
 from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 
@@ -94,7 +94,6 @@ def _check_early(p, *, model: str, ncmoe: str | None, repeats: object, prompt_to
                  out: str | None) -> None:  # noqa: ANN001
     """Every option that can be checked without a build, checked before the builds (minutes) start."""
     from ..bench.plan import make_points
-    from ..models import model_facts, resolve_model
 
     as_int(repeats, "--repeats", minimum=1, maximum=10_000)
     as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
@@ -103,8 +102,32 @@ def _check_early(p, *, model: str, ncmoe: str | None, repeats: object, prompt_to
         make_points(ncmoe)
     if out is not None:
         writable_dir(out, "--out")
-    if not str(model).startswith(("synth:", "hf:", "pypi:", "https://", "http://")):
-        model_facts(resolve_model(model, p))     # a local file: read now (synthetic models need a build's vocab)
+    _check_model_ref(str(model).strip(), p)
+
+
+def _check_model_ref(ref: str, p) -> None:  # noqa: ANN001
+    """The model reference's syntax (a local file: its header), without generating or downloading it."""
+    from urllib.parse import urlsplit
+
+    from ..models import model_facts, resolve_model
+    from ..models.presets import get_mix, get_preset
+    from ..models.refs import hf_cache_path, split_hash
+    from ..redact import redact_url
+
+    if ref.startswith("synth:"):       # synthetic models need a build's vocab: generated after the builds
+        parts = ref[len("synth:"):].split(":")
+        get_preset(parts[0])
+        if len(parts) > 1:
+            get_mix(parts[1])
+    elif ref.startswith("hf:"):
+        hf_cache_path(split_hash(ref[len("hf:"):])[0], p)
+    elif ref.startswith(("https://", "http://")):
+        try:
+            _ = urlsplit(ref).port
+        except ValueError as e:
+            raise ModelError(f"bad model URL {redact_url(ref)!r}: {e}", "give a URL like https://host/path/model.gguf") from None
+    elif not ref.startswith("pypi:"):
+        model_facts(resolve_model(ref, p))      # a local file: its header read now
 
 
 TASKS = [demo]
