@@ -171,6 +171,9 @@ def twin(c, src, out, seed=0, force=False):
 def fetch(c, ref, vocab_dir=None):
     """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
     p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
+    with open(p, "rb") as f:           # a local path is taken as it is: at least it must be a GGUF
+        if f.read(4) != b"GGUF":
+            raise ModelError(f"{p} is not a GGUF file", "give a .gguf model file or reference")
     say(esc(p))
     rec = download_record(p)
     if rec:
