@@ -8,7 +8,7 @@ from ..console import esc, info
 from ..effect import parse_effect
 from ..errors import StoreError
 from ..store import Store
-from ._common import lf_task, paths
+from ._common import lf_task, paths, writable_dir
 
 
 @lf_task(help={
@@ -26,6 +26,8 @@ def report(c, run, out=None, min_effect="5%", with_=None):
     from ..report import write_report
 
     effect = parse_effect(min_effect)
+    if out is not None:
+        writable_dir(out, "--out")
     db = paths().store_db
     if not db.is_file():
         raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")
