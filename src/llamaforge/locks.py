@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import LlamaforgeError
+from .pathsafe import component
 
 
 def _holder(f) -> int | None:  # noqa: ANN001 - an open text file
@@ -75,7 +75,7 @@ def exclusive_lock(path: Path, *, what: str, error: type[LlamaforgeError] = Llam
 
 def run_lock_path(store_path: Path, run_id: str) -> Path:
     """``locks/run-<id>.lock`` beside the store (the id made safe as a file name)."""
-    return Path(store_path).parent / "locks" / f"run-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.lock"
+    return Path(store_path).parent / "locks" / f"run-{component(run_id)}.lock"
 
 
 @contextlib.contextmanager

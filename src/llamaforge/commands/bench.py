@@ -83,6 +83,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     )
 
     # numbers first: a typo fails in a blink, before any model is resolved, downloaded or generated
+    extra_args = split_extra(extra)
     repeats = as_int(repeats, "--repeats", minimum=1, maximum=10_000)
     prompt_tokens = as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
     n_predict = as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
@@ -100,7 +101,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
                 pins=pin_names, engine=engine, repeats=repeats, prompt_tokens=prompt_tokens, n_predict=n_predict,
                 fit=FitOptions(fitt_mib=fitt, vram_budget_gib=vram_budget),
-                extra_args=split_extra(extra), threads=threads, load_timeout_s=load_timeout,
+                extra_args=extra_args, threads=threads, load_timeout_s=load_timeout,
                 request_timeout_s=request_timeout,
                 bench_depths=parse_int_list(depths, what="--depths", limit=1 << 24) if depths else [],
                 launches=as_int(launches, "--launches", minimum=1, maximum=1000),
@@ -130,7 +131,8 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
-    from ..bench.plan import DEFAULT_LAUNCHES, Plan
+    from ..bench.plan import DEFAULT_LAUNCHES
+    from ..bench.stored import stored_plan
     from ..bench.sweep import run_sweep
 
     launches = _int_option(launches, "--launches", DEFAULT_LAUNCHES, minimum=1,
@@ -144,10 +146,10 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
             run = store.get_run(resume)
             if run.kind != "sweep":
                 raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
-            plan = Plan.from_json(run.plan)
+            plan = stored_plan(run)   # the store is data: its arguments checked, its builds looked up here
             if not plan.model_path.is_file():
                 raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
+            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken), store=store, run_id=run.id)
             if run.plan.get("adaptive"):
                 from ..bench.autosweep import resume_auto
 
@@ -245,27 +247,17 @@ def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str
     return n
 
 
-def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> list:  # noqa: ANN001
+def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False, *, store: Store,  # noqa: ANN001
+                   run_id: str) -> list:
+    """The run's builds: the ``--bin-dir`` folder the user names, else by key from this machine's build root."""
     if bin_dir:
         from ..bench.external import external_build
+        from ..builds.backends import get_backend
 
-        b = external_build(Path(bin_dir), plan.backends[0])
-        return [b]
-    from ..builds import list_builds
+        return [external_build(Path(bin_dir), get_backend(str(plan.backends[0])).name)]
+    from ..bench.stored import local_builds
 
-    have = {b.key: b for b in list_builds(p)}
-    missing = [k for k in plan.build_keys if k not in have]
-    if missing:
-        raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
-                         "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
-    from ..builds.hostcpu import runs_here
-    from ..builds.verify import ensure_runnable
-
-    for k in plan.build_keys:
-        ok, why = runs_here(have[k].manifest)
-        if not ok:
-            raise BenchError(f"build {k} of this run is {why}", "resume the run on the machine that made it")
-    return [ensure_runnable(have[k], p, allow_broken=allow_broken) for k in plan.build_keys]
+    return local_builds(p, plan.build_keys, run_id=run_id, stored=store.get_build, allow_broken=allow_broken)
 
 
 @lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",
@@ -367,8 +359,10 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
     "min_effect": "differences smaller than this never count as 'differs': 0.05 or 5% (default 5%)",
     "allow_busy": _BENCH_HELP["allow_busy"],
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
-               "another machine; builds matched by backend when their keys differ)"})
-def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None):
+               "another machine; builds matched by backend when their keys differ)",
+    "bin_dir": "the folder of the run's external (--bin-dir) build, if it had one: a folder stored in a run is "
+               "never run"})
+def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None, bin_dir=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
     and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
@@ -386,7 +380,7 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
             v = verdict_between(store, run, against, effect)
         else:
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                              min_effect=effect)
+                              min_effect=effect, bin_dir=bin_dir)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
         t.add_column(col)

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..console import esc, info
 from ..effect import parse_effect
 from ..errors import StoreError
+from ..pathsafe import under
 from ..store import Store
 from ._common import lf_task, paths
 
@@ -27,7 +28,7 @@ def report(c, run, out=None, min_effect="5%"):
         raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")
     with Store(db) as store:
         run_id = store.get_run(run).id
-        out_dir = Path(out) if out else paths().results / "reports" / run_id
+        out_dir = Path(out) if out else under(paths().results / "reports", run_id)
         rp = write_report(store, run_id, out_dir, min_effect=effect)
     info(f"report for run [bold]{esc(run_id)}[/]:")
     info(esc(f"  html      {rp.html}"))
