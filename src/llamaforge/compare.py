@@ -295,4 +295,4 @@ def print_compare(store: Store, run_id: str) -> None:
                   "medians: n = server starts per side, not requests); CI: 95 % cluster bootstrap (launches, then "
                   "requests) of the median / of the ratio of medians")
     if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id}`)")
+        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")

@@ -292,10 +292,11 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
         info(f"run id: [bold]{esc(run_id)}[/]")
 
 
-@lf_task(help={"run": "show one run's points (id, name, unique id prefix or 'latest')", "kind": "only runs of this kind",
-               "failed": "with RUN: print the log tail of every failed point"})
+@lf_task(positional=["run"], help={
+    "run": "show one run's points (id, name, unique id prefix or 'latest'); `runs RUN` or `runs --run RUN`",
+    "kind": "only runs of this kind", "failed": "with RUN: print the log tail of every failed point"})
 def runs(c, run=None, kind=None, failed=False):
-    """List stored runs, or show one run's points."""
+    """List stored runs, or show one run's points (``llamaforge runs RUN``, ``llamaforge runs RUN --failed``)."""
     from rich.table import Table
 
     from ..bench.display import print_run
