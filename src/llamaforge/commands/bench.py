@@ -344,14 +344,27 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
         r = store.get_run(run)
         text = export_run(store, r.id, format)
         if output:
-            out = Path(output)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            out = _write_output(Path(output), text)
             info(esc(f"wrote {out} ({format}, run {r.id})"))
         else:
             if not text:
                 raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")
             sys.stdout.write(text)
+
+
+def _write_output(out: Path, text: str) -> Path:
+    """``export --output``: the file written whole through a temporary one, or one line (a folder given, a
+    full disk, no permission) with nothing half-written left behind."""
+    from ..files import write_problem, write_text_atomic
+
+    if out.is_dir():
+        raise StoreError(f"--output {out} is a folder", f"give a file name, e.g. --output {out / 'run.json'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out, text)
+    except OSError as e:
+        raise StoreError(*write_problem(out, e)) from None
+    return out
 
 
 @lf_task(positional=["run"], help={

@@ -8,7 +8,7 @@ from ..console import esc, info
 from ..effect import parse_effect
 from ..errors import StoreError
 from ..pathsafe import under
-from ..store import Store
+from ..store import Store, check_results_folder
 from ._common import lf_task, paths
 
 
@@ -24,6 +24,7 @@ def report(c, run, out=None, min_effect="5%"):
 
     effect = parse_effect(min_effect)
     db = paths().store_db
+    check_results_folder(db.parent, create=False)
     if not db.is_file():
         raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")
     with Store(db) as store:
