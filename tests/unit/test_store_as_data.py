@@ -289,3 +289,30 @@ def test_component_keeps_ordinary_ids_and_keeps_different_ids_apart():
         assert component(ok) == ok
     assert component("a/b") != component("a_b") and component("a b") != component("a_b")
 
+
+
+# ----------------------------------------------------------------------------------------- fleet
+
+
+@pytest.mark.parametrize(("args", "backends", "match"), [
+    (["--model=m.gguf", "--bin-dir=/tmp/planted"], "cpu", "fleet.bench never passes"),
+    (["--model=m.gguf", "--extra=--log-file /tmp/x"], "cpu", "does not allow: '--log-file'"),
+    (["--model=m.gguf"], "cpu,--upload-pack=x", "unknown backend"),
+    ("--model=m.gguf", "cpu", "no stored host options"),
+])
+def test_a_resumed_fleet_run_checks_its_stored_host_command_lines(store, tmp_path, args, backends, match):
+    from test_fleet import _fake_fleet
+
+    from llamaforge.errors import LlamaforgeError
+    from llamaforge.fleet.run import bench_all
+
+    fleet, paths = _fake_fleet(tmp_path)
+    plan = {"fleet": {"hosts": {"a": {"machine": "box-a"}}}, "bench_args": args, "host_backends": {"a": backends}}
+    run_id = store.new_run("fleet", plan, env={})
+    with pytest.raises(LlamaforgeError, match=match):
+        bench_all(store, paths, fleet, [], resume=run_id)   # no host is reached: the fake hosts do not exist
+
+
+def test_fleet_bench_checks_extra_before_reaching_any_host(ws):
+    err = one_error(cli(ws, "fleet.bench", "--model", "m.gguf", "--extra", "--slot-save-path /tmp"))
+    assert "does not allow: '--slot-save-path'" in err

@@ -22,6 +22,7 @@ from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
 from ..store import Store
+from . import BENCH_PASS
 from .config import Fleet, FleetHost
 from .install import check_version, file_sha256, install
 from .jobs import LineSink, Outcome, Progress, for_each_host
@@ -106,6 +107,28 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
     return run_id
 
 
+def check_stored_bench_args(run_id: str, plan: dict) -> None:
+    """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
+    ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
+    from ..bench.plan import split_extra
+    from ..builds.backends import parse_backends
+
+    fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
+    args = plan.get("bench_args")
+    if not isinstance(args, list):
+        raise FleetError(f"fleet run {run_id} has no stored host options", fix)
+    allowed = {"--" + k.replace("_", "-") for k in BENCH_PASS}
+    for a in args:
+        flag, _, value = str(a).partition("=")
+        if flag not in allowed:
+            raise FleetError(f"fleet run {run_id}'s stored host options include {str(a)[:80]!r}, which "
+                             "fleet.bench never passes", fix)
+        if flag == "--extra":
+            split_extra(value)
+    for backends in (plan.get("host_backends") or {}).values():
+        parse_backends(str(backends))
+
+
 def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[FleetHost]]:
     run = store.get_run(run_ref)
     if run.kind != FLEET_KIND:
@@ -117,6 +140,7 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
         if was != h.machine:
             raise FleetError(f"host {h.name} is machine {h.machine!r} in fleet.toml but {was!r} in run {run.id}",
                              "restore its machine = \"...\" in fleet.toml, or start a new fleet run")
+    check_stored_bench_args(run.id, run.plan)   # before any host is reached
     state = (run.summary or {}).get("hosts") or {}
     return run.id, [h for h in hosts if (state.get(h.name) or {}).get("status") != "ok"]
 
