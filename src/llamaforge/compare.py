@@ -1,31 +1,31 @@
-"""Commit (or backend) comparison: A vs B, measured interleaved, judged with Mann–Whitney U.
+"""Commit (or backend) comparison: A vs B, measured interleaved, judged on server starts.
 
 Sides: a pin name or a commit (with an optional ``--source`` for commits not in the mirror yet),
 each with its backend, so ``A`` and ``B`` may be two commits on one backend or two backends of one
 commit. Both are built through :func:`llamaforge.builds.build` (cached by key).
 
-How it interleaves, and why: the samples of one side are taken in ``rounds`` (default 3)
-separate processes — one llama-server start (or one llama-bench call) per side per point per
-round, each with its own warm-up that is discarded — in ABBA order (A B, then B A, then A B, ...).
-A process start is itself a source of variance (memory placement, thread pinning, page cache), so
-samples from several starts are more honest than ``repeats`` requests to one server; alternating
-the order cancels drift (thermal, other load) between the sides. Per round a side takes
-``ceil(repeats / rounds)`` samples, so ``repeats`` (≥ 4, default 6) is the minimum per side.
+How it measures: in rounds; each round starts one llama-server (or one llama-bench process) per side
+per open point, with its own discarded warm-up and ``repeats`` requests, in ABBA order (A B, then
+B A, ...), which cancels slow drift between the sides. A server start is the unit of replication
+(memory placement, thread pinning and clocks differ between starts, requests of one start share
+them), so every statistic is computed from start medians by the judge (:mod:`llamaforge.judge`):
+per point and metric the ratio B/A of the start-level centres with its 95 % CI and a three-way
+verdict — **same** within ±``--min-effect``, **differs** (better or worse), **inconclusive** — with
+Holm's method over all the points and metrics of the run.
 
-The statistics respect that nesting: requests of one server start are not independent, so each
-side is a list of launches (clusters). The test is Mann–Whitney U on the launch medians (``n`` =
-launches per side; 4 vs 4 is the smallest design that can reach p < 0.05, hence the default of
-4 rounds) and the ratio's CI comes from a cluster bootstrap (launches, then requests within them).
+``--launches auto`` (the default) starts with 3 rounds and adds a round, for the points whose verdict
+is still inconclusive only, until every verdict is settled or ``--max-launches`` is reached (then
+the point is *unresolved* and says so); each look spends part of α (:mod:`llamaforge.judge.sequential`).
+``--launches K`` measures exactly K rounds.
 
 Stored as a run of kind ``compare``: points labelled ``A.<round>`` / ``B.<round>`` (one stored
 point per server start; the side is the part before the dot), the plan JSON holds the base/head
-descriptions, the run summary holds the per-point, per-metric comparison (medians, ratio B/A
-with a bootstrap CI, p, the asv-like mark), and one ``probes`` row per side.
+descriptions, the run summary holds the per-point, per-metric judgements and where each point
+stopped, and one ``probes`` row per side.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,14 +36,14 @@ from rich.table import Table
 
 from .console import console, esc, notice
 from .errors import LlamaforgeError
+from .judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
+from .judge.sequential import DEFAULT_MAX_STARTS
 from .metrics import FIELDS
 from .records import build_manifest
-from .stats import MIN_REPEATS, ClusteredComparison, cluster_summary, compare_clustered
 from .store import Point, Probe, Run, Store
 
-DEFAULT_ROUNDS = 4
-#: launches per side below which Mann–Whitney on launch medians cannot reach p < 0.05
-MIN_ROUNDS_FOR_SIGNIFICANCE = 4
+#: requests per server start (each start also has its discarded warm-up)
+DEFAULT_REPEATS = 3
 
 
 class CompareError(LlamaforgeError):
@@ -69,9 +69,10 @@ class CompareRequest:
     head: Side
     model: str
     points: list = field(default_factory=list)        # bench.plan.PointSpec
-    repeats: int = 6
-    rounds: int = DEFAULT_ROUNDS
+    repeats: int = DEFAULT_REPEATS                     # requests per server start
+    rounds: int | None = None                          # server starts per side and point; None = auto
     min_effect: float = 0.05
+    max_launches: int = DEFAULT_MAX_STARTS
     engine: str = "server"
     prompt_tokens: int | None = None
     n_predict: int | None = None
@@ -79,21 +80,34 @@ class CompareRequest:
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.repeats < MIN_REPEATS:
-            raise CompareError(f"--repeats {self.repeats} is too few per side",
-                               f"use at least {MIN_REPEATS} (default 6): Mann–Whitney with 3 vs 3 samples never reaches p < 0.05")
-        if self.rounds < 1:
-            raise CompareError(f"--rounds must be at least 1 (got {self.rounds})", "e.g. --rounds 3")
+        if self.repeats < 1:
+            raise CompareError(f"--repeats must be at least 1 (got {self.repeats})",
+                               "e.g. --repeats 3 (requests per server start)")
+        if self.rounds is not None and self.rounds < 1:
+            raise CompareError(f"--launches must be at least 1 (got {self.rounds})", "e.g. --launches auto or --launches 5")
+        if self.rounds is None and self.max_launches < Policy().min_starts:
+            raise CompareError(f"--max-launches {self.max_launches} leaves --launches auto no room",
+                               f"give --max-launches {Policy().min_starts} or more (auto starts with "
+                               f"{Policy().min_starts} starts per side)")
         if not 0 <= self.min_effect < 1:
             raise CompareError(f"--min-effect {self.min_effect} is out of range", "give a fraction such as 0.05")
 
     @property
+    def policy(self) -> Policy:
+        """The sequential rule: auto = from 3 starts up to --max-launches; a fixed K = exactly K."""
+        if self.rounds is None:
+            return Policy(max_starts=self.max_launches)
+        return Policy(min_starts=self.rounds, max_starts=self.rounds)
+
+    @property
     def per_round(self) -> int:
-        return math.ceil(self.repeats / min(self.rounds, self.repeats))
+        """Requests per server start."""
+        return self.repeats
 
     @property
     def n_rounds(self) -> int:
-        return min(self.rounds, self.repeats)
+        """The most rounds the run can take."""
+        return self.policy.max_starts
 
 
 def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> Any:
@@ -129,63 +143,56 @@ def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
                 build_keys=[b.key for b in builds])
 
 
-def schedule(n_rounds: int, n_points: int) -> list[tuple[int, int, str]]:
-    """(round, point index, side) in measuring order: per round every point, sides ABBA-alternated."""
+def round_order(rnd: int, open_points: Sequence[int]) -> list[tuple[int, int, str]]:
+    """(round, point index, side) of one round in measuring order: every open point, sides ABBA-alternated."""
     out = []
-    for r in range(n_rounds):
-        for i in range(n_points):
-            order = ("A", "B") if (r + i) % 2 == 0 else ("B", "A")
-            out += [(r + 1, i, s) for s in order]
+    for i in open_points:
+        order = ("A", "B") if (rnd - 1 + i) % 2 == 0 else ("B", "A")
+        out += [(rnd, i, s) for s in order]
     return out
+
+
+def schedule(n_rounds: int, n_points: int) -> list[tuple[int, int, str]]:
+    """(round, point index, side) of ``n_rounds`` full rounds in measuring order."""
+    return [x for r in range(1, n_rounds + 1) for x in round_order(r, range(n_points))]
+
+
+def _compare_plan_json(req: CompareRequest, plan: Any, a: Any, b: Any) -> dict:
+    pj = plan.to_json()
+    pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
+                           "build": a.key, "commit": a.commit},
+                     "B": {"ref": req.head.ref, "backend": req.head.backend, "source": req.head.source,
+                           "build": b.key, "commit": b.commit},
+                     "repeats": req.repeats, "rounds": req.rounds if req.rounds is not None else "auto",
+                     "max_launches": req.policy.max_starts, "per_round": req.per_round,
+                     "min_effect": req.min_effect,
+                     "interleave": "ABBA, one process per side per open point per round"}
+    return pj
 
 
 def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[Any, Any] | None = None,
                 command: str | None = None, progress: bool = True) -> str:
-    """Build both sides, measure them interleaved, store and summarise; returns the run id."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .bench import measure_point
+    """Build both sides, measure them interleaved (rounds while a verdict is open), store and summarise;
+    returns the run id."""
+    from .bench.adjust import runtime_for
     from .bench.plan import resolve_model
     from .envinfo import collect_env
 
     a, b = builds or (build_side(paths, req.base), build_side(paths, req.head))
     model_path = resolve_model(req.model, paths)
     plan = _plan(req, model_path, (a, b))
-    from .bench.adjust import runtime_for
-
     for side in (a, b):
         runtime_for(side, plan)      # recorded quirks / lavapipe defaults: announced, kept in the plan
-    pj = plan.to_json()
-    pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
-                           "build": a.key, "commit": a.commit},
-                     "B": {"ref": req.head.ref, "backend": req.head.backend, "source": req.head.source,
-                           "build": b.key, "commit": b.commit},
-                     "repeats": req.repeats, "rounds": req.n_rounds, "per_round": req.per_round,
-                     "min_effect": req.min_effect, "interleave": "ABBA, one process per side per point per round"}
-    run_id = store.new_run("compare", pj, command=command, env=collect_env(),
+    run_id = store.new_run("compare", _compare_plan_json(req, plan, a, b), command=command, env=collect_env(),
                            name=f"compare {req.base.describe()} vs {req.head.describe()}")
     for bb in (a, b):
         store.add_build(build_manifest(bb), run_id)
     by_side = {"A": a, "B": b}
     spent = {"A": 0.0, "B": 0.0}
-    order = schedule(req.n_rounds, len(plan.points))
-    if req.n_rounds < MIN_ROUNDS_FOR_SIGNIFICANCE:
-        notice(f"{req.n_rounds} server start(s) per side: the test runs on launch medians, which cannot reach "
-               f"p < 0.05 with fewer than {MIN_ROUNDS_FOR_SIGNIFICANCE} per side (give --rounds 4 and --repeats ≥ 4)")
     status = "interrupted"
+    stops: dict[int, dict] = {}
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True, disable=not progress) as prog:
-            task = prog.add_task("compare", total=len(order))
-            for rnd, i, s in order:
-                spec = plan.points[i]
-                prog.update(task, description=f"round {rnd}/{req.n_rounds} ncmoe={spec.ncmoe} side {s}")
-                t0 = time.monotonic()
-                p = measure_point(by_side[s], model_path, spec, plan, store, run_id, label=f"{s}.{rnd}")
-                spent[s] += time.monotonic() - t0
-                if p.status != "ok":
-                    notice(f"side {s} round {rnd} ncmoe={spec.ncmoe} failed: {p.failure_class}: {p.failure_detail}")
-                prog.advance(task)
+        stops = _measure_rounds(req, plan, model_path, by_side, store, run_id, spent, progress)
         status = "done"
     finally:
         store.set_run_status(run_id, status)
@@ -193,8 +200,62 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
             ref = req.base if s == "A" else req.head
             store.add_probe(Probe(run_id, 0 if s == "A" else 1, bb.commit, (bb.manifest.get("source") or {}).get("subject"),
                                   bb.key, s, None, spent[s], None, ref.describe()))
-        store.set_run_summary(run_id, summarize_run(store, run_id, req.min_effect))
+        store.set_run_summary(run_id, summarize_run(store, run_id, req.min_effect, policy=req.policy, stops=stops))
     return run_id
+
+
+def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: dict, store: Store, run_id: str,
+                    spent: dict[str, float], progress: bool) -> dict[int, dict]:
+    """Rounds of ABBA starts over the open points; after the first ``min_starts`` rounds, a point stays open
+    while one of its verdicts is inconclusive. Returns, per point index, where it stopped and why."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .bench import measure_point
+
+    pol = req.policy
+    open_points = list(range(len(plan.points)))
+    stops: dict[int, dict] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not progress) as prog:
+        task = prog.add_task("compare", total=2 * len(open_points) * pol.min_starts)
+        rnd = 0
+        while open_points and rnd < pol.max_starts:
+            rnd += 1
+            for _r, i, s in round_order(rnd, open_points):
+                spec = plan.points[i]
+                prog.update(task, description=f"round {rnd} ncmoe={spec.ncmoe} side {s}")
+                t0 = time.monotonic()
+                p = measure_point(by_side[s], model_path, spec, plan, store, run_id, label=f"{s}.{rnd}")
+                spent[s] += time.monotonic() - t0
+                if p.status != "ok":
+                    notice(f"side {s} round {rnd} ncmoe={spec.ncmoe} failed: {p.failure_class}: {p.failure_detail}")
+                prog.advance(task)
+            if rnd >= pol.min_starts:
+                rows = comparisons(store, run_id, req.min_effect, alpha=pol.look_alpha)
+                still = _open_points(rows, plan.points)
+                for i in open_points:
+                    if i not in still:
+                        stops[i] = {"k": rnd, "status": "resolved", "reason": "every verdict settled"}
+                open_points = [i for i in open_points if i in still]
+                if open_points and rnd < pol.max_starts:
+                    prog.update(task, total=(prog.tasks[0].total or 0) + 2 * len(open_points))
+    for i in open_points:
+        stops[i] = {"k": rnd, "status": "unresolved" if pol.max_starts > pol.min_starts else "fixed",
+                    "reason": (f"still inconclusive at the maximum of {pol.max_starts} starts per side"
+                               if pol.max_starts > pol.min_starts else f"--launches {pol.max_starts}")}
+    return stops
+
+
+def _open_points(rows: list[dict], points: Sequence[Any]) -> set[int]:
+    """Indexes of ``points`` with a metric whose verdict is inconclusive (or not judged yet)."""
+    out = set()
+    for i, spec in enumerate(points):
+        for r in rows:
+            if (r["ncmoe"], r["ngl"]) == (spec.ncmoe, spec.ngl):
+                c = r.get("comparison")
+                if c is None or c.get("verdict") == INCONCLUSIVE:
+                    out.add(i)
+    return out
 
 
 def _groups(points: Sequence[Point], ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
@@ -207,53 +268,89 @@ def _groups(points: Sequence[Point], ncmoe: int, ngl: int, field_name: str) -> l
 
 
 def _side_dict(groups: list[list[float]]) -> dict | None:
-    cs = cluster_summary(groups)
-    if cs is None:
-        return None
-    return {**cs.to_dict(), "n": cs.n_requests, "shape": cs.shape}
+    e = estimate(Starts.of(groups))
+    return None if e is None else e.to_dict()
 
 
-def comparisons(store: Store, run_id: str, min_effect: float = 0.05) -> list[dict]:
-    """Per point and metric: side summaries and the comparison (B relative to A)."""
+def comparisons(store: Store, run_id: str, min_effect: float = 0.05, *, alpha: float | None = None) -> list[dict]:
+    """Per point and metric: side estimates and the judgement (B relative to A)."""
     pts = store.points(run_id)
     return compare_sides([p for p in pts if side_of(p.label) == "A"], [p for p in pts if side_of(p.label) == "B"],
-                         min_effect)
+                         min_effect, alpha=alpha)
 
 
-def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: float = 0.05) -> list[dict]:
-    """Per point (ncmoe, ngl) and metric: the two sides' summaries and B relative to A; each side's launches
-    (server starts) are its clusters."""
+def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: float = 0.05, *,
+                  alpha: float | None = None) -> list[dict]:
+    """Per point (ncmoe, ngl) and metric: the two sides' estimates and the judge's verdict on B relative to A,
+    with Holm's method over every point and metric (each side's server starts are its replicates)."""
     keys = sorted({(p.ncmoe, p.ngl) for p in [*pts_a, *pts_b]})
-    rows = []
+    cells = []
     for ncmoe, ngl in keys:
         for metric, fname in FIELDS.items():
             ga, gb = _groups(pts_a, ncmoe, ngl, fname), _groups(pts_b, ncmoe, ngl, fname)
-            c: ClusteredComparison | None = compare_clustered(ga, gb, min_effect=min_effect)
-            rows.append({"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
-                         "comparison": c.to_dict() if c else None})
-    return rows
+            kw = {"alpha": alpha} if alpha is not None else {}
+            cells.append((ncmoe, ngl, metric, ga, gb, judge(ga, gb, min_effect=min_effect, **kw)))
+    judged = control([c[5] for c in cells])
+    return [{"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
+             "comparison": j.to_dict() if j else None}
+            for (ncmoe, ngl, metric, ga, gb, _j), j in zip(cells, judged, strict=True)]
 
 
-def summarize_run(store: Store, run_id: str, min_effect: float = 0.05) -> dict:
+def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,
+                  stops: dict[int, dict] | None = None) -> dict:
     pts = store.points(run_id)
-    return {"comparisons": comparisons(store, run_id, min_effect), "min_effect": min_effect,
-            "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+    alpha = policy.look_alpha if policy is not None else None
+    out = {"comparisons": comparisons(store, run_id, min_effect, alpha=alpha), "min_effect": min_effect,
+           "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+    if policy is not None:
+        out["launches"] = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
+    if stops:
+        out["stops"] = {str(i): st for i, st in sorted(stops.items())}
+    return out
 
 
-_VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "no significant change"}
+def verdict_word(c: dict | None) -> str:
+    """``better`` / ``worse`` (differs, by direction), ``same``, ``inconclusive`` for a stored judgement."""
+    if not c:
+        return INCONCLUSIVE
+    v = c.get("verdict")
+    if v == "differs":
+        return "better" if c["ratio"] > 1 else "worse"
+    return str(v)
+
+
+_VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "same",
+            "inconclusive": "[yellow]inconclusive[/]"}
 
 
 def fmt_side(d: dict | None) -> str:
+    """A side's stored estimate: ``161.0 [150.2, 172.8] (3×3)``; old stores (median/ci) keep their shape."""
     if not d:
         return "–"
-    n = d.get("shape") or f"n={d['n']}"
-    return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] ({n})" + (" ⚠" if d.get("unstable") else "")
+    if "centre" not in d:   # stored before the judge
+        n = d.get("shape") or f"n={d.get('n')}"
+        return f"{d['median']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}] ({n})"
+    if d.get("modes"):
+        return "modes " + " / ".join(f"{m['centre']:.1f} ({m['k']})" for m in d["modes"]) + f" ({d['shape']})"
+    if d["kind"] == "ci":
+        return f"{d['centre']:.1f} [{d['low']:.1f}, {d['high']:.1f}] ({d['shape']})"
+    if d["kind"] == "range":
+        return f"{d['centre']:.1f} (range {d['low']:.1f}–{d['high']:.1f}, {d['shape']})"
+    return f"{d['centre']:.1f} ({d['shape']}, spread unknown)"
 
 
 def fmt_cmp(c: dict | None) -> tuple[str, str, str]:
+    """(ratio with its interval, p of the verdict or why there is none, verdict word)."""
     if not c:
-        return "–", "–", "same"
-    return (f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", c["verdict"])
+        return "–", "–", INCONCLUSIVE
+    if "verdict" in c and "low" in c:
+        if c.get("p_differs") is None:
+            lo, hi = c.get("start_range") or (c["low"], c["high"])
+            return f"{c['ratio']:.3f} (starts {lo:.3f}–{hi:.3f})", "– (< 3 starts)", verdict_word(c)
+        p = c["p_differs"] if c["verdict"] != "same" else c["p_same"]
+        return f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]", f"{p:.3g}", verdict_word(c)
+    mark = {"better": "better", "worse": "worse"}.get(c.get("verdict", ""), "same")   # stored before the judge
+    return f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", mark
 
 
 def side_text(d: dict) -> str:
@@ -266,8 +363,8 @@ def compare_table(run: Run) -> Table:
     c = run.plan.get("compare", {})
     a, b = c.get("A", {}), c.get("B", {})
     t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
-    for col in ("ncmoe", "metric", "A t/s median [CI] (launches×req)", "B t/s median [CI] (launches×req)", "B/A [CI]",
-                "p (launches)", "verdict"):
+    for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
+                "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for r in (run.summary or {}).get("comparisons", []):
         ratio, p, verdict = fmt_cmp(r["comparison"])
@@ -281,18 +378,29 @@ def worse_rows(run: Run) -> list[str]:
     out = []
     for r in (run.summary or {}).get("comparisons", []):
         c = r.get("comparison") or {}
-        if c.get("verdict") == "worse":
+        if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
-            out.append(f"{r['metric']} at {where} (B/A {c['ratio']:.3f}, p {c['p_value']:.3g})")
+            ci = f" [{c['low']:.3f}, {c['high']:.3f}]" if c.get("p_differs") is not None else " (assumed spread)"
+            out.append(f"{r['metric']} at {where} (B/A {c['ratio']:.3f}{ci})")
     return out
+
+
+def compare_note(s: dict) -> str:
+    """How a compare run's verdicts were reached, in one paragraph (terminal and report)."""
+    e = float(s.get("min_effect", 0.05))
+    launches = s.get("launches")
+    how = (f"--launches auto: rounds added while a verdict was open, up to {launches.get('max_launches')} starts per "
+           "side, each look at α/2" if isinstance(launches, dict) else f"{launches or 'fixed'} server start(s) per side")
+    return (f"Judged on server starts (requests of one start are not independent): B/A of the start-level centres "
+            f"with its 95 % CI; same = the CI lies within ±{e:.0%}, better/worse = it lies outside, inconclusive = it "
+            f"spans both; Holm's method over all points and metrics; {how}. With fewer than 3 starts a side, no CI or "
+            "p-value: the range of start ratios, and the verdict assumes a between-start spread.")
 
 
 def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))
     s = run.summary or {}
-    console.print(f"minimum effect {s.get('min_effect', 0.05):.0%}, α = 0.05 (Mann–Whitney U, two-sided, on launch "
-                  "medians: n = server starts per side, not requests); CI: 95 % cluster bootstrap (launches, then "
-                  "requests) of the median / of the ratio of medians")
+    console.print(esc(compare_note(s)))
     if s.get("failed"):
         notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")

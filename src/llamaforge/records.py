@@ -353,8 +353,9 @@ class CompareSection(Record):
     a: CompareSide | None = None
     b: CompareSide | None = None
     repeats: int | None = None
-    rounds: int | None = None
-    per_round: int | None = None
+    rounds: int | str | None = None       # server starts per side; "auto" for --launches auto
+    max_launches: int | None = None
+    per_round: int | None = None          # requests per server start
     min_effect: float | None = None
     interleave: str | None = None
     extra: dict = field(default_factory=dict)
@@ -430,6 +431,7 @@ class RunPlan(Record):
     warmup: bool | None = None
     bench_depths: list[int] = field(default_factory=list)
     launches: int | None = None
+    sequential: dict | None = None               # --launches auto: max_launches, precision, min_effect
     seed: int | None = None
     sentinel_every: int | None = None
     ctx: int | None = None
@@ -448,6 +450,19 @@ class RunPlan(Record):
     @property
     def model_ref(self) -> str:
         return str(self.model.ref or self.model.path or self.facts.name or "unknown model")
+
+    def differences(self, other: RunPlan) -> list[str]:
+        """What keeps two sweeps from being measurements of one plan (``[]``: the same plan): the model, the
+        engine, the prompt, the generation length, the fit the user asked for (budget, margin; the margins
+        derived from them may differ between machines), the extra arguments and a fixed context."""
+        out = ["model"] if self.model.ref != other.model.ref else []
+        for name in ("engine", "prompt_tokens_target", "n_predict", "extra_args", "ctx"):
+            if getattr(self, name) != getattr(other, name):
+                out.append(name.replace("_target", ""))
+        for name in ("vram_budget_gib", "fitt_mib"):
+            if getattr(self.fit, name, None) != getattr(other.fit, name, None):
+                out.append(f"fit {name}")
+        return out
 
 
 # ------------------------------------------------------------------------------ builds

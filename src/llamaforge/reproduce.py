@@ -3,13 +3,18 @@
 The new run uses the stored plan (model, options, engine, the same ``-fitt`` margins; its arguments
 checked like ``--extra``) and the very builds of the first run, by build key from this machine's build
 root (a stored folder is never run; an external build only from ``--bin-dir``), is stored as a sweep with
-``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point:
+``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point by the judge
+(:mod:`llamaforge.judge`) on server starts, the re-run over the first run, per metric:
 
-* a metric (pp, tg) **agrees** when the two 95 % CIs of the median overlap, or when the medians
-  differ by less than ``min_effect`` (5 %: a real but tiny difference is not a failure to reproduce);
-* a point **reproduces** when every metric both runs measured agrees (and both runs measured it OK).
+* **same** within ±``min_effect`` (the ratio's CI lies inside the band) → the metric *agrees*;
+* **differs** (the CI lies outside) → it does not;
+* **inconclusive** (the CI spans both) → the starts cannot tell: a noisy point no longer passes more
+  easily than a quiet one; it is reported as inconclusive, with the starts it would take.
 
-The one-line verdict reads ``14/16 points reproduce; Vulkan ncmoe 0 differs by +50 % (tg)``.
+A point **reproduces** when every metric is the same, **differs** when one differs, and is
+**inconclusive** otherwise; every metric of every point is one comparison of a family controlled
+with Holm's method. The one-line verdict reads ``3/16 points reproduce (same within ±5 %), 1 differs,
+12 inconclusive; Vulkan ncmoe 0 differs by +50 % (tg)``.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from .bench.schedule import SENTINEL_LABEL
 from .bench.telemetry import describe as describe_telemetry
 from .builds.backends import display_name
 from .errors import BenchError
+from .judge import DIFFERS, SAME, Judgement, Spread, Starts, control, judge, pooled
 from .machine import launch_machines, mixed_note
 from .metrics import pick_test
-from .stats import ClusterSummary, Summary, cluster_summary
 from .store import Point, Run, Store
 
 MIN_EFFECT = 0.05
@@ -34,27 +39,29 @@ SWEEP_KINDS = ("sweep",)
 @dataclass
 class MetricCheck:
     metric: str
-    a: Summary | ClusterSummary | None     # the cluster summary (CI over launches) for stored points
-    b: Summary | ClusterSummary | None
+    judgement: Judgement | None           # the re-run over the first run (start level, family-controlled)
 
     @property
     def change(self) -> float | None:
-        if self.a is None or self.b is None or not self.a.median:
-            return None
-        return self.b.median / self.a.median - 1
+        return None if self.judgement is None else self.judgement.ratio - 1
 
-    def agrees(self, min_effect: float = MIN_EFFECT) -> bool | None:
-        if self.a is None or self.b is None:
+    def agrees(self) -> bool | None:
+        """True: same within the margin; False: differs; None: inconclusive or not measured."""
+        if self.judgement is None:
             return None
-        overlap = self.a.ci_low <= self.b.ci_high and self.b.ci_low <= self.a.ci_high
-        return overlap or abs(self.change or 0.0) < min_effect
+        return {SAME: True, DIFFERS: False}.get(self.judgement.verdict)
+
+    def to_dict(self) -> dict:
+        j = self.judgement
+        return {"a": j.a.to_dict() if j else None, "b": j.b.to_dict() if j else None, "change": self.change,
+                "agrees": self.agrees(), "verdict": j.verdict if j else None, "judgement": j.to_dict() if j else None}
 
 
 @dataclass
 class PointCheck:
     name: str                          # "Vulkan ncmoe 0" (+ engine when not the server)
     key: tuple
-    status: str                        # reproduces | differs | failed | missing
+    status: str                        # reproduces | differs | inconclusive | failed
     metrics: list[MetricCheck] = field(default_factory=list)
     note: str = ""
     conditions: tuple[str, str] = ("", "")   # what telemetry saw while each side was measured
@@ -62,13 +69,17 @@ class PointCheck:
 
     @property
     def worst(self) -> MetricCheck | None:
-        diffs = [m for m in self.metrics if m.agrees() is False]
-        return max(diffs, key=lambda m: abs(m.change or 0.0)) if diffs else None
+        """The metric that decides the point's status: the largest change among those that differ, else among
+        the inconclusive ones."""
+        for want in (False, None):
+            hits = [m for m in self.metrics if m.agrees() is want and m.change is not None]
+            if hits:
+                return max(hits, key=lambda m: abs(m.change or 0.0))
+        return None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "note": self.note, "conditions": list(self.conditions),
-                "metrics": {m.metric: {"a": m.a.to_dict() if m.a else None, "b": m.b.to_dict() if m.b else None,
-                                       "change": m.change, "agrees": m.agrees()} for m in self.metrics}}
+                "metrics": {m.metric: m.to_dict() for m in self.metrics}}
 
 
 @dataclass
@@ -77,21 +88,32 @@ class Verdict:
     child: str
     points: list[PointCheck]
     not_remeasured: list[str] = field(default_factory=list)   # the parent's points the child did not measure
+    min_effect: float = MIN_EFFECT
+    family: str = ""                   # how the error rate over the points' verdicts was controlled
 
     @property
     def n_ok(self) -> int:
         return sum(1 for p in self.points if p.status == "reproduces")
 
+    def count(self, status: str) -> int:
+        return sum(1 for p in self.points if p.status == status)
+
     def line(self) -> str:
         if not self.points:
             return f"run {self.child} measured none of run {self.parent}'s points"
-        s = f"{self.n_ok}/{len(self.points)} points reproduce"
-        bad = [p for p in self.points if p.status != "reproduces"]
+        s = f"{self.n_ok}/{len(self.points)} points reproduce (same within ±{self.min_effect:.0%})"
+        s += "".join(f", {n} {word}" for word, st in (("differ", "differs"), ("inconclusive", "inconclusive"),
+                                                      ("failed", "failed")) if (n := self.count(st)))
+        bad = sorted((p for p in self.points if p.status != "reproduces"),
+                     key=lambda p: ("differs", "failed", "inconclusive").index(p.status)
+                     if p.status in ("differs", "failed", "inconclusive") else 3)
         parts = []
         for p in bad[:4]:
             w = p.worst
-            if w is not None and w.change is not None:
-                parts.append(f"{p.name} differs by {w.change:+.0%} ({w.metric}" + (f"; {p.note})" if p.note else ")"))
+            if w is not None and w.change is not None and w.judgement is not None:
+                how = "differs by" if p.status == "differs" else "inconclusive at"
+                parts.append(f"{p.name} {how} {w.change:+.0%} ({w.metric} {w.judgement.interval_text()}"
+                             + (f"; {p.note})" if p.note else ")"))
             else:
                 parts.append(f"{p.name} {p.status}" + (f" ({p.note})" if p.note else ""))
         if len(bad) > 4:
@@ -100,13 +122,25 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"parent": self.parent, "child": self.child, "line": self.line(), "reproduced": self.n_ok,
+                "differs": self.count("differs"), "inconclusive": self.count("inconclusive"),
+                "min_effect": self.min_effect, "family": self.family,
                 "not_remeasured": list(self.not_remeasured),
                 "points": [p.to_dict() for p in self.points]}
 
 
-def _metric_summary(p: Point, metric: str) -> ClusterSummary | None:
-    """The point's median and CI, clustered by launch (requests of one server are not independent)."""
-    return cluster_summary(p.launch_groups(f"{metric}_tps", pick_test(p, metric)))
+def _starts(p: Point, metric: str) -> Starts:
+    """The point's ``metric`` values by server start (requests of one server are not independent)."""
+    return Starts.of(p.launch_groups(f"{metric}_tps", pick_test(p, metric)))
+
+
+def _priors(points: list[Point]) -> dict[tuple[str, str], Spread | None]:
+    """Per (build, metric): the between-start spread measured for that build in that run (``judge.pooled``)."""
+    out: dict[tuple[str, str], Spread | None] = {}
+    for key in {p.build_key for p in points}:
+        for m in ("pp", "tg"):
+            out[(key, m)] = pooled([_starts(p, m) for p in points if p.build_key == key and p.status == "ok"],
+                                   what=f"build {key[:24]} in this run")
+    return out
 
 
 def conditions(p: Point) -> str:
@@ -142,22 +176,30 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
     left out: a subset reproduce measures only some). Drift sentinels are not points: they re-measure a
     reference point to watch the machine, and judging them again would count that point twice."""
     by_key = {p.key: p for p in parent if p.label != SENTINEL_LABEL}
-    out = []
     points = [p for p in child if p.label != SENTINEL_LABEL]
+    prior_a, prior_b = _priors(list(by_key.values())), _priors(points)
+    pending: list[tuple[Point, Point, str]] = []
+    out: list[PointCheck] = []
     for c in sorted(points, key=lambda p: (p.ncmoe, p.ngl, backend_of.get(p.build_key, ""), p.engine)):
         a = by_key.get(c.key)
-        name = _name(c, backend_of.get(c.build_key, "?"))
         if a is None:
             continue
+        name = _name(c, backend_of.get(c.build_key, "?"))
         if a.status != "ok" or c.status != "ok":
             same = a.status == c.status and a.failure_class == c.failure_class
             out.append(PointCheck(name, c.key, "reproduces" if same else "failed",
                                   note=_join(f"{a.failure_class or 'ok'} then {c.failure_class or 'ok'}",
                                              *machine_notes(a, c))))
             continue
-        checks = [MetricCheck(m, _metric_summary(a, m), _metric_summary(c, m)) for m in ("pp", "tg")]
-        checks = [m for m in checks if m.a is not None and m.b is not None]
-        status = "differs" if any(m.agrees(min_effect) is False for m in checks) else "reproduces"
+        pending.append((a, c, name))
+    raw = [judge(_starts(a, m), _starts(c, m), min_effect=min_effect, prior_a=prior_a.get((a.build_key, m)),
+                 prior_b=prior_b.get((c.build_key, m))) for a, c, _n in pending for m in ("pp", "tg")]
+    judged = iter(control(raw))
+    for a, c, name in pending:
+        checks = [MetricCheck(m, next(judged)) for m in ("pp", "tg")]
+        checks = [m for m in checks if m.judgement is not None]
+        verdicts = [m.agrees() for m in checks]
+        status = ("differs" if False in verdicts else "reproduces" if verdicts and all(verdicts) else "inconclusive")
         note = f"context {a.n_ctx} then {c.n_ctx}" if a.n_ctx and c.n_ctx and a.n_ctx != c.n_ctx else ""
         out.append(PointCheck(name, c.key, status, checks, _join(note, *machine_notes(a, c)),
                               (conditions(a), conditions(c))))
@@ -165,7 +207,9 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
     left = [_name(a, backend_of.get(a.build_key, "?"))
             for a in sorted(by_key.values(), key=lambda p: (backend_of.get(p.build_key, ""), p.ncmoe, p.ngl, p.engine))
             if a.key not in measured]
-    return Verdict(parent_id, child_id, out, left)
+    n = sum(1 for j in raw if j is not None)
+    family = f"Holm over {n} comparisons" if n > 1 else "one comparison"
+    return Verdict(parent_id, child_id, out, left, min_effect, family)
 
 
 def verdict_for(store: Store, parent: Run, child: Run, min_effect: float = MIN_EFFECT) -> Verdict:
@@ -179,6 +223,13 @@ def verdict_between(store: Store, first_ref: str, second_ref: str, min_effect: f
     two sessions or on two machines. Their builds are matched by key, or by backend when the keys differ
     (a rebuild on another machine gets another key), which needs one build per backend in each run."""
     first, second = sweep_run(store, first_ref), sweep_run(store, second_ref)
+    if first.id == second.id:
+        raise BenchError(f"--against names run {first.id} itself", "give another run of the same plan")
+    diff = first.plan_record.differences(second.plan_record)
+    if diff:
+        raise BenchError(f"run {second.id} is not a measurement of run {first.id}'s plan: {', '.join(diff)} differ",
+                         "judge runs made with the same `llamaforge bench` options (same model, engine, prompt, "
+                         "--n-predict, --vram-budget/--fitt, --extra)")
     b1, b2 = store.builds_for_run(first.id), store.builds_for_run(second.id)
     if {b.get("key") for b in b1} == {b.get("key") for b in b2}:
         return verdict_for(store, first, second, min_effect)
@@ -251,9 +302,10 @@ def _given_build(store: Store, run: Run, keys: list[str], bin_dir: str) -> list:
 
 def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = None, allow_busy: bool = False,
               command: str | None = None, progress: bool = True, min_effect: float = MIN_EFFECT,
-              bin_dir: str | None = None) -> Verdict:
+              launches: tuple[int, dict | None] | None = None, bin_dir: str | None = None) -> Verdict:
     """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
-    the new run's summary (``reproduce``)."""
+    the new run's summary (``reproduce``). ``launches``: (first K, the sequential settings or ``None`` for a
+    fixed K) instead of the first run's own; ``bin_dir``: the folder of the run's external build."""
     from .bench.stored import stored_plan
     from .bench.sweep import run_sweep
 
@@ -265,6 +317,8 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
+    if launches is not None:
+        plan.launches, plan.sequential = launches[0], (dict(launches[1], min_effect=min_effect) if launches[1] else None)
     child_id = run_sweep(plan, builds, store, command=command, name=f"reproduce {parent.id}",
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)

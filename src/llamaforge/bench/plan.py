@@ -136,7 +136,9 @@ class Plan:
     bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
     ctx: int | None = None        # -c for every point (else llama.cpp fits it, where the build can)
     build_keys: list[str] = field(default_factory=list)     # filled when the run starts
-    launches: int = 1                   # server starts per point (K)
+    launches: int = 1                   # server starts per point (K); with ``sequential``: the first K of each point
+    # --launches auto: {"max_launches", "precision", "min_effect"} (bench.sequential adds starts where a verdict is open)
+    sequential: dict | None = None
     seed: int | None = None             # schedule seed (drawn and recorded when the run starts)
     sentinel_every: int | None = None   # None = automatic (see bench.schedule); 0 = off
     # how a downloaded model was checked ({"sha256", "verified", "checked_against", ...}); read from the
@@ -193,6 +195,7 @@ class Plan:
             "warmup": self.warmup,
             "bench_depths": list(self.bench_depths),
             "launches": self.launches,
+            **({"sequential": dict(self.sequential)} if self.sequential else {}),
             "seed": self.seed,
             "sentinel_every": self.sentinel_every,
             "ctx": self.ctx,
@@ -214,6 +217,7 @@ class Plan:
                    load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
                    warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
                    build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
+                   sequential=dict(d["sequential"]) if isinstance(d.get("sequential"), dict) else None,
                    seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
                    ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"),
                    quirks=bool(d.get("quirks", True)),

@@ -6,10 +6,14 @@ end (:mod:`llamaforge.bench.schedule`); those launches are stored as a separate 
 test the reference's numbers against later measurements, and pooling would both hide the drift it
 detects and weight one point with more launches than the others.
 
-A sentinel launch *drifted* when its median lies outside the reference point's 95 % cluster CI and
-differs from the reference median by at least :data:`DRIFT_MIN_EFFECT` (so a very tight CI does not
-flag sub-percent wobble). Each flag names the points whose launches ran between the build's previous
-sentinel (or the start of the run) and this one: their numbers may carry the drift.
+A sentinel launch *drifted* when its median lies outside the **prediction interval for one new start**
+of the reference point (:func:`llamaforge.judge.next_start`: from the point's own starts, or with
+fewer than 3 the build's measured spread or the judge's stated conservative bound) and differs from
+the point's centre by at least :data:`DRIFT_MIN_EFFECT`. The yardstick is one new start because a
+sentinel *is* one new start: judged against the interval of the point's centre (or the range of two
+starts), a third start from the same distribution lands outside most of the time, and every point
+would be "measured during drift". Each flag names the points whose launches ran between the build's
+previous sentinel (or the start of the run) and this one: their numbers may carry the drift.
 
 Everything here is a pure function of the stored points, so terminal and report agree.
 """
@@ -21,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..console import console, esc
+from ..judge import Starts, next_start, pooled
 from ..metrics import FIELDS
-from ..stats import cluster_summary
 from ..store import Point
 from .schedule import SENTINEL_LABEL
 
@@ -38,8 +42,8 @@ class DriftFlag:
     sentinel: int                # which sentinel launch (1..S)
     seq: int                     # its position in the run's schedule
     value: float                 # the sentinel launch's median
-    ref_median: float
-    ref_ci: tuple[float, float]
+    ref_median: float            # the reference point's centre
+    ref_ci: tuple[float, float]  # the prediction interval of one new start of the reference point
     between: tuple[tuple[str, int, int, int], ...] = field(default=())   # (build, ncmoe, ngl, launch) in between
 
     @property
@@ -49,7 +53,8 @@ class DriftFlag:
     def describe(self) -> str:
         pts = sorted({(b, n, g) for b, n, g, _l in self.between})
         return (f"drift: {self.build_key} ncmoe={self.ncmoe} {self.metric} sentinel {self.sentinel} = {self.value:.1f} t/s, "
-                f"{self.change:+.1%} vs the point's {self.ref_median:.1f} [{self.ref_ci[0]:.1f}, {self.ref_ci[1]:.1f}]; "
+                f"{self.change:+.1%} vs the point's {self.ref_median:.1f} (one new start expected in "
+                f"[{self.ref_ci[0]:.1f}, {self.ref_ci[1]:.1f}]); "
                 f"{len(pts)} point(s) measured in between may carry it")
 
     def to_dict(self) -> dict:
@@ -69,7 +74,7 @@ def _launch_values(p: Point, metric: str) -> dict[int, list[float]]:
 
 
 def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT) -> list[DriftFlag]:
-    """Every sentinel launch whose median left its reference point's CI (see the module doc)."""
+    """Every sentinel launch whose median left the prediction interval of its reference point (module doc)."""
     sentinels = [p for p in points if p.label == SENTINEL_LABEL]
     regular = [p for p in points if p.label != SENTINEL_LABEL]
     # (seq, build, ncmoe, ngl, launch) of every regular launch
@@ -83,18 +88,19 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
             continue
         seq_of = {int(r.get("launch") or 1): int(r.get("seq") or 0) for r in sp.launches}
         for metric, fname in FIELDS.items():
-            cs = cluster_summary(ref.launch_groups(fname))
-            if cs is None:
+            prior = pooled([Starts.of(p.launch_groups(fname)) for p in regular
+                            if p.build_key == sp.build_key and p.status == "ok"])
+            pi = next_start(Starts.of(ref.launch_groups(fname)), prior=prior)
+            if pi is None:
                 continue
             prev = 0
             for launch, vals in sorted(_launch_values(sp, fname).items()):
                 seq = seq_of.get(launch, 0)
                 value = statistics.median(vals)
-                outside = value < cs.ci_low or value > cs.ci_high
-                if outside and cs.median and abs(value / cs.median - 1) >= min_effect:
+                if not pi.contains(value) and abs(value / pi.centre - 1) >= min_effect:
                     between = tuple(sorted((b, n, g, lch) for q, b, n, g, lch in timeline if prev < q < seq))
-                    flags.append(DriftFlag(sp.build_key, sp.ncmoe, sp.ngl, metric, launch, seq, value, cs.median,
-                                           (cs.ci_low, cs.ci_high), between))
+                    flags.append(DriftFlag(sp.build_key, sp.ncmoe, sp.ngl, metric, launch, seq, value, pi.centre,
+                                           (pi.low, pi.high), between))
                 prev = seq
     return sorted(flags, key=lambda f: (f.seq, f.metric))
 

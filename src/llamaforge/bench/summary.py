@@ -1,44 +1,57 @@
-"""Summaries of stored points and runs: medians, IQR and CIs per test (warm-ups excluded), the
-nested statistics over launches, and a run's counts and times."""
+"""Summaries of stored points and runs: the judge's estimate per test (centre from the server starts,
+with what K allows: CI, range or one start; warm-ups excluded), and a run's counts and times."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..judge import Estimate, Starts, estimate
 from ..machine import hosts_of, launch_machines
-from ..stats import cluster_summary, summarize
 from ..store import Point, Store
+
+#: a spread (between starts, or within one) above this is flagged ⚠ (the headline names it)
+UNSTABLE_SPREAD = 0.10
+
+
+def unstable(e: Estimate | None) -> bool:
+    """More than :data:`UNSTABLE_SPREAD` between starts (≥ 2 starts) or between requests inside a start."""
+    if e is None:
+        return False
+    between = e.spread.sd if e.spread is not None else 0.0
+    return max(between, e.within or 0.0) > UNSTABLE_SPREAD
+
+
+def _estimate(p: Point, field_name: str, test: str) -> Estimate | None:
+    return estimate(Starts.of(p.launch_groups(field_name, test)))
 
 
 def point_summary(p: Point) -> dict:
-    """Median/IQR/CI (``stats.summarize``) of pp and tg per test, warm-ups excluded, plus the nested
-    statistics over launches (``pp_cluster``/``tg_cluster``: ``stats.cluster_summary``)."""
+    """The judge's estimate (:class:`~llamaforge.judge.Estimate`) of pp and tg per test, warm-ups excluded."""
     tests = sorted({s.test for s in p.samples if not s.warmup}) or [""]
     out: dict[str, Any] = {}
+    flagged = False
     for test in tests:
-        pp = summarize(p.measured("pp_tps", test))
-        tg = summarize(p.measured("tg_tps", test))
         key = test or "server"
-        out[key] = {"pp": pp.to_dict() if pp else None, "tg": tg.to_dict() if tg else None}
+        out[key] = {}
         for m, f in (("pp", "pp_tps"), ("tg", "tg_tps")):
-            cs = cluster_summary(p.launch_groups(f, test))
-            out[key][f"{m}_cluster"] = cs.to_dict() if cs else None
-    out["unstable"] = any((v or {}).get(m) and v[m]["unstable"] for v in out.values() if isinstance(v, dict)
-                          for m in ("pp", "tg"))
+            e = _estimate(p, f, test)
+            out[key][m] = e.to_dict() if e else None
+            flagged = flagged or unstable(e)
+    out["unstable"] = flagged
     return out
 
 
 def fmt_metric(p: Point, metric: str, *, with_n: bool = True) -> str:
-    """``median [95 % cluster CI]`` per test (``⚠`` when CV > 10 %), with K×R unless ``with_n`` is off."""
+    """The estimate per test (``Estimate.fmt``; ``⚠`` above :data:`UNSTABLE_SPREAD`), with K×R unless ``with_n``
+    is off."""
     tests = sorted({s.test for s in p.samples if not s.warmup and getattr(s, metric) is not None})
     parts = []
     for t in tests or [""]:
-        s = summarize(p.measured(metric, t))
-        cs = cluster_summary(p.launch_groups(metric, t))
-        if s and cs:
-            txt = f"{cs.median:,.1f}" + (f" [{cs.ci_low:,.1f}, {cs.ci_high:,.1f}]" if cs.n_requests > 1 else "")
-            txt += (f" ({cs.shape})" if with_n else "") + (" ⚠" if s.unstable else "")
-            parts.append((f"{t}: " if t else "") + txt)
+        e = _estimate(p, metric, t)
+        if e is None:
+            continue
+        txt = e.fmt(1) if with_n else f"{e.centre:,.1f}"
+        parts.append((f"{t}: " if t else "") + txt + (" ⚠" if unstable(e) else ""))
     return "; ".join(parts) or "–"
 
 
@@ -46,8 +59,8 @@ def shape(p: Point) -> str:
     """``K×R`` (launches × requests per launch) of a point's measured samples."""
     metric = "tg_tps" if any(s.tg_tps is not None for s in p.samples) else "pp_tps"
     test = next((s.test for s in reversed(p.samples) if not s.warmup), "")
-    cs = cluster_summary(p.launch_groups(metric, test), n_resamples=1)
-    return cs.shape if cs else "–"
+    st = Starts.of(p.launch_groups(metric, test))
+    return st.shape if st else "–"
 
 
 def machines_summary(points: list[Point]) -> dict:

@@ -45,6 +45,7 @@ from .fit import resolve_fit
 from .plan import BuildLike, Plan, PointSpec
 from .schedule import SENTINEL_LABEL, default_sentinel_every, remaining, sweep_schedule
 from .sentinel import drift_flags, print_drift
+from .sequential import extend
 from .server import PointFailure, read_log_tail
 from .summary import run_summary
 from .telemetry import flags as telemetry_flags
@@ -274,6 +275,9 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
         if driver is None:
             measure_points(items, plan, store, run_id, retry_failed=retry_failed, progress=progress,
                            allow_busy=allow_busy, host_busy=host_busy)
+            extend(items, plan, store, run_id,
+                   lambda its, pl: measure_points(its, pl, store, run_id, progress=progress, allow_busy=allow_busy,
+                                                  host_busy=host_busy))
         else:
             state = SweepState()
             driver(lambda its, pl: measure_points(its, pl, store, run_id, retry_failed=retry_failed,

@@ -10,6 +10,8 @@ from ..effect import parse_effect
 from ..errors import BenchError, StoreError
 from ..store import Store
 from ._common import as_float, as_int, csv_list, lf_task, paths
+from .launches import HELP as LAUNCH_HELP
+from .launches import LaunchOptions, parse_launches
 
 _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., pypi:..., URL)",
@@ -25,8 +27,10 @@ _BENCH_HELP = {
     "ngl": "optional -ngl sweep, same syntax (default: all layers); the sweep axis for a dense model, where "
            "auto sweeps it adaptively like --ncmoe auto",
     "repeats": "measured requests per launch after one discarded warm-up (default 3)",
-    "launches": "separate llama-server starts per point, interleaved across points and builds (default 2; "
-                "1 = between-process spread not measured)",
+    "launches": LAUNCH_HELP["launches"] + "; starts are interleaved across points and builds (1 = between-start "
+                "spread not measured)",
+    "max_launches": LAUNCH_HELP["max_launches"],
+    "precision": LAUNCH_HELP["precision"],
     "seed": "seed of the randomised launch order (default: drawn and recorded in the run)",
     "sentinel_every": "re-measure each build's first point every N launches and at the end to detect drift "
                       "(default: 10 for sweeps of more than 10 points × builds, else off; 0 = off)",
@@ -70,8 +74,9 @@ def _builds(p, backends: list[str], pin_list: list[str | None], bin_dir: str | N
 def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[str], ncmoe: str, ngl: str | None,
                        repeats: int, engine: str, prompt_tokens: int, n_predict: int, vram_budget: float | None,
                        fitt: int | None, extra: str | None, threads: int | None, depths: str | None,
-                       load_timeout: float, request_timeout: float, launches: int = 1, seed: int | None = None,
-                       sentinel_every: int | None = None, ctx: int | None = None):  # noqa: ANN001, ANN202
+                       load_timeout: float, request_timeout: float, launches: int | LaunchOptions = 1,
+                       seed: int | None = None, sentinel_every: int | None = None,
+                       ctx: int | None = None):  # noqa: ANN001, ANN202
     from ..bench.plan import (
         FitOptions,
         Plan,
@@ -92,6 +97,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     threads = as_int(threads, "--threads", minimum=1, maximum=4096) if threads else None
     load_timeout = as_float(load_timeout, "--load-timeout", positive=True)
     request_timeout = as_float(request_timeout, "--request-timeout", positive=True)
+    lo = launches if isinstance(launches, LaunchOptions) else parse_launches(launches)
     model_path = resolve_model(model, p).resolve()
     facts = read_facts(model_path)
     n_layers = facts.get("n_layers")
@@ -104,7 +110,9 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                 extra_args=extra_args, threads=threads, load_timeout_s=load_timeout,
                 request_timeout_s=request_timeout,
                 bench_depths=parse_int_list(depths, what="--depths", limit=1 << 24) if depths else [],
-                launches=as_int(launches, "--launches", minimum=1, maximum=1000),
+                launches=lo.policy.min_starts,
+                sequential=None if lo.fixed is not None else {"max_launches": lo.policy.max_starts,
+                                                              "precision": lo.policy.precision, "min_effect": 0.05},
                 seed=as_int(seed, "--seed", minimum=0) if seed is not None else None,
                 sentinel_every=as_int(sentinel_every, "--sentinel-every", minimum=0)
                 if sentinel_every is not None else None,
@@ -115,15 +123,18 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
-          name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches=None, seed=None, sentinel_every=None, ctx=None,
-          max_points=None, time_budget=None, stable_after=None):
+          name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches="auto", max_launches=None,
+          precision=None, seed=None, sentinel_every=None, ctx=None, max_points=None, time_budget=None, stable_after=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
-    Each point is measured in --launches separate llama-server starts (no -c: llama.cpp fits the context;
-    --ctx N fixes it), interleaved with the other points and builds, each with one discarded warm-up and
-    --repeats measured requests; results go to the store (results/llamaforge.sqlite). Interrupted runs
-    continue with --resume RUN. Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
+    Each point is measured in separate llama-server starts (no -c: llama.cpp fits the context; --ctx N fixes
+    it), interleaved with the other points and builds, each with one discarded warm-up and --repeats measured
+    requests; results go to the store (results/llamaforge.sqlite). --launches auto (the default) starts with
+    3 starts per point and adds starts only where a point's interval is wider than --precision or a
+    comparison between builds is inconclusive, up to --max-launches (then: unresolved, with its spread).
+    Interrupted runs continue with --resume RUN.
+    Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
 
     --ncmoe auto first finds the native-context threshold by bisection over fits (no weights loaded), then
     measures the ends, the threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
@@ -131,12 +142,10 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
-    from ..bench.plan import DEFAULT_LAUNCHES
     from ..bench.stored import stored_plan
     from ..bench.sweep import run_sweep
 
-    launches = _int_option(launches, "--launches", DEFAULT_LAUNCHES, minimum=1,
-                           fix="e.g. --launches 2 (each point in 2 separate server starts)")
+    launches = parse_launches(launches, max_launches, precision)
     sentinel_every = _int_option(sentinel_every, "--sentinel-every", None, minimum=0,
                                  fix="give N > 0 (re-measure the reference points every N launches) or 0 (off)")
     p = paths()
@@ -370,15 +379,19 @@ def _write_output(out: Path, text: str) -> Path:
 @lf_task(positional=["run"], help={
     "run": "the sweep to re-measure (id, unique prefix or 'latest')",
     "points": "only these ncmoe points (same syntax as --ncmoe; default: all of the run's points)",
-    "min_effect": "differences smaller than this never count as 'differs': 0.05 or 5% (default 5%)",
+    "min_effect": "the margin of the verdicts: within it 'same', beyond it 'differs' (0.05 or 5%; default 5%)",
     "allow_busy": _BENCH_HELP["allow_busy"],
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
                "another machine; builds matched by backend when their keys differ)",
+    "launches": LAUNCH_HELP["launches"] + " (default: the first run's own)",
+    "max_launches": LAUNCH_HELP["max_launches"], "precision": LAUNCH_HELP["precision"],
     "bin_dir": "the folder of the run's external (--bin-dir) build, if it had one: a folder stored in a run is "
                "never run"})
-def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None, bin_dir=None):
+def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None, launches=None, max_launches=None,
+              precision=None, bin_dir=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
-    and say per point whether the two agree (95 % CIs overlap, or the medians differ by less than --min-effect).
+    and say per point whether the two agree, judged on server starts: same within --min-effect, differs, or
+    inconclusive (the starts cannot tell; add starts with --launches auto).
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
 
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
@@ -388,22 +401,28 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     from ..reproduce import verdict_between
 
     effect = parse_effect(min_effect, option="--min-effect")
+    lo = None
+    if launches is not None or max_launches is not None or precision is not None:
+        lo = parse_launches(launches or "auto", max_launches, precision)
     p = paths()
     with Store(p.store_db) as store:
         if against:
             v = verdict_between(store, run, against, effect)
         else:
+            seq = None if lo is None or lo.fixed is not None else {"max_launches": lo.policy.max_starts,
+                                                                  "precision": lo.policy.precision}
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                              min_effect=effect, bin_dir=bin_dir)
+                              min_effect=effect, launches=None if lo is None else (lo.policy.min_starts, seq),
+                              bin_dir=bin_dir)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
-    for col in ("point", "metric", "first run", "re-run", "change", "verdict"):
+    for col in ("point", "metric", "first run", "re-run", "re-run / first", "verdict"):
         t.add_column(col)
     for pc in v.points:
         for m in pc.metrics or [None]:
-            t.add_row(esc(pc.name), esc(m.metric) if m else "–", m.a.fmt() if m and m.a else "–",
-                      m.b.fmt() if m and m.b else "–", f"{m.change:+.1%}" if m and m.change is not None else "–",
-                      esc(pc.status if m is None or m.agrees(effect) is not False else "differs")
-                      + (esc(f" ({pc.note})") if pc.note else ""))
+            j = m.judgement if m else None
+            t.add_row(esc(pc.name), esc(m.metric) if m else "–", j.a.fmt() if j else "–", j.b.fmt() if j else "–",
+                      esc(f"{j.ratio:.2f}× {j.interval_text()}") if j else "–",
+                      esc(j.verdict if j else pc.status) + (esc(f" ({pc.note})") if pc.note else ""))
     console.print(t)
     info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
 

@@ -11,6 +11,8 @@ from ..errors import LlamaforgeError
 from ..pathsafe import under
 from ..store import Store
 from ._common import as_float, as_int, lf_task, paths
+from .launches import HELP as LAUNCH_HELP
+from .launches import parse_launches
 
 
 def _source(value) -> str | None:  # noqa: ANN001
@@ -34,9 +36,11 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "base_backend": "backend of A (overrides --backend)", "head_backend": "backend of B (overrides --backend)",
     "model": "model: a .gguf path, synth:PRESET, hf:..., pypi:..., URL (default synth:tiny-qwen35moe)",
     "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
-    "repeats": "samples per side per point (>= 4; default 6)",
-    "rounds": "process starts per side per point, ABBA-interleaved; the test's n (default 4: the fewest that can give p < 0.05)",
-    "min_effect": "smallest relative change called better/worse: 0.05 or 5% (default 5%)",
+    "repeats": "requests per server start (default 3; each start also has a discarded warm-up)",
+    "launches": LAUNCH_HELP["launches"] + "; starts per side, ABBA-interleaved",
+    "max_launches": LAUNCH_HELP["max_launches"],
+    "rounds": "the old name of --launches K",
+    "min_effect": "the margin of the verdicts: within it 'same', beyond it 'better'/'worse' (0.05 or 5%; default 5%)",
     "engine": "server (default) or llama-bench",
     "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
     "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
@@ -46,11 +50,14 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "fail_on_worse": "exit 3 when any metric of any point is worse (for CI: scheduled regression checks)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
-            ncmoe="0", repeats=6, rounds=4, min_effect="5%", engine="server", prompt_tokens=None, n_predict=None,
-            threads=None, source=None, base_host=None, head_host=None, fleet=None, fail_on_worse=False):
+            ncmoe="0", repeats=3, launches="auto", max_launches=None, rounds=None, min_effect="5%", engine="server",
+            prompt_tokens=None, n_predict=None, threads=None, source=None, base_host=None, head_host=None, fleet=None,
+            fail_on_worse=False):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
-    (A B B A ...) at the same points, report medians, ratio with CI, Mann–Whitney p and an asv-like
-    verdict (better / worse / no significant change) per metric. Stored as a run of kind compare.
+    (A B B A ...) in server starts at the same points, and judge each metric on the starts: the ratio B/A
+    with its 95 % CI and a verdict — same (within --min-effect), better / worse, or inconclusive — with
+    Holm's method over the points. --launches auto adds starts only while a verdict is open. Stored as a
+    run of kind compare.
 
     With --base-host H1 --head-host H2: one build measured on two fleet hosts at the same time (no
     interleaving across machines), compared with the same statistics."""
@@ -59,10 +66,11 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
 
     p = paths()
     source = _source(source)
+    lo = parse_launches(rounds if rounds is not None else launches, max_launches)
     req = CompareRequest(
         base=Side("A", base, base_backend or backend, source), head=Side("B", head or base, head_backend or backend, source),
-        model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=_int(rounds, "--rounds"),
-        min_effect=parse_effect(min_effect), engine=engine,
+        model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=lo.fixed,
+        max_launches=lo.policy.max_starts, min_effect=parse_effect(min_effect), engine=engine,
         prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
         n_predict=_int(n_predict, "--n-predict") if n_predict else None,
         threads=_int(threads, "--threads") if threads else None)

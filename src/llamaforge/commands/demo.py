@@ -17,6 +17,8 @@ from ..builds.doctor import check
 from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError
 from ._common import csv_list, lf_task, paths, pins
+from .launches import HELP as LAUNCH_HELP
+from .launches import parse_launches
 
 
 def available_backends() -> list[str]:
@@ -39,9 +41,11 @@ def available_backends() -> list[str]:
                "repeats": "measured requests per point (default 2; a warm-up is always discarded)",
                "prompt_tokens": "prompt size (default 192: lavapipe processes ~20 tokens/s)",
                "n_predict": "tokens generated per request (default 16)",
-               "out": "report folder (default results/demo)"})
+               "out": "report folder (default results/demo)",
+               "launches": LAUNCH_HELP["launches"],
+               "max_launches": "with --launches auto: the most starts per point (default 4 here, to keep the demo short)"})
 def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=192, n_predict=16,
-         out=None):
+         out=None, launches="auto", max_launches=4):
     """Build, verify, synthesize, sweep and report — the default pin on this machine's backends."""
     from ..bench.display import print_run
     from ..bench.sweep import run_sweep
@@ -50,6 +54,7 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     from ..store import Store
     from .bench import _plan_from_options
 
+    lo = parse_launches(launches, max_launches if str(launches).strip().lower() == "auto" else None)
     t0 = time.monotonic()
     p = paths()
     pin = pins().get(None)
@@ -73,7 +78,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
                               ncmoe=points, ngl=None, repeats=repeats, engine="server",
                               prompt_tokens=prompt_tokens, n_predict=n_predict, vram_budget=None, fitt=None,
-                              extra=None, threads=None, depths=None, load_timeout=600, request_timeout=900)
+                              extra=None, threads=None, depths=None, load_timeout=600, request_timeout=900,
+                              launches=lo)
     if not plan.points:
         raise BenchError("no points to measure", "give --ncmoe")
     t1 = time.monotonic()

@@ -13,6 +13,7 @@ from ..console import console, esc, info
 from ..errors import FleetError
 from ..fleet import BENCH_PASS as _BENCH_PASS
 from ._common import as_float, as_int, csv_list, lf_task, paths
+from .launches import parse_launches
 
 _COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
                 "fleet": "the fleet file (default: fleet.toml next to pins.toml)"}
@@ -145,7 +146,8 @@ def _bench_help() -> dict[str, str]:
 
 
 @lf_task(help=_bench_help())
-def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats=None, launches=None, engine=None,
+def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats=None, launches=None,
+          max_launches=None, precision=None, engine=None,
           prompt_tokens=None, n_predict=None, vram_budget=None, fitt=None, extra=None, threads=None, depths=None,
           load_timeout=None, request_timeout=None, ctx=None, seed=None, sentinel_every=None, allow_busy=False,
           allow_broken=False, no_quirks=False, name=None, resume=None, detach=False, hosts=None, fleet=None):
@@ -159,7 +161,9 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
 
     if not resume and not model:
         raise FleetError("no model given", "pass --model PATH-on-the-hosts or a reference (synth:tiny-qwen35moe, hf:...)")
-    for opt, lo in (("repeats", 1), ("launches", 1), ("prompt_tokens", 1), ("n_predict", 1), ("threads", 1),
+    if launches is not None or max_launches is not None or precision is not None:
+        parse_launches(launches, max_launches, precision)      # checked here, before any host is contacted
+    for opt, lo in (("repeats", 1), ("prompt_tokens", 1), ("n_predict", 1), ("threads", 1),
                     ("fitt", 0), ("seed", 0), ("sentinel_every", 0), ("ctx", 16)):
         v = locals()[opt]
         if v is not None:

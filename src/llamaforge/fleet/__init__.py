@@ -12,6 +12,6 @@ Modules, one job each:
 
 #: the ``llamaforge bench`` options ``fleet.bench`` passes to every host (stored in the fleet run as ``bench_args``
 #: and checked against this list when the run is resumed: :func:`llamaforge.fleet.run.check_stored_bench_args`)
-BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "engine", "prompt_tokens", "n_predict",
-              "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout", "request_timeout", "ctx", "seed",
-              "sentinel_every", "allow_busy", "allow_broken", "no_quirks")
+BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "max_launches", "precision", "engine",
+              "prompt_tokens", "n_predict", "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout",
+              "request_timeout", "ctx", "seed", "sentinel_every", "allow_busy", "allow_broken", "no_quirks")

@@ -51,7 +51,8 @@ def run_host_compare(store: Store, paths: Paths, fleet: Fleet, req: CompareReque
     _check(req, base_host, head_host)
     hosts = fleet.select([base_host, head_host])
     options: dict[str, Any] = {"model": req.model, "pins": req.base.ref, "ncmoe": ncmoe, "repeats": req.per_round,
-                               "launches": req.n_rounds, "engine": req.engine, "prompt_tokens": req.prompt_tokens,
+                               "launches": req.rounds or "auto",
+                               "max_launches": None if req.rounds else req.max_launches, "engine": req.engine, "prompt_tokens": req.prompt_tokens,
                                "n_predict": req.n_predict, "threads": req.threads}
     fleet_run = bench_all(store, paths, fleet, hosts, backends=req.base.backend, options=options, command=command,
                           name=f"compare {req.base.describe()} on {base_host} vs {head_host}", progress=progress)
@@ -72,7 +73,7 @@ def run_host_compare(store: Store, paths: Paths, fleet: Fleet, req: CompareReque
                                   "host": h.name, "machine": h.machine, "run": run.id})
     plan = dict(sides["A"][0].plan or {})
     plan.pop("fleet", None)
-    plan["compare"] = {"A": sides["A"][2], "B": sides["B"][2], "repeats": req.repeats, "rounds": req.n_rounds,
+    plan["compare"] = {"A": sides["A"][2], "B": sides["B"][2], "repeats": req.repeats, "rounds": req.rounds or "auto",
                        "per_round": req.per_round, "min_effect": req.min_effect, "interleave": CROSS_MACHINE,
                        "fleet_run": fleet_run}
     run_id = store.new_run("compare", plan, command=command, env={},

@@ -9,6 +9,7 @@ adds (a compare's A/B verdicts, a bisection's first bad commit and plot) comes f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from .adaptive import adaptive_section
 from .data import ReportData, ReportError, load
 from .plots import make_plots
 from .sections import Section
+from .sessions import load_sessions, sessions_section
 from .tables import build_sections
 
 __all__ = ["ReportError", "ReportPaths", "write_report", "build_report"]
@@ -31,32 +33,38 @@ class ReportPaths:
     pngs: list[Path]
 
 
-def build_report(store: Store, run_id: str, out_dir: Path, *,
-                 min_effect: float = 0.05) -> tuple[ReportData, list[Section]]:
-    """Load the run, draw its plots into ``out_dir`` and return the data and the sections."""
+def build_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05,
+                 sessions: Sequence[str] = ()) -> tuple[ReportData, list[Section]]:
+    """Load the run, draw its plots into ``out_dir`` and return the data and the sections; with ``sessions``
+    (other runs of the same plan) a cross-session section follows the headline (:mod:`.sessions`)."""
     if not 0 <= min_effect < 1:
         raise ReportError(f"--min-effect {min_effect} is out of range", "give a fraction such as 0.05 (5 %)")
     data = load(store, run_id)
+    others = load_sessions(store, [run_id, *sessions])[1:] if sessions else []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ReportError(f"cannot create report folder {out_dir}: {e.strerror}", "pick another --out") from e
     plots = make_plots(data, out_dir) + kinds.plots(store, data.run, out_dir)
     sections = build_sections(data, plots, min_effect=min_effect)
+    after_summary = next((i + 1 for i, s in enumerate(sections) if s.id == "summary"), 1)
     adaptive = adaptive_section(data)
     if adaptive is not None:   # right after the summary
-        sections.insert(1, adaptive)
+        sections.insert(after_summary, adaptive)
+    if others:                 # right after the headline
+        sections.insert(1 if sections and sections[0].id == "headline" else 0, sessions_section(store, [data, *others]))
     return data, sections
 
 
-def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05) -> ReportPaths:
+def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05,
+                 sessions: Sequence[str] = ()) -> ReportPaths:
     """Write ``report.md``, ``report.html`` and the PNGs for one run into ``out_dir``.
 
     Raises StoreError for an unknown run and ReportError for a run that cannot be reported.
     """
     out_dir = Path(out_dir)
     try:   # every file goes through a temporary one: a full disk leaves none half-written
-        data, sections = build_report(store, run_id, out_dir, min_effect=min_effect)
+        data, sections = build_report(store, run_id, out_dir, min_effect=min_effect, sessions=sessions)
         md = markdown.write(data, sections, out_dir / "report.md", lead=kinds.lead(store, data.run))
         page = html.write(data, sections, out_dir / "report.html")
     except OSError as e:

@@ -5,8 +5,8 @@
 * :func:`pareto_front` — points not beaten on both context and speed by another point.
 * :func:`anomalies` — points that break their series' trend: significantly faster than the neighbour
   the trend says should be at least as fast, like the seed's Vulkan N=12 beating N=11. The trend's
-  direction is each series' own, from its two ends (:func:`direction`; the adaptive sweep's rule,
-  :func:`llamaforge.bench.adaptive.trend_direction`, with the report's Mann–Whitney test): speed
+  direction is each series' own, from its two ends (:func:`direction`; one rule with the adaptive
+  sweep, :mod:`llamaforge.trend`, judged on server starts with Holm's control over the comparisons): speed
   usually falls as layers move to the host, but rises where the device is slower than the host (a
   software "GPU"). Each anomaly names the full-attention layers whose experts moved between the two
   points (the seed's user wondered whether Vulkan's spikes line up with them).
@@ -16,12 +16,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..bench.adaptive import FALLS, FLAT, RISES
+from .. import trend
+from ..judge import Judgement, Spread
 from ..records import ModelFactsRecord
-from ..stats import Comparison, compare
 from .data import Row
 
 
@@ -74,12 +74,12 @@ class Anomaly:
     row: Row
     neighbour: Row
     metric: str
-    comparison: Comparison
+    judgement: Judgement                # the row over the neighbour (start level, family-controlled)
     full_attn_moved: tuple[int, ...]   # full-attention layers whose experts moved to the CPU in between
 
     @property
     def gain(self) -> float:
-        return self.comparison.ratio - 1.0
+        return self.judgement.ratio - 1.0
 
 
 def moved_layers(lo: int, hi: int) -> range:
@@ -88,51 +88,37 @@ def moved_layers(lo: int, hi: int) -> range:
 
 
 def direction(rows: Sequence[Row], metric: str, min_effect: float = 0.05) -> int:
-    """``RISES`` / ``FALLS`` / ``FLAT`` (1 / -1 / 0): how ``metric`` goes with offload over ``rows`` (sorted
-    by offload), from the two ends; a direction counts only where the ends differ significantly."""
-    if len(rows) < 2:
-        return FLAT
-    c = compare(rows[0].values(metric), rows[-1].values(metric), min_effect=min_effect)
-    if c is None or not c.significant:
-        return FLAT
-    return RISES if c.ratio > 1 else FALLS
-
-
-def _beats(cur: Row, nb: Row, metric: str, min_effect: float) -> Comparison | None:
-    c = compare(nb.values(metric), cur.values(metric), min_effect=min_effect)
-    return c if c is not None and c.significant and c.ratio > 1 else None
+    """``RISES`` / ``FALLS`` / ``FLAT`` (1 / -1 / 0): how ``metric`` goes with offload over ``rows``, from the
+    two ends, judged by their starts (:func:`llamaforge.trend.direction`)."""
+    return trend.direction({r.offload: r.starts(metric) for r in rows}, min_effect=min_effect)
 
 
 def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers: Sequence[int] = (),
-              metrics: Sequence[str] = ("tg", "pp")) -> list[Anomaly]:
-    """Rows that break their series' trend (same series, same other option): significantly faster than
-    the adjacent ok row with less offload on a falling series, with more offload on a rising one, and
-    than both on a flat one (where an end breaks nothing). Offload: a higher ncmoe, or a lower ngl.
-
-    Significance: Mann–Whitney U (p < 0.05) plus a gain of at least ``min_effect``; a point
-    measured once can never be flagged.
-    """
+              metrics: Sequence[str] = ("tg", "pp"), priors: Mapping[tuple[str, str], Spread | None] | None = None
+              ) -> list[Anomaly]:
+    """Rows that break their series' trend (same series, same other option): :func:`llamaforge.trend.breaks`,
+    the adaptive sweep's rule — faster than the adjacent ok row the series' own direction says should be at
+    least as fast, judged on server starts, with Holm's control over every comparison made. ``priors``:
+    per (series, metric), the spread a point with fewer than 3 starts is judged with."""
     fal = set(full_attn_layers)
-    out: list[Anomaly] = []
-    by_series: dict[tuple[str, int], list[Row]] = {}
+    by_series: dict[tuple[str, int], dict[int, Row]] = {}
     for r in rows:
         if r.ok:
-            by_series.setdefault((r.series, r.other), []).append(r)
-    for group in by_series.values():
+            by_series.setdefault((r.series, r.other), {})[r.offload] = r
+    inputs = []
+    for (name, other), group in by_series.items():
         for metric in metrics:
-            have = sorted((r for r in group if r.values(metric)), key=lambda r: r.offload)
-            d = direction(have, metric, min_effect)
-            for i, cur in enumerate(have):
-                lower = [have[i - 1]] if i > 0 and have[i - 1].offload < cur.offload else []
-                upper = [have[i + 1]] if i + 1 < len(have) and have[i + 1].offload > cur.offload else []
-                refs = lower if d == FALLS else upper if d == RISES else (lower + upper if lower and upper else [])
-                beats = [(nb, c) for nb in refs if (c := _beats(cur, nb, metric, min_effect)) is not None]
-                if not refs or len(beats) < len(refs):
-                    continue
-                nb, c = min(beats, key=lambda bc: bc[1].ratio)     # the neighbour it beats least
-                lo, hi = sorted((nb.ncmoe, cur.ncmoe))
-                moved = tuple(layer for layer in moved_layers(lo, hi) if layer in fal) if cur.axis == "ncmoe" else ()
-                out.append(Anomaly(cur, nb, metric, c, moved))
+            pts = {x: r.starts(metric) for x, r in group.items() if r.starts(metric)}
+            prior = (priors or {}).get((name, metric))
+            inputs.append(trend.SeriesInput(f"{name}\0{other}", metric, pts, prior))
+    out: list[Anomaly] = []
+    for b in trend.breaks(inputs, min_effect=min_effect):
+        name, _, other = b.series.partition("\0")
+        group = by_series[(name, int(other))]
+        cur, nb = group[b.x], group[b.neighbour]
+        lo, hi = sorted((nb.ncmoe, cur.ncmoe))
+        moved = tuple(layer for layer in moved_layers(lo, hi) if layer in fal) if cur.axis == "ncmoe" else ()
+        out.append(Anomaly(cur, nb, b.metric, b.judgement, moved))
     return sorted(out, key=lambda a: (a.row.series, a.metric, a.row.offload))
 
 

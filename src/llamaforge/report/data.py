@@ -22,9 +22,9 @@ from typing import Any
 from ..bench.schedule import SENTINEL_LABEL
 from ..builds.backends import display_name
 from ..errors import LlamaforgeError, StoreError
+from ..judge import Estimate, Spread, Starts, estimate, pooled
 from ..metrics import pick_test
 from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
-from ..stats import Summary, summarize
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
@@ -82,10 +82,13 @@ class Row:
     busy: dict | None = None           # what --allow-busy let through
     axis: str = "ncmoe"                # the run's sweep axis: ncmoe, or ngl (a layer sweep, e.g. a dense model)
     ngl_all: int | None = None         # where ngl = -1 (all layers) sits on an ngl axis: n_layers + 1
+    pp_groups: list[list[float]] = field(default_factory=list)   # pp values per server start (default: one start)
+    tg_groups: list[list[float]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:  # summaries are computed once: build a new Row to change samples
-        self.pp_s: Summary | None = summarize(self.pp)
-        self.tg_s: Summary | None = summarize(self.tg)
+    def __post_init__(self) -> None:  # estimates are computed once: build a new Row to change samples
+        self._starts = {m: Starts.of(g or ([v] if v else [])) for m, g, v in
+                        (("pp", self.pp_groups, self.pp), ("tg", self.tg_groups, self.tg))}
+        self._est = {m: estimate(s) for m, s in self._starts.items()}
 
     @property
     def x(self) -> int:
@@ -108,16 +111,21 @@ class Row:
         """The coordinate that is not the axis (points are only compared along the axis at equal ``other``)."""
         return self.ncmoe if self.axis == "ngl" else self.ngl
 
-    def summary(self, metric: str) -> Summary | None:
-        """``metric`` is ``pp`` or ``tg``."""
-        return self.pp_s if metric == "pp" else self.tg_s
+    def starts(self, metric: str) -> Starts:
+        """The point's ``metric`` (``pp``/``tg``) values grouped by server start: the judge's input."""
+        return self._starts[metric]
+
+    def estimate(self, metric: str) -> Estimate | None:
+        """Centre and interval from the starts (``None`` when nothing was measured)."""
+        return self._est[metric]
 
     def values(self, metric: str) -> list[float]:
         return self.pp if metric == "pp" else self.tg
 
     def median(self, metric: str) -> float | None:
-        s = self.summary(metric)
-        return None if s is None else s.median
+        """The point's centre (geometric mean of its start medians; the start's median with one start)."""
+        e = self.estimate(metric)
+        return None if e is None else e.centre
 
 
 @dataclass
@@ -141,6 +149,11 @@ class Series:
     @property
     def rank(self) -> int:
         return backend_rank(self.backend)
+
+    def prior(self, metric: str) -> Spread | None:
+        """The between-start spread measured for this series' build over its points (``judge.pooled``):
+        what a verdict on a point with fewer than 3 starts assumes (``None``: not enough starts)."""
+        return pooled([r.starts(metric) for r in self.ok_rows], what=self.name)
 
 
 AXIS_LABELS = {"ncmoe": "ncmoe (layers whose MoE experts run on the CPU)",
@@ -230,6 +243,7 @@ def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None)
     return Row(rss_anon_mib=_num(hm.get("rss_anon_peak_mib")), rss_file_mib=_num(hm.get("rss_file_peak_mib")),
                telemetry=extra.get("telemetry"), busy=extra.get("busy"),
                ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
+               pp_groups=p.launch_groups("pp_tps", pp_test), tg_groups=p.launch_groups("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
                failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
                vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,

@@ -2,7 +2,9 @@
 model's (matplotlib, Agg; one file each, every series overlaid).
 
 * ``context.png``  fitted context (native context as a horizontal line)
-* ``pp.png`` / ``tg.png``  prompt / generation t/s, error bars = IQR of the measured requests
+* ``pp.png`` / ``tg.png``  prompt / generation t/s: the judge's centre per point with its interval (95 % CI
+  from ≥ 3 server starts, the range of 2) and a strip of small dots, one per server start, so the
+  start-to-start spread shows at a glance
 * ``memory.png``  VRAM (left) and host memory (right): peak RSS, split into anonymous (thick
   translucent, ▽) and file-backed (mmapped model pages, ×) resident memory where recorded; where
   llama.cpp's memory breakdown exists its model / context / compute parts are drawn as thinner
@@ -131,14 +133,16 @@ def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: s
     interp = interpolated(data)   # adaptive sweeps: measured points unconnected, interpolation dotted
     for s in data.series:
         color, marker = styles[s.name]
-        rows = [r for r in s.ok_rows if r.summary(metric) is not None]
+        rows = [r for r in s.ok_rows if r.estimate(metric) is not None]
         guess = interp.get(s.key[0]) if not s.key[2] else None
         if rows:
-            med = [r.summary(metric).median for r in rows]  # type: ignore[union-attr]
-            lo = [m - r.summary(metric).q1 for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
-            hi = [r.summary(metric).q3 - m for m, r in zip(med, rows, strict=True)]  # type: ignore[union-attr]
+            est = [r.estimate(metric) for r in rows]
+            med = [e.centre for e in est]  # type: ignore[union-attr]
+            lo = [max(0.0, e.centre - e.low) for e in est]  # type: ignore[union-attr]
+            hi = [max(0.0, e.high - e.centre) for e in est]  # type: ignore[union-attr]
             ax.errorbar([r.x for r in rows], med, yerr=[lo, hi], color=color, marker=marker, ms=4,
                         capsize=3, lw=1.5, ls="none" if guess else "-", label=s.name)
+            _strip(ax, rows, metric, color, styles_index(styles, s.name))
             if metric == "tg" and guess:
                 curve = sorted({**guess, **{r.x: m for r, m in zip(rows, med, strict=True)}}.items())
                 ax.plot([x for x, _ in curve], [v for _, v in curve], ls=":", lw=1, color=color, alpha=0.7)
@@ -148,6 +152,21 @@ def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: s
     ax.set_ylim(bottom=0)
     fa = _mark_full_attn(ax, data)
     _finish(ax, fig, path, _common_legend(data, fa, failed), title, ylabel)
+
+
+def styles_index(styles: dict[str, tuple[str, str]], name: str) -> int:
+    return list(styles).index(name)
+
+
+def _strip(ax: Axes, rows: list[Row], metric: str, color: str, i: int) -> None:
+    """One small dot per server start at each point, nudged sideways per series so series do not hide each other."""
+    dx = 0.12 * (i - 0.5)
+    xs, ys = [], []
+    for r in rows:
+        for c in r.starts(metric).centres:
+            xs.append(r.x + dx)
+            ys.append(c)
+    ax.plot(xs, ys, ls="none", marker=".", ms=3.5, color=color, alpha=0.55)
 
 
 def _context_plot(data: ReportData, path: Path) -> None:
@@ -252,8 +271,9 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
         _speed_plot(data, metric, p, title, ylabel)
         guessed = (" Hollow markers on a dotted line: interpolated by the adaptive sweep, not measured."
                    if metric == "tg" and interpolated(data) else "")
-        plots.append(Plot(metric, title, p, "Median of the measured requests; error bars: IQR; ×: failed point."
-                          + guessed + fa))
+        plots.append(Plot(metric, title, p, "Centre of each point's server starts (geometric mean of the start "
+                          "medians); error bars: 95 % CI from ≥ 3 starts, the range of 2 starts; small dots: one per "
+                          "server start; ×: failed point." + guessed + fa))
     p = out_dir / "memory.png"
     _memory_plot(data, p)
     plots.append(Plot("memory", f"Memory vs {axis}", p,

@@ -1,10 +1,10 @@
 """The report's replication section: is each number more than one server start's luck?
 
-Per point: median and 95 % CI from the cluster bootstrap over launches, ``K×R`` (launches ×
-requests per launch), the within- and between-launch standard deviations (square roots of the
-one-way random-effects ANOVA variance components) and the share of the variance between launches.
-With one launch per point the section says that between-process spread was not measured; the CIs
-are then the within-process ones, and nothing is widened to make up for it.
+Per point, from the judge (:mod:`llamaforge.judge`): the centre with what its K allows (a 95 % CI
+from ≥ 3 server starts, the range of 2, or one start's value with the spread unknown), ``K×R``
+(starts × requests per start), the spread of requests inside a start and of start medians between
+starts (only from ≥ 3 starts: from 2 it is noise), both modes where the starts are bimodal, and —
+for ``--launches auto`` — the K the point stopped at and why.
 
 Drift sentinels (:mod:`llamaforge.bench.sentinel`) are listed with the points measured between the
 previous sentinel and the one that drifted.
@@ -12,38 +12,48 @@ previous sentinel and the one that drifted.
 
 from __future__ import annotations
 
-import math
-
 from ..bench.schedule import SENTINEL_LABEL
 from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..judge import Estimate, Starts, estimate
 from ..machine import describe_counts, hosts_of, launch_machines, mixed_note
 from ..metrics import FIELDS
 from ..records import UNKNOWN_MACHINE
-from ..stats import ClusterSummary, cluster_summary
 from .data import ReportData, Row
 from .sections import Section, Table
 
 _ORDER = ("tg", "pp")   # the order metrics are shown in here
 
 
-# Why a 2-launch CI is narrow: resampling 2 clusters can only give the two launches' values (and their
-# mix), so the interval is about the range of the two starts, and for any continuous spread a third
-# start lands outside the range of two with probability 2/3. Said, not corrected (nothing is widened).
-_TWO_LAUNCHES = ("Points with 2 server starts (2×n): the bootstrap interval is about the range of the two starts. "
-                 "A third start of the same point lands outside the range of two with probability 2/3, so such an "
-                 "interval understates between-start spread; use --launches 3 or more before quoting a level.")
+_TWO_LAUNCHES = ("Points with 2 server starts show the range of the two starts, not a confidence interval: a third "
+                 "start of the same point lands outside the range of two with probability 2/3, and the spread between "
+                 "starts cannot be estimated from two. Use --launches auto (or 3 and more) before quoting a level.")
 
 
-def _sd(var: float | None) -> str:
-    return "–" if var is None else f"{math.sqrt(var):.2f}"
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
 
 
-def row_cluster(r: Row, metric: str) -> ClusterSummary | None:
-    """The cluster summary of a report row (``tg``/``pp``), on the same llama-bench test the row shows."""
+def row_estimate(r: Row, metric: str) -> Estimate | None:
+    """The judge's estimate of a report row (``tg``/``pp``), on the same llama-bench test the row shows."""
     if r.point is None:
-        return None
+        return r.estimate(metric)
     test = r.tg_test if metric == "tg" else r.pp_test
-    return cluster_summary(r.point.launch_groups(FIELDS[metric], test))
+    return estimate(Starts.of(r.point.launch_groups(FIELDS[metric], test)))
+
+
+def spread_cell(e: Estimate) -> str:
+    """Within a start / between starts, as SDs of log values (≈ CV): between only from ≥ 3 starts."""
+    between = ("modes" if e.bimodal else _pct(e.spread.sd if e.spread else None)) if e.k >= 3 else (
+        "range of 2" if e.k == 2 else "unknown (1 start)")
+    return f"{_pct(e.within)} / {between}"
+
+
+def stop_cell(r: Row) -> str:
+    """``K=5: resolved (±3.1 %)`` for a point measured with --launches auto; ``–`` otherwise."""
+    st = ((r.point.extra or {}) if r.point is not None else {}).get("sequential")
+    if not st:
+        return "–"
+    return f"K={st.get('k')}: {st.get('status')} — {st.get('reason')}"
 
 
 def launches_of(data: ReportData) -> int:
@@ -112,17 +122,16 @@ def replication_section(data: ReportData) -> Section:
     k = launches_of(data)
     flags = drift_flags(data.points)
     sec = Section("replication", "Replication and drift", intro=(
-        "Each point's median with a 95 % CI from a cluster bootstrap over server starts (launches, then the "
-        "requests within them); n = launches × requests per launch. sd within / between: standard deviations "
-        "of requests inside one server and of launch means between servers (one-way random-effects ANOVA); "
-        "'between %' is the between-launch share of the variance."))
-    if k < 2:
-        sec.notes.append("Between-process spread was NOT measured: every point ran in one server start "
-                         "(--launches 1). The CIs below cover only request-to-request spread inside one process "
-                         "and are not widened to make up for it; re-measure with --launches 2 or more.")
-    t = Table(["series", "ncmoe", "n", "tg t/s median [95 % CI]", "tg sd within / between", "tg between %",
-               "pp t/s median [95 % CI]", "pp sd within / between", "flags"],
-              title="Per point, clustered by launch")
+        "Each point from its server starts (the unit of replication; requests inside one start are not "
+        "independent): centre = geometric mean of the start medians, with a 95 % CI from ≥ 3 starts, the range "
+        "of 2 starts, or one start's value. Spread within / between: SD of log requests inside a start and of "
+        "log start medians between starts (≈ CV), the latter only from ≥ 3 starts. Bimodal starts show both "
+        "modes. 'stopped' is where --launches auto stopped adding starts, and why."))
+    if k < 2 and not data.plan.to_json().get("launches_auto"):
+        sec.notes.append("Between-start spread was NOT measured: every point ran in one server start "
+                         "(--launches 1). The values below are one process's; re-measure with --launches auto.")
+    t = Table(["series", "ncmoe", "K×R", "tg t/s", "tg spread within / between", "pp t/s",
+               "pp spread within / between", "stopped", "flags"], title="Per point, by server start")
     marked = {(b, n, g) for f in flags for b, n, g, _l in f.between}
     two_starts = False
     for s in data.series:
@@ -131,24 +140,21 @@ def replication_section(data: ReportData) -> Section:
             rec: dict = {"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl}
             shape = "–"
             for m in _ORDER:
-                cs = row_cluster(r, m)
-                rec[m] = cs.to_dict() if cs else None
-                if cs is None:
-                    cells += ["–", "–"] + (["–"] if m == "tg" else [])
+                e = row_estimate(r, m)
+                rec[m] = e.to_dict() if e else None
+                if e is None:
+                    cells += ["–", "–"]
                     continue
-                shape = cs.shape
-                cells.append(f"{cs.median:.1f} [{cs.ci_low:.1f}, {cs.ci_high:.1f}]")
-                cells.append(f"{_sd(cs.var_within)} / {_sd(cs.var_between) if cs.between_measured else 'not measured'}")
-                if m == "tg":
-                    cells.append("–" if cs.icc is None else f"{cs.icc:.0%}")
-                    two_starts = two_starts or cs.n_launches == 2
+                shape = e.shape
+                cells += [e.fmt(1), spread_cell(e)]
+                two_starts = two_starts or e.k == 2
             flag = []
             if r.point is not None and (r.point.build_key, r.ncmoe, r.ngl) in marked:
                 flag.append("measured during drift")
             if mf := machine_flag(r):
                 flag.append(mf)
             t.rows.append([s.name, str(r.ncmoe) + ("" if r.ngl == -1 else f" ngl={r.ngl}"), shape, *cells,
-                           ", ".join(flag)])
+                           stop_cell(r), ", ".join(flag)])
             t.data.append(rec)
     if two_starts:
         sec.notes.append(_TWO_LAUNCHES)
@@ -163,10 +169,10 @@ def replication_section(data: ReportData) -> Section:
     else:
         sec.notes.append(f"Drift sentinels: each build's first point re-measured every {every} launches and at the end "
                          f"({sum(len(p.launches) for p in sentinels)} sentinel launches, stored apart and not pooled into "
-                         f"the point's statistics). A sentinel drifted when its median left the point's CI by at least "
-                         f"{DRIFT_MIN_EFFECT:.0%}.")
+                         f"the point's statistics). A sentinel drifted when its median left the prediction interval for one new "
+                         f"start of the point and differed from its centre by at least {DRIFT_MIN_EFFECT:.0%}.")
         if flags:
-            d = Table(["build", "ncmoe", "metric", "sentinel", "value t/s", "change", "point median [CI]",
+            d = Table(["build", "ncmoe", "metric", "sentinel", "value t/s", "change", "point centre [one new start]",
                        "points measured in between"], title="Drift")
             for f in flags:
                 d.rows.append([f.build_key, str(f.ncmoe), f.metric, str(f.sentinel), f"{f.value:.1f}", f"{f.change:+.1%}",

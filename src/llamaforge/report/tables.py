@@ -5,8 +5,10 @@ One schema, many renderers (like llama-bench's printers): :func:`build_sections`
 ``rows`` are display strings and whose ``data`` keeps the unformatted numbers behind each row (tests
 check those against the store). ``html.py`` and ``markdown.py`` only lay sections out.
 
-Every speed is shown with its spread and count (``Summary.fmt``: median ±IQR/2 (n=N)). A section
-that cannot be filled says why in ``absent`` instead of disappearing.
+Every speed is shown with its interval and its shape (``Estimate.fmt``: centre with a 95 % CI from
+≥ 3 server starts, the range of 2 starts, or "spread unknown" for one; ``K×R`` = starts × requests);
+every comparison is the judge's (:mod:`llamaforge.judge`). A section that cannot be filled says why
+in ``absent`` instead of disappearing.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any
 
 from ..bench.sentinel import drift_flags
 from ..builds.backends import display_name
+from ..judge import Judgement, Starts, assumptions_note, control, estimate, judge
 from ..metrics import LABELS
 from ..records import BuildManifest, Environment
-from ..stats import Comparison, compare
 from . import analysis as an
 from .data import ReportData, Row, Series
+from .headline import headline_section
 from .replication import (
     drift_notes,
     launches_of,
@@ -60,14 +63,13 @@ def fmt_mib(x: float | None) -> str:
 def fmt_speed(r: Row | None, metric: str) -> str:
     if r is None:
         return "–"
-    s = r.summary(metric)
-    return "–" if s is None else s.fmt(1)
+    e = r.estimate(metric)
+    return "–" if e is None else e.fmt(1)
 
 
-def fmt_ratio(c: Comparison | None) -> str:
-    if c is None:
-        return "–"
-    return f"{c.ratio:.2f}× {c.mark} (p={c.p_value:.3g})"
+def fmt_ratio(j: Judgement | None) -> str:
+    """``1.66× [1.35, 2.01] differs`` (≥ 3 starts a side) or ``1.66× (starts 1.15–2.00) inconclusive``."""
+    return "–" if j is None else j.fmt()
 
 
 def _first_line(text: str | None, width: int = 120) -> str:
@@ -153,7 +155,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
         t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": r.ok, "n_ctx": r.n_ctx,
                        "vram_mib": r.vram_mib, "rss_mib": r.rss_mib,
                        "gpu_mem": None if g is None else {"model": g.model, "context": g.context, "compute": g.compute},
-                       "pp": r.pp_s.to_dict() if r.pp_s else None, "tg": r.tg_s.to_dict() if r.tg_s else None})
+                       **{m: (e.to_dict() if (e := r.estimate(m)) else None) for m in ("pp", "tg")}})
     return t
 
 
@@ -186,29 +188,53 @@ def summary_table(data: ReportData) -> Table:
                            fmt_speed(r, "pp"), fmt_speed(r, "tg")])
             t.data.append({"series": s.name, "scenario": sc, "ncmoe": r.ncmoe, "ngl": r.ngl, "ok": True, "n_ctx": r.n_ctx,
                            "pp_median": r.median("pp"), "tg_median": r.median("tg"),
-                           "pp_n": r.pp_s.n if r.pp_s else 0, "tg_n": r.tg_s.n if r.tg_s else 0})
+                           "pp_k": r.starts("pp").k, "tg_k": r.starts("tg").k,
+                           "pp_n": r.starts("pp").n_requests, "tg_n": r.starts("tg").n_requests})
     return t
 
 
-def ratio_table(data: ReportData, min_effect: float) -> Table | None:
-    """Pairwise ratios (earlier series over later in the fixed backend order) per summary scenario."""
-    if len(data.series) < 2:
-        return None
-    t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg"], title="Ratios",
-              note=(f"ratio = first/second; + significantly higher, - significantly lower, ~ no significant "
-                    f"difference (Mann–Whitney U p < 0.05 and |effect| ≥ {min_effect:.0%})"))
+RATIO_NOTE = ("ratio = first/second (centres: geometric means of the start medians). Verdicts of the judge on "
+              "server starts: same (the 95 % CI lies within ±{e:.0%}), differs (it lies outside), inconclusive (it spans "
+              "both); {family}. With fewer than 3 starts on a side there is no CI and no p-value: the range of "
+              "start-to-start ratios is shown and the verdict (marked *) assumes a between-start spread, stated below.")
+
+
+def ratio_judgements(data: ReportData, min_effect: float) -> list[tuple[str, str, Series, Series, Row, Row, dict]]:
+    """Per pair of series (earlier over later) and summary scenario: the two rows and the judge's verdict
+    per metric, the whole family controlled with Holm's method."""
+    cells: list[tuple[str, str, Series, Series, Row, Row, dict]] = []
     for i, a in enumerate(data.series):
         for b in data.series[i + 1:]:
             for sc, label in scenarios(data):
                 ra, rb = _pick(a, sc, data.native_ctx), _pick(b, sc, data.native_ctx)
                 if ra is None or rb is None or not ra.ok or not rb.ok:
                     continue
-                ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
-                cmp = {m: compare(rb.values(m), ra.values(m), min_effect=min_effect) for m in ("pp", "tg")}
-                t.rows.append([label, f"{a.name}/{b.name}", f"{ra.x_label} vs {rb.x_label}", ctx,
-                               fmt_ratio(cmp["pp"]), fmt_ratio(cmp["tg"])])
-                t.data.append({"scenario": sc, "num": a.name, "den": b.name,
-                               **{m: (c.to_dict() if c else None) for m, c in cmp.items()}})
+                js = {m: judge(rb.starts(m), ra.starts(m), min_effect=min_effect, prior_a=b.prior(m),
+                               prior_b=a.prior(m)) for m in ("pp", "tg")}
+                cells.append((sc, label, a, b, ra, rb, js))
+    flat = control([c[6][m] for c in cells for m in ("pp", "tg")])
+    it = iter(flat)
+    return [(sc, label, a, b, ra, rb, {m: next(it) for m in ("pp", "tg")}) for sc, label, a, b, ra, rb, _js in cells]
+
+
+def ratio_table(data: ReportData, min_effect: float) -> Table | None:
+    """Pairwise ratios (earlier series over later in the fixed backend order) per summary scenario."""
+    if len(data.series) < 2:
+        return None
+    cells = ratio_judgements(data, min_effect)
+    n = sum(1 for c in cells for m in ("pp", "tg") if c[6][m] is not None)
+    family = f"Holm's method over the table's {n} comparisons" if n > 1 else "one comparison"
+    t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg", "starts (K×R)"], title="Ratios",
+              note=RATIO_NOTE.format(e=min_effect, family=family))
+    for sc, label, a, b, ra, rb, js in cells:
+        ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
+        shapes = f"{ra.starts('tg').shape} / {rb.starts('tg').shape}"
+        t.rows.append([label, f"{a.name}/{b.name}", f"{ra.x_label} vs {rb.x_label}", ctx,
+                       fmt_ratio(js["pp"]), fmt_ratio(js["tg"]), shapes])
+        t.data.append({"scenario": sc, "num": a.name, "den": b.name,
+                       **{m: (j.to_dict() if j else None) for m, j in js.items()}})
+    if note := assumptions_note([j for c in cells for j in c[6].values()]):
+        t.note += f" * {note}."
     return t
 
 
@@ -238,15 +264,15 @@ def sweet_spot_table(data: ReportData) -> Table:
 
 def anomaly_table(found: list[an.Anomaly]) -> Table:
     axis = found[0].row.axis if found else "ncmoe"
-    t = Table(["series", "metric", axis, f"beats {axis}", "medians", "gain", "p", "full-attn layers moved"],
+    t = Table(["series", "metric", axis, f"beats {axis}", "centres (K×R)", "ratio", "full-attn layers moved"],
               title="Anomalies")
     for a in found:
-        c = a.comparison
+        j = a.judgement
         t.rows.append([a.row.series, LABELS[a.metric], a.row.x_label, a.neighbour.x_label,
-                       f"{c.median_b:.1f} vs {c.median_a:.1f}", f"+{a.gain:.1%}", f"{c.p_value:.3g}",
+                       f"{j.b.centre:.1f} ({j.b.shape}) vs {j.a.centre:.1f} ({j.a.shape})", fmt_ratio(j),
                        ", ".join(str(x) for x in a.full_attn_moved) or "none"])
         t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe, "ngl": a.row.ngl,
-                       "neighbour": a.neighbour.x, **c.to_dict(), "full_attn_moved": list(a.full_attn_moved)})
+                       "neighbour": a.neighbour.x, **j.to_dict(), "full_attn_moved": list(a.full_attn_moved)})
     return t
 
 
@@ -436,8 +462,10 @@ def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float
         "Points that break their series' trend: significantly faster than the adjacent point the trend says "
         "should be at least as fast — the one with less offload where speed falls as layers move to the host "
         f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}), the one with more offload where it rises "
-        "(a device slower than the host), both where the series' two ends do not differ significantly. "
-        f"Mann–Whitney U p < 0.05 and a gain of at least {min_effect:.0%}. 'Full-attn layers moved' lists the "
+        "(a device slower than the host), both where the judge does not find the series' two ends different. "
+        f"Each is the judge's verdict 'differs' (faster by more than {min_effect:.0%}) on server starts, kept "
+        "only where it survives Holm's method over every neighbour comparison of the report (a verdict marked * "
+        "comes from a point with fewer than 3 starts and assumes a between-start spread). 'Full-attn layers moved' lists the "
         "full-attention layers whose experts went to the CPU between the two points."
         + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
            if data.full_attn_layers else " The model facts do not name its full-attention layers.")))
@@ -447,10 +475,10 @@ def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float
     elif not ok:
         anom.absent = "no point succeeded"
     else:
-        most = max((min(len(r.tg), len(r.pp)) if r.pp and r.tg else len(r.tg or r.pp) for r in ok), default=0)
-        anom.absent = ("none found" if most >= 4 else
-                       f"none can be found: points have at most {most} measured request(s), and Mann–Whitney U "
-                       "needs about 4 per point to reach p < 0.05 (measure more repeats)")
+        most = max((r.starts("tg").k for r in ok), default=0)
+        anom.absent = ("none found" if most >= 3 else
+                       f"none found; points have at most {most} server start(s), so only a jump beyond the assumed "
+                       "between-start spread can show (measure with --launches auto or 3+ to judge smaller ones)")
     return anom
 
 
@@ -508,7 +536,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
     found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers)
     flags = _flags(full, found)
-    out: list[Section] = [summary_section(data, full, min_effect)]
+    out: list[Section] = [h for h in (headline_section(data, min_effect),) if h is not None]
+    out.append(summary_section(data, full, min_effect))
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows)), anomaly_section(full, found, min_effect)]
     out.append(Section("plots", "Plots", plots=list(plots),
@@ -516,7 +545,9 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     out += [host_memory_section(full), conditions_section(full)]
     for s in full.series:
         out.append(Section(f"points-{len(out)}", f"Points: {s.name}",
-                           intro="Speeds: median ±IQR/2 (n = measured requests, warm-up discarded); ⚠ = CV > 10 %.",
+                           intro=("Speeds: centre (geometric mean of the start medians) with a 95 % CI from ≥ 3 server "
+                              "starts, the range of 2 starts, or one start's median (between-start spread unknown); "
+                              "K×R = starts × requests per start, warm-ups discarded."),
                            tables=[points_table(s, full.native_ctx, flags)]))
     if full.run.kind == "sweep":
         out.append(replication_section(full))
@@ -632,24 +663,22 @@ def host_memory_section(data: ReportData) -> Section:
     return sec
 
 
-def _bench_values(p: Any, metric: str, depth: int | None) -> list[float]:
-    """llama-bench samples of ``metric`` (pp/tg) at ``depth`` (``None``: the deepest)."""
+def _bench_values(p: Any, metric: str, depth: int | None) -> Starts:
+    """llama-bench samples of ``metric`` (pp/tg) at ``depth`` (``None``: the deepest), by start."""
     tests = {s.test for s in p.samples if not s.warmup and s.test.startswith(metric) and "+" not in s.test}
 
     def d(t: str) -> int:
         return int(t.split("@ d")[1]) if "@ d" in t else 0
 
     if not tests:
-        return []
+        return Starts(())
     want = max(d(t) for t in tests) if depth is None else depth
     chosen = [t for t in tests if d(t) == want]
-    return p.measured(f"{metric}_tps", chosen[0]) if chosen else []
+    return Starts.of(p.launch_groups(f"{metric}_tps", chosen[0])) if chosen else Starts(())
 
 
 def crosscheck_table(data: ReportData) -> Table | None:
     """Server / llama-bench ratios for pp (depth 0) and tg (at the deepest depth = the prompt) per point."""
-    from ..stats import summarize
-
     by = {(s.key[0], s.key[2]): {} for s in data.series}
     for s in data.series:
         by[(s.key[0], s.key[2])][s.key[1]] = s
@@ -665,10 +694,10 @@ def crosscheck_table(data: ReportData) -> Table | None:
             b = lb_rows.get((r.ncmoe, r.ngl))
             if b is None or b.point is None:
                 continue
-            bpp, btg = summarize(_bench_values(b.point, "pp", 0)), summarize(_bench_values(b.point, "tg", None))
-            spp, stg = r.pp_s, r.tg_s
-            rp = spp.median / bpp.median if spp and bpp and bpp.median else None
-            rt = stg.median / btg.median if stg and btg and btg.median else None
+            bpp, btg = estimate(_bench_values(b.point, "pp", 0)), estimate(_bench_values(b.point, "tg", None))
+            spp, stg = r.estimate("pp"), r.estimate("tg")
+            rp = spp.centre / bpp.centre if spp and bpp else None
+            rt = stg.centre / btg.centre if stg and btg else None
             out = [f"{m} {x:.2f}" for m, x in (("pp", rp), ("tg", rt)) if x is not None and not lo <= x <= hi]
             t.rows.append([srv.name, str(r.ncmoe), spp.fmt() if spp else "–", bpp.fmt() if bpp else "–",
                            f"{rp:.2f}" if rp else "–", stg.fmt() if stg else "–", btg.fmt() if btg else "–",
@@ -698,23 +727,23 @@ def reproduction_section(data: ReportData) -> Section | None:
     if not data.reproductions:
         return None
     sec = Section("reproduction", "Reproduction", intro=(
-        "`llamaforge reproduce` re-measured points of a sweep with the same builds, model and options. A metric "
-        "agrees when the two 95 % CIs of the median overlap or the medians differ by less than 5 %; a point "
-        "reproduces when pp and tg both agree. Conditions: GPU 0's SM clock and the host's load average (medians "
-        "while the point was measured) and the telemetry flags, first run / re-run."))
+        "`llamaforge reproduce` re-measured points of a sweep with the same builds, model and options. Each metric "
+        "is judged on server starts (re-run over first run): same within the margin (the ratio's CI lies inside "
+        "it), differs (outside), inconclusive (it spans both: the starts cannot tell, which is no pass). A point "
+        "reproduces when pp and tg are both the same; the family of all verdicts is controlled with Holm's method. "
+        "Conditions: GPU 0's SM clock and the host's load average (medians while the point was measured) and the "
+        "telemetry flags, first run / re-run."))
     for v in data.reproductions:
         role = "this run re-measures" if v["child"] == data.run.id else "re-measured by"
         other = v["parent"] if v["child"] == data.run.id else v["child"]
         sec.notes.append(f"Run {data.run.id} {role} run {other}: **{v['line']}**")
-        t = Table(["point", "status", "pp first → re-run", "pp change", "tg first → re-run", "tg change",
+        t = Table(["point", "status", "pp first → re-run (K×R)", "pp change", "tg first → re-run (K×R)", "tg change",
                    "conditions first / re-run"], title=f"run {v['parent']} → run {v['child']}")
         for pc in v["points"]:
             cells = []
             for m in ("pp", "tg"):
                 mc = (pc.get("metrics") or {}).get(m) or {}
-                a, b = mc.get("a"), mc.get("b")
-                cells += [f"{a['median']:,.1f} → {b['median']:,.1f}" if a and b else "–",
-                          f"{mc['change']:+.1%}" if mc.get("change") is not None else "–"]
+                cells += [_reproduce_cell(mc), _change_cell(mc)]
             first, again = pc.get("conditions") or ("", "")
             t.rows.append([pc["name"], pc["status"] + (f" ({pc['note']})" if pc.get("note") else ""), *cells,
                            f"{first or '–'} / {again or '–'}"])
@@ -723,6 +752,32 @@ def reproduction_section(data: ReportData) -> Section | None:
     if note := _not_remeasured_note(data):
         sec.notes.append(note)
     return sec
+
+
+def _reproduce_cell(mc: dict) -> str:
+    """``161.0 (2×2) → 150.2 (3×2)`` from a stored metric check (old stores kept ``median``, new ``centre``)."""
+    a, b = mc.get("a"), mc.get("b")
+    if not a or not b:
+        return "–"
+
+    def one(d: dict) -> str:
+        c = d.get("centre", d.get("median"))
+        shape = d.get("shape") or (f"n={d['n']}" if d.get("n") else "")
+        return f"{c:,.1f}" + (f" ({shape})" if shape else "")
+
+    return f"{one(a)} → {one(b)}"
+
+
+def _change_cell(mc: dict) -> str:
+    """``+20.4 % inconclusive`` / ``-8.0 % [-10.1, -5.9] differs`` (the judge's verdict; older stores: the change)."""
+    if mc.get("change") is None:
+        return "–"
+    j = mc.get("judgement") or {}
+    if not j:
+        return f"{mc['change']:+.1%}"
+    if j.get("p_differs") is None:   # < 3 starts on a side: no interval, the verdict assumes a spread
+        return f"{mc['change']:+.1%} {j.get('verdict')}" + ("*" if j.get("verdict") != "inconclusive" else "")
+    return f"{mc['change']:+.1%} [{j['low'] - 1:+.1%}, {j['high'] - 1:+.1%}] {j.get('verdict')}"
 
 
 def _not_remeasured_note(data: ReportData) -> str | None:

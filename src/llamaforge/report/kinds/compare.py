@@ -1,17 +1,17 @@
-"""What a compare run's report leads with: both sides and, per point and metric, the medians with
-their CIs, the ratio B/A and the verdict."""
+"""What a compare run's report leads with: both sides and, per point and metric, the start-level
+centres with what their K allows, the ratio B/A with its CI and the judge's verdict."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ...compare import fmt_cmp, fmt_side
+from ...compare import compare_note, fmt_cmp, fmt_side
 from ...mdtext import md_code, md_text
 from ...records import CompareSection, CompareSide
 from ...store import Run, Store
 from ..plots import Plot
 
-_MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "~ no significant change"}
+_MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "= same", "inconclusive": "? inconclusive"}
 
 
 def lead(store: Store, run: Run) -> str:
@@ -27,20 +27,23 @@ def lead(store: Store, run: Run) -> str:
                  f"run {md_code(d.extra.get('run'))})") if d.extra.get("machine") else ""
         out.append(f"- **{side}**: {md_code(d.ref)} on {md_text(d.backend)} — commit "
                    f"{md_code(str(d.commit or '')[:12])}, build {md_code(d.build)}{where}")
-    out += [f"- model {md_code(model)}, engine {md_text(plan.engine)}, {md_text(c.repeats)} samples "
-            f"per side in {md_text(c.rounds)} rounds ({md_text(c.interleave or 'interleaved')}), minimum effect "
-            f"{float(s.get('min_effect', 0.05)):.0%}", "",
-            "| ncmoe | metric | A t/s median [95 % CI] (launches×requests) | B t/s median [95 % CI] (launches×requests) "
-            "| B/A [95 % CI] | p (on launches) | verdict |",
+    out += [f"- model {md_code(model)}, engine {md_text(plan.engine)}, {md_text(c.per_round or c.repeats)} "
+            f"requests per server start, launches {md_text(c.rounds)} ({md_text(c.interleave or 'interleaved')}), "
+            f"minimum effect {float(s.get('min_effect', 0.05)):.0%}", "",
+            "| ncmoe | metric | A t/s (starts×requests) | B t/s (starts×requests) "
+            "| B/A [95 % CI] | p (on starts) | verdict |",
             "|---:|---|---:|---:|---:|---:|---|"]
     for r in s.get("comparisons", []):
         ratio, p, verdict = fmt_cmp(r["comparison"])
         out.append(f"| {md_text(r['ncmoe'])} | {md_text(r['metric'])} | {fmt_side(r['A'])} | {fmt_side(r['B'])} | "
                    f"{ratio} | {p} | {_MARK_MD[verdict]} |")
-    out += ["", "Mann–Whitney U (two-sided, α = 0.05) on the launch medians — n is the number of server starts "
-            "per side, because requests to one server are not independent — plus the minimum effect: a "
-            "significant change smaller than the minimum effect is reported as no significant change. CIs: "
-            "95 % cluster bootstrap (launches, then requests within them)."]
+    out += ["", md_text(compare_note(s))]
+    for i, st in (s.get("stops") or {}).items():
+        if st.get("status") == "unresolved":
+            pts = plan.points or []
+            pt = pts[int(i)] if int(i) < len(pts) and isinstance(pts[int(i)], dict) else {}
+            where = f"ncmoe {pt['ncmoe']}" if "ncmoe" in pt else f"point {i}"
+            out.append(f"\n**Unresolved**: {md_text(where)}: {md_text(st.get('reason'))}.")
     if s.get("failed"):
         out += ["", f"{s['failed']} of {s.get('points')} measured points failed."]
     return "\n".join(out) + "\n"

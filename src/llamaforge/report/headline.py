@@ -1,0 +1,106 @@
+"""The headline a user acts on: the first table of a sweep report.
+
+Per pair of series (earlier over later in the fixed backend order: CUDA/Vulkan) and metric, in words:
+
+* the **direction** and how often it held: "CUDA generates faster at 15/15 points, every start faster
+  at 12", with how many the judge calls *differs* (Holm over every point of every pair and metric);
+* the **magnitude**: the range of the ratio over the points, and at the first common point the ratio
+  with its 95 % CI (or, below 3 starts a side, the range of start ratios — never a CI);
+* the **between-start spread** of a series where it is above 10 % (pooled over the series' points),
+  because then no single start says much.
+"""
+
+from __future__ import annotations
+
+from ..judge import DIFFERS, INCONCLUSIVE, SAME, assumptions_note, control, judge
+from ..metrics import LABELS
+from .data import ReportData, Row, Series
+from .sections import Section, Table
+
+SPREAD_NOTE = 0.10
+_VERB = {"tg": "generates", "pp": "processes prompts"}
+
+
+def _pairs(data: ReportData) -> list[tuple[Series, Series]]:
+    return [(a, b) for i, a in enumerate(data.series) for b in data.series[i + 1:]]
+
+
+def _common(a: Series, b: Series, metric: str) -> list[tuple[Row, Row]]:
+    bx = {(r.offload, r.other): r for r in b.ok_rows if r.starts(metric)}
+    return [(r, bx[(r.offload, r.other)]) for r in sorted(a.ok_rows, key=lambda r: (r.offload, r.other))
+            if r.starts(metric) and (r.offload, r.other) in bx]
+
+
+def _judged(data: ReportData, min_effect: float) -> list[tuple[Series, Series, str, list]]:
+    """Per (pair, metric): [(row a, row b, judgement a over b)], the whole headline one family (Holm)."""
+    raw = []
+    for a, b in _pairs(data):
+        for metric in ("tg", "pp"):
+            rows = _common(a, b, metric)
+            js = [judge(rb.starts(metric), ra.starts(metric), min_effect=min_effect, prior_a=b.prior(metric),
+                        prior_b=a.prior(metric)) for ra, rb in rows]
+            raw.append((a, b, metric, rows, js))
+    flat = iter(control([j for *_x, js in raw for j in js]))
+    return [(a, b, metric, [(ra, rb, next(flat)) for (ra, rb), _j in zip(rows, js, strict=True)])
+            for a, b, metric, rows, js in raw]
+
+
+def _direction_text(a: Series, b: Series, metric: str, cells: list) -> tuple[str, str]:
+    n = len(cells)
+    faster = [c for c in cells if c[2].ratio > 1]
+    lead, other = (a, b) if len(faster) * 2 >= n else (b, a)
+    held = [c for c in cells if (c[2].ratio > 1) == (lead is a)]
+    every = sum(1 for c in held if c[2].separated)
+    verdicts = [c[2].verdict for c in cells]
+    text = (f"{lead.name} {_VERB[metric]} faster than {other.name} at {len(held)}/{n} points"
+            + (f", every start faster at {every}" if every else ""))
+    counts = ", ".join(f"{k} {v}" for k, v in ((verdicts.count(DIFFERS), DIFFERS), (verdicts.count(SAME), SAME),
+                                                (verdicts.count(INCONCLUSIVE), INCONCLUSIVE)) if k)
+    return text, counts
+
+
+def _magnitude_text(data: ReportData, cells: list) -> str:
+    ratios = sorted(c[2].ratio for c in cells)
+    first = cells[0]
+    j = first[2]
+    where = f"{data.axis} {first[0].x_label}"
+    span = f"{ratios[0]:.2f}–{ratios[-1]:.2f}× over the points; " if len(ratios) > 1 else ""
+    return span + f"at {where}: {j.fmt()}"
+
+
+def _spread_notes(data: ReportData) -> list[str]:
+    out = []
+    for s in data.series:
+        for metric in ("tg", "pp"):
+            pr = s.prior(metric)
+            if pr is not None and pr.sd > SPREAD_NOTE:
+                out.append(f"{s.name} {LABELS[metric]}: starts of one point vary by {pr.sd:.0%} (SD of log start "
+                           f"medians, {pr.df} df): a single server start says little; quote intervals, not starts.")
+    return out
+
+
+def headline_section(data: ReportData, min_effect: float) -> Section | None:
+    """``None`` for a run with fewer than two series (nothing to compare)."""
+    if len(data.series) < 2:
+        return None
+    judged = _judged(data, min_effect)
+    n = sum(len(c) for *_x, c in judged)
+    t = Table(["series", "metric", "direction (how often it held)", "verdicts", "magnitude (ratio first/second)"],
+              title="Headline",
+              note=(f"Judged on server starts: differs = the ratio's 95 % CI lies beyond ±{min_effect:.0%}, same = "
+                    f"within it, inconclusive = it spans both; Holm's method over the {n} comparisons of this table. "
+                    "A verdict marked * has fewer than 3 starts on a side: no CI, it assumes a between-start spread."))
+    for a, b, metric, cells in judged:
+        if not cells:
+            continue
+        direction, counts = _direction_text(a, b, metric, cells)
+        t.rows.append([f"{a.name} / {b.name}", LABELS[metric], direction, counts, _magnitude_text(data, cells)])
+        t.data.append({"num": a.name, "den": b.name, "metric": metric, "points": len(cells),
+                       "judgements": [{"x": ra.x, **j.to_dict()} for ra, _rb, j in cells]})
+    if not t.rows:
+        return None
+    sec = Section("headline", "Headline", tables=[t])
+    if note := assumptions_note([j for *_x, cells in judged for *_r, j in cells]):
+        sec.notes.append(f"* {note}.")
+    sec.notes += _spread_notes(data)
+    return sec
