@@ -316,3 +316,32 @@ def test_a_resumed_fleet_run_checks_its_stored_host_command_lines(store, tmp_pat
 def test_fleet_bench_checks_extra_before_reaching_any_host(ws):
     err = one_error(cli(ws, "fleet.bench", "--model", "m.gguf", "--extra", "--slot-save-path /tmp"))
     assert "does not allow: '--slot-save-path'" in err
+
+
+def _external_bin(tmp_path: Path, name: str) -> Path:
+    """A folder of 'external binaries' the user names: a llama-server that answers --version and otherwise
+    behaves as the fake server."""
+    d = tmp_path / name
+    d.mkdir()
+    exe = d / "llama-server"
+    exe.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'version: 4242 (0c1e570)' && exit 0\n"
+                   f"exec '{sys.executable}' '{FAKE}' \"$@\"\n")
+    exe.chmod(0o755)
+    return d
+
+
+def test_reproduce_of_an_external_build_runs_only_the_folder_the_user_names(ws, tmp_path):
+    from llamaforge.bench.external import external_build
+
+    mine, other = _external_bin(tmp_path, "mine"), _external_bin(tmp_path, "other")
+    key = external_build(mine, "cpu").key
+    craft_store(ws / "results" / "llamaforge.sqlite", "20261201-000000-beef", plan=sweep_plan(ws, key),
+                builds=[{"key": key, "backend": "cpu", "commit": "0c1e570", "pin": "external", "external": True,
+                         "dir": str(mine)}])
+    err = one_error(cli(ws, "reproduce", "latest", "--bin-dir", str(other)))
+    assert f"holds build {external_build(other, 'cpu').key}, but run 20261201-000000-beef measured {key}" in err
+    r = cli(ws, "reproduce", "latest", "--bin-dir", str(mine), "--launches", "1", timeout=300)
+    assert r.returncode == 0, r.stderr
+    with Store(ws / "results" / "llamaforge.sqlite") as s:
+        child = [x for x in s.list_runs() if x.parent_run == "20261201-000000-beef"]
+        assert len(child) == 1 and s.points(child[0].id)[0].build_key == key

@@ -30,6 +30,7 @@ from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
 from ..redact import redact_url
+from .argcheck import check_extra
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
 DEFAULT_REPEATS = 3
@@ -313,8 +314,6 @@ def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int
 def split_extra(extra: str | list[str] | None) -> list[str]:
     """``--extra "-fa on --no-warmup"`` → argument list (shell-like quoting, never run by a shell), every
     option on the allow-list of :mod:`.argcheck` (the same list a stored plan's arguments must pass)."""
-    from .argcheck import check_extra
-
     if not extra:
         return []
     if isinstance(extra, list):

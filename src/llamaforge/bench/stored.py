@@ -20,6 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..builds import list_builds
+from ..builds.hostcpu import runs_here
+from ..builds.integrity import binary_problems
+from ..builds.verify import ensure_runnable
 from ..errors import BenchError
 from ..store import Run
 from .argcheck import check_extra
@@ -59,11 +63,6 @@ def local_builds(paths: Any, keys: list[str], *, run_id: str, stored: Callable[[
                  allow_broken: bool = False, given: list | None = None) -> list:
     """The builds ``keys`` from this machine's build root (``given``: builds the user named, e.g.
     ``--bin-dir``, matched by key first), re-verified; else one line naming what to rebuild."""
-    from ..builds import list_builds
-    from ..builds.hostcpu import runs_here
-    from ..builds.integrity import binary_problems
-    from ..builds.verify import ensure_runnable
-
     have = {b.key: b for b in list_builds(paths)}
     have.update({b.key: b for b in given or []})
     missing = [k for k in keys if k not in have]

@@ -68,6 +68,6 @@ def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float 
         md = markdown.write(data, sections, out_dir / "report.md", lead=kinds.lead(store, data.run))
         page = html.write(data, sections, out_dir / "report.html")
     except OSError as e:
-        raise ReportError(*write_problem(Path(e.filename or out_dir), e)) from None
+        raise ReportError(*write_problem(out_dir, e)) from None
     pngs = [Path(p.path) for s in sections for p in s.plots]
     return ReportPaths(md=md, html=page, pngs=pngs)
