@@ -8,9 +8,9 @@ differ only in ``-ngl`` (a dense model) as ``--ngl auto`` does, on its axis x = 
 (``llamaforge.bench.autosweep.Axis``); everything printed is in the option's own values. Where the
 fitted context is the same at every stored point, there is no threshold to find: it reads "n/a".
 
-"Measuring" a point reads its stored samples (tg of every launch, warm-ups excluded; its 95 %
-cluster-bootstrap CI; the context the server fitted); a confirmation cannot add launches that were
-never made, so it returns the same summary. The threshold comes from a bisection over the stored
+"Measuring" a point reads its stored samples (tg of every launch, warm-ups excluded, grouped by server
+start: ``autosweep.tg_summary``, the judge's estimate, exactly what a real run gets; the context the
+server fitted); a confirmation cannot add launches that were never made, so it returns the same summary. The threshold comes from a bisection over the stored
 points' fitted contexts (``llamaforge.bench.threshold``), as a real run bisects over fits. The store
 is copied to a temporary folder first and only the copy is opened (opening may migrate a store's
 schema): committed results are never touched.
@@ -18,8 +18,9 @@ schema): committed results are never touched.
 Prints, for the adaptive sweep without a point budget (stops when stable) and with a budget of
 ``--share`` of the stored points: points used / available, and whether each conclusion matches the
 exhaustive one (threshold and sweet spot per series; winner per region; anomalies found / missed /
-not in the exhaustive run). A sweet spot "ties" when the two points' stored CIs overlap, or neither
-beats the other beyond the run's between-launch noise.
+not in the exhaustive run). A sweet spot "ties" when the judge does not say the two points differ
+(on their starts, the series' pooled spread for points with fewer than 3). For every anomaly and
+suspect of the exhaustive run it prints the judge's verdict over its reference neighbour.
 
 Time is what a real adaptive run would spend, from stored wall times: the chosen points' launches,
 one more launch per confirmation, one drift sentinel per build at the end (one launch of its cheapest
@@ -44,28 +45,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from scipy.stats import t as student_t  # noqa: E402
-
+from llamaforge import trend  # noqa: E402
 from llamaforge.bench.adaptive import (  # noqa: E402
-    FALLS,
-    FLAT,
-    RISES,
     AdaptiveOptions,
     AdaptiveResult,
     Conclusions,
     PointSummary,
     adaptive_sweep,
     conclude,
-    established,
-    launch_noise,
-    reference_neighbours,
-    trend_direction,
+    series_inputs,
+    series_prior,
 )
-from llamaforge.bench.autosweep import Axis  # noqa: E402
+from llamaforge.bench.autosweep import Axis, tg_summary  # noqa: E402
 from llamaforge.bench.threshold import bisect_threshold, reaches  # noqa: E402
+from llamaforge.judge import DIFFERS, judge  # noqa: E402
 from llamaforge.report.data import sweep_axis  # noqa: E402
-from llamaforge.stats import cluster_summary  # noqa: E402
 from llamaforge.store import Point, Store  # noqa: E402
+from llamaforge.trend import FALLS, FLAT, RISES  # noqa: E402
 
 DIRECTION = {FALLS: "falls", FLAT: "is flat", RISES: "rises"}
 
@@ -175,11 +171,10 @@ def load(store: Store, run_id: str) -> Stored:
         secs, n = point_seconds(p)
         old = st.seconds.get((s, x), (0.0, 0))
         st.seconds[(s, x)] = (old[0] + secs, max(old[1], n))
-        cs = cluster_summary(p.launch_groups("tg_tps")) if p.status == "ok" and p.engine == "server" else None
-        if cs is None:
+        ps = tg_summary(p) if p.engine == "server" else None
+        if ps is None:
             continue
-        st.summ.setdefault(s, {})[x] = PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches,
-                                                    cs.launch_medians, p.n_ctx)
+        st.summ.setdefault(s, {})[x] = ps
         st.ctx.setdefault(s, {})[x] = p.n_ctx
     st.domain = sorted(set.intersection(*(set(v) for v in st.summ.values()))) if st.summ else []
     if name == "ncmoe" and not st.n_layers:
@@ -257,7 +252,7 @@ def verdicts(ad: Conclusions, ex: Conclusions, st: Stored) -> dict[str, str]:
     """Whether each conclusion of the adaptive run (``ad``) matches the exhaustive one (``ex``), as text
     in the option's values. The threshold is "n/a" where the stored context never changes (nothing to
     find; it still must not disagree)."""
-    summ, domain, show = st.summ, st.domain, st.show
+    summ, show = st.summ, st.show
     out = {}
     if ad.threshold != ex.threshold:
         out["threshold"] = (f"no ({ {s: show(v) for s, v in ad.threshold.items()} } vs "
@@ -278,10 +273,7 @@ def verdicts(ad: Conclusions, ex: Conclusions, st: Stored) -> dict[str, str]:
             sweet.append(f"{s} {show(x_ad)} vs {show(x_ex)}: NO")
     out["sweet spot"] = "; ".join(sweet)
     if len(summ) > 1:
-        pairs = [(x, _label(ad, x), _label(ex, x)) for x in domain]
-        wrong = [x for x, la, le in pairs if le not in (None, "tie") and la != le]
-        out["winner per region"] = ("yes: " if not wrong else f"NO at {st.axis.name} {show(wrong)}: ") + \
-            _regions(ad, st.axis)
+        out["winner per region"] = winner_verdict(ad, ex, st)
     out["suspects"] = "; ".join(f"{s}: exhaustive {show(ex.suspects.get(s, []))}, "
                                 f"adaptive {show(ad.suspects.get(s, []))}" for s in sorted(summ))
     found = {s: sorted(set(ad.anomalies.get(s, [])) & set(v)) for s, v in ex.anomalies.items()}
@@ -292,47 +284,58 @@ def verdicts(ad: Conclusions, ex: Conclusions, st: Stored) -> dict[str, str]:
     return out
 
 
-def all_match(v: dict[str, str]) -> bool:
-    """Whether every conclusion matches (a sweet-spot tie counts as a match; a missed anomaly does not)."""
+def winner_verdict(ad: Conclusions, ex: Conclusions, st: Stored) -> str:
+    """``yes`` or what differs, per x: ``NO at …`` where the two runs name different winners (a
+    contradiction); ``claims more at …`` where the adaptive run names a winner and the exhaustive one
+    cannot tell (``tie``: its chords claimed more than the measured points show); ``open at …`` where the
+    exhaustive run names a winner and the adaptive one cannot tell (it says less, it contradicts nothing)."""
+    pairs = [(x, _label(ad, x), _label(ex, x)) for x in st.domain]
+    named = ("tie", None)
+    kinds = {"NO": [x for x, la, le in pairs if la not in named and le not in named and la != le],
+             "claims more": [x for x, la, le in pairs if la not in named and le == "tie"],
+             "open": [x for x, la, le in pairs if le not in named and la in named]}
+    parts = [f"{k} at {st.axis.name} {st.show(xs)}" for k, xs in kinds.items() if xs]
+    return ("; ".join(parts) or "yes") + ": " + _regions(ad, st.axis)
+
+
+def all_match(v: dict[str, str], strict: bool = True) -> bool:
+    """Whether every conclusion matches (a sweet-spot tie counts as a match; a missed anomaly does not).
+    ``strict=False``: only contradictions count — a winner one run names and the other cannot tell
+    (:func:`winner_verdict`'s ``open`` / ``claims more``) does not."""
+    win = v.get("winner per region", "yes").split(":")[0]
     return (v["threshold"].split()[0] in ("yes", "n/a") and "NO" not in v["sweet spot"]
-            and not v.get("winner per region", "yes").startswith("NO")
+            and "NO" not in win and (not strict or win == "yes")
             and all("missed []" in part for part in v["anomalies"].split(";") if part.strip()))
 
 
-def noise_lines(summ: dict, ex: Conclusions, domain: list[int], show: Callable[[int], str] = str) -> list[str]:
-    """Why each suspect of the exhaustive run is or is not an anomaly: its jump over its reference
-    neighbour (the one its series' direction says is faster; on a flat series the faster of both)
-    against the between-launch noise of its series, measured from the run's own multi-launch points.
-    ``show`` writes an x as the option's value."""
+def break_lines(summ: dict, domain: list[int], show: Callable[[int], str] = str) -> list[str]:
+    """Per series its direction, then why each point the exhaustive run finds faster than its trend
+    (in its own comparison) is an anomaly or only a suspect: the judge's verdict over its reference
+    neighbour, on starts, and whether it survives Holm over every series' comparisons."""
+    pts = {s: {x: summ[s][x] for x in domain} for s in sorted(summ)}
+    priors = {s: series_prior(v) for s, v in pts.items()}
+    inputs = series_inputs(pts, priors)
+    kept = {(b.series, b.x) for b in trend.breaks(inputs)}
     out = []
-    for s in sorted(summ):
-        pts = {x: summ[s][x] for x in domain}
-        noise = launch_noise(pts)
-        d = trend_direction(pts)
-        out.append(f"{s}: tg {DIRECTION[d]} with offload (its two ends)")
-        for x in sorted(set(ex.suspects.get(s, [])) | set(ex.anomalies.get(s, []))):
-            lo = max(reference_neighbours(sorted(pts), x, d), key=lambda k: pts[k].median)
-            jump = pts[x].median / pts[lo].median - 1
-            launches = f"{len(pts[lo].launches)}+{len(pts[x].launches)} launches"
-            if noise is None:
-                out.append(f"suspect {s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); between-launch noise unknown (no point of "
-                           f"{s} has two launches in this run): not established, a real sweep confirms it")
-                continue
-            need = math.exp(float(student_t.ppf(0.95, noise.df)) * noise.sd * math.sqrt(
-                1 / max(len(pts[lo].launches), 1) + 1 / max(len(pts[x].launches), 1))) - 1
-            verdict = "ANOMALY" if x in ex.anomalies.get(s, []) else "indistinguishable from launch noise"
-            out.append(f"suspect {s} {show(x)}: +{jump:.0%} over {show(lo)} ({launches}); launch SD of log tg {noise.sd:.2f} "
-                       f"(df {noise.df}) needs > +{need:.0%}: {verdict}")
+    for si in inputs:
+        d = trend.direction(si.points, prior=si.prior)
+        spread = f"between-start spread {si.prior.sd:.0%} ({si.prior.df} df)" if si.prior else "no spread measured"
+        out.append(f"{si.name}: tg {DIRECTION[d]} with offload (its two ends); {spread}")
+    for b in trend.breaks(inputs, method=None):
+        j = b.judgement
+        shapes = f"{j.b.k} vs {j.a.k} starts"
+        what = "ANOMALY (after Holm over the sweep)" if (b.series, b.x) in kept else \
+            "suspect: differs alone, not after Holm over the sweep"
+        out.append(f"{b.series} {show(b.x)} over {show(b.neighbour)}: {j.fmt()} ({shapes}): {what}"
+                   + (f"; assumed: {j.assumed}" if j.assumed else ""))
     return out
 
 
 def _tie(pts: dict, a: int, b: int) -> bool:
-    """Whether two points are indistinguishable: stored CIs overlap, or neither beats the other beyond the
-    between-launch noise of the series (see ``established``)."""
-    noise = launch_noise(pts)
-    if pts[a].overlaps(pts[b]):
-        return True
-    return noise is not None and not established(pts[a], pts[b], noise) and not established(pts[b], pts[a], noise)
+    """Whether two points of a series are indistinguishable: the judge does not say they differ."""
+    prior = series_prior(pts)
+    j = judge(pts[a].starts, pts[b].starts, prior_a=prior, prior_b=prior)
+    return j is None or j.verdict != DIFFERS
 
 
 def _label(c: Conclusions, x: int) -> str | None:
@@ -353,6 +356,7 @@ class Outcome:
     avail: int
     match: bool
     cost: Cost
+    consistent: bool = True     # no contradiction (a match but for winners the adaptive run cannot tell)
 
 
 def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
@@ -366,7 +370,7 @@ def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
     print(f"exhaustive: threshold {exd['threshold']}; sweet spot {exd['sweet_spot']}; regions "
           f"{_regions(ex, st.axis) or '–'}; anomalies {exd['anomalies']}; suspects {exd['suspects']}; "
           f"time {st.total:.0f} s (sentinels {st.sentinel_seconds:.0f} s)")
-    for line in noise_lines(summ, ex, domain, st.show):
+    for line in break_lines(summ, domain, st.show):
         print("  " + line)
     out = []
     for label, budget in (("stop by itself", None), (f"budget {share:.0%}", math.floor(avail * share))):
@@ -378,7 +382,7 @@ def replay_run(st: Stored, share: float, markdown: list[str]) -> list[Outcome]:
             print(f"  {s}: measured {st.axis.name} {st.show(list(r.measured[s]))}")
         for k, text in v.items():
             print(f"  {k}: {text}")
-        out.append(Outcome(st.run_id, label, r.n_measured, avail, all_match(v), c))
+        out.append(Outcome(st.run_id, label, r.n_measured, avail, all_match(v), c, all_match(v, strict=False)))
         markdown.append(_row(st.run_id, label, r.n_measured, avail, r, ex, v, c))
     return out
 
@@ -445,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         tm = max(os_, key=lambda o: o.cost.share)
         print(f"  [{mode}] points {pts.used}/{pts.avail} ({pts.used / pts.avail:.0%}, {pts.run}); "
               f"time {tm.cost.share:.1%} of the exhaustive sweep ({tm.run}); "
-              f"conclusions match in {sum(o.match for o in os_)}/{len(os_)}")
+              f"conclusions match in {sum(o.match for o in os_)}/{len(os_)}, "
+              f"none contradicted in {sum(o.consistent for o in os_)}/{len(os_)}")
     if a.markdown:
         print("\n" + "\n".join(rows))
     return 0

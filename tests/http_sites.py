@@ -28,6 +28,7 @@ class Site:
         self.file_headers: dict[str, str] = {}
         self.redirect_to: Site | None = None  # /resolve/ paths redirect there
         self.redirect_headers: dict[str, str] = {}
+        self.location: str | None = None    # when set, every request is redirected (302) there, as written
         self.log: list[dict] = []
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.port = self.httpd.server_address[1]
@@ -60,6 +61,12 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
 
         def _serve(self, body: bool) -> None:
             site.log.append({"method": self.command, "path": self.path, "headers": dict(self.headers)})
+            if site.location is not None:
+                self.send_response(302)
+                self.send_header("Location", site.location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if "/resolve/" in self.path and site.redirect_to is not None:
                 self.send_response(302)
                 self.send_header("Location", site.redirect_to.url("/cdn/blob/model.gguf?X-Amz-Signature=cdnsecret"))

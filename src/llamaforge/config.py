@@ -28,6 +28,23 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHA_FRAGMENT = re.compile(r"^(?P<base>.*)#sha256=(?P<hex>[0-9A-Fa-f]{64})$")
 
 
+def _option_like_authority(rest: str) -> str | None:
+    """``"user"`` or ``"host"`` when the URL authority (``rest`` is what follows ``scheme://``) has a
+    user or host that starts with ``-`` (also percent-encoded, also in ``[...]``): git hands
+    ``user@host`` to ssh as one argument, so ``ssh://-oProxyCommand=CMD@h/x`` or
+    ``ssh://[-oProxyCommand=CMD]:22/x`` would be an option. Every ``@`` is looked at, not only the last."""
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    *users, hostport = authority.split("@")
+    host = hostport[1:] if hostport.startswith("[") else hostport
+
+    def dash(part: str) -> bool:
+        return part.startswith("-") or part.lower().startswith("%2d")
+
+    if any(dash(u) for u in users):
+        return "user"
+    return "host" if dash(host) else None
+
+
 def source_problem(kind: str, arg: str, sha256: str | None = None) -> tuple[str, str] | None:
     """Why ``kind:arg`` must not be used (problem, fix), or None when it is acceptable.
 
@@ -48,8 +65,9 @@ def source_problem(kind: str, arg: str, sha256: str | None = None) -> tuple[str,
             if m.group(1).lower() not in GIT_SCHEMES:
                 return (f"uses the URL scheme {m.group(1)!r}",
                         f"use one of {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path")
-            if arg[m.end():].rpartition("@")[2].startswith("-"):
-                return "has a host starting with \"-\"", "fix the host name"
+            bad = _option_like_authority(arg[m.end():])
+            if bad:
+                return f"has a {bad} starting with \"-\" (ssh would read it as an option)", f"fix the {bad}"
         elif "::" in arg or not _SCP.match(arg):
             return ("is not a git URL",
                     f"use {', '.join(s + '://' for s in GIT_SCHEMES)} or user@host:path "
@@ -146,6 +164,20 @@ class Pins:
         return self.get(ref)
 
 
+def _sha_table(sha: object, sources: list[str], where: str) -> dict[str, str]:
+    """``sha256 = { "SOURCE" = "HEX" }``: a table whose keys are sources of the pin and values strings."""
+    example = 'e.g. sha256 = { "pypi:llama-cpp-python==0.3.36" = "<64 hex digits>" }'
+    if not isinstance(sha, dict):
+        raise ConfigError(f"{where}.sha256 must be a table mapping a source to its sha256, not {sha!r:.40}", example)
+    for key, value in sha.items():
+        if key not in sources:
+            raise ConfigError(f"{where}.sha256 names {key!r}, which is not one of the pin's sources",
+                              f"use one of: {', '.join(sources)} (spelled as in sources)")
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}.sha256.{key!r} must be a string of 64 hex digits", example)
+    return sha
+
+
 def parse_pins(text: str, path: Path | None = None) -> Pins:
     where = str(path or "pins.toml")
     try:
@@ -166,12 +198,12 @@ def parse_pins(text: str, path: Path | None = None) -> Pins:
         srcs = body.get("sources", ["git"])
         if isinstance(srcs, str) or not isinstance(srcs, list) or not srcs:
             raise ConfigError(f"{where}: pins.{name}.sources must be a non-empty list", "e.g. sources = [\"git\"]")
-        sha = body.get("sha256", {}) or {}
+        sha = _sha_table(body.get("sha256", {}), [str(s) for s in srcs], f"{where}: pins.{name}")
         specs = []
         for s in srcs:
-            given = sha.get(str(s)) if isinstance(sha, dict) else None
+            given = sha.get(str(s))
             specs.append(SourceSpec.parse(str(s), where=f"{where}: pins.{name}",
-                                          sha256=str(given).strip().lower() if given is not None else None))
+                                          sha256=given.strip().lower() if given is not None else None))
         bn = body.get("build_number")
         if bn is not None and not isinstance(bn, int):
             raise ConfigError(f"{where}: pins.{name}.build_number must be an integer", "e.g. build_number = 6000")
@@ -183,7 +215,21 @@ def parse_pins(text: str, path: Path | None = None) -> Pins:
     return Pins(pins=pins, default=default, path=path)
 
 
+def read_config_text(path: Path, what: str) -> str:
+    """A TOML file's text; ConfigError (naming the file and the first bad byte) if it is unreadable or not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}", f"make {what} a readable file") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path} is not UTF-8 text: byte 0x{data[e.start]:02x} on line {line}",
+                          f"save {what} as UTF-8 (TOML files are UTF-8)") from None
+
+
 def load_pins(path: Path) -> Pins:
     if not path.is_file():
         raise ConfigError(f"no pins file at {path}", "run llamaforge in a folder with pins.toml or set LLAMAFORGE_WORKSPACE")
-    return parse_pins(path.read_text(encoding="utf-8"), path)
+    return parse_pins(read_config_text(path, "pins.toml"), path)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import LlamaforgeError
+from .redact import redact_text
 
 # Piped output (CI logs, `| tee`) gets a wide console instead of rich's 80 columns, so tables stay readable.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
@@ -33,9 +34,9 @@ def debug_enabled() -> bool:
 
 def print_error(exc: LlamaforgeError) -> None:
     """Print an error as one red line, followed by the fix (if any)."""
-    line = f"[bold red]error:[/] {esc(exc.message)}"
+    line = f"[bold red]error:[/] {esc(redact_text(exc.message))}"
     if exc.fix:
-        line += f"  [yellow]fix:[/] {esc(exc.fix)}"
+        line += f"  [yellow]fix:[/] {esc(redact_text(exc.fix))}"
     err_console.print(line, soft_wrap=True)
 
 
@@ -46,7 +47,7 @@ def info(msg: str) -> None:
 
 def notice(msg: str) -> None:
     """A one-line notice (e.g. a source fell through to the next) on stderr; ``msg`` is plain text."""
-    err_console.print(f"[yellow]notice:[/] {esc(msg)}", soft_wrap=True)
+    err_console.print(f"[yellow]notice:[/] {esc(redact_text(msg))}", soft_wrap=True)
 
 
 def byte_progress(label: str, enabled: bool = True):  # noqa: ANN201
@@ -73,4 +74,4 @@ def warning(msg: str) -> None:
     """A loud one-line warning on stderr (``msg`` is data: printed literally, no rich markup)."""
     from rich.markup import escape
 
-    err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True)
+    err_console.print(f"[bold yellow]warning:[/] {escape(redact_text(msg) or '')}", soft_wrap=True)

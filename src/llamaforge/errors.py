@@ -14,9 +14,13 @@ class LlamaforgeError(Exception):
     exit_code = 2
 
     def __init__(self, message: str, fix: str | None = None) -> None:
+        # secrets in URLs and the HF_TOKEN value never reach a message
+        from .redact import redact_text
+
+        message = redact_text(message) or message
         super().__init__(message)
         self.message = message
-        self.fix = fix
+        self.fix = redact_text(fix)
 
     def __str__(self) -> str:
         return f"{self.message} (fix: {self.fix})" if self.fix else self.message

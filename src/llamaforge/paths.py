@@ -23,7 +23,13 @@ PINS_FILE = "pins.toml"
 
 def cache_root() -> Path:
     p = Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge")
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:     # read-only, full, or a file in the way: one line, not a traceback
+        from .errors import ConfigError
+
+        raise ConfigError(f"cannot create the cache folder {p}: {e.strerror or e}",
+                          "set LLAMAFORGE_CACHE to a writable folder") from None
     return p
 
 

@@ -6,16 +6,21 @@ carry a token as userinfo (``https://user:TOKEN@host/…``), a fragment can hold
 (a hash, not a secret, and what makes a reference reproducible). :func:`redact_text` does it for
 every URL inside free text (a stored command line, an error message); :func:`redact_obj` for every
 string inside JSON-like data (a run's plan). The store applies them when it writes and when it reads
-a run, so reports and exports of old stores are clean too.
+a run, so reports and exports of old stores are clean too. The values of secret environment variables
+(:data:`SECRET_ENV`: ``HF_TOKEN``) are replaced wherever they appear, URL or not.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 from urllib.parse import urlsplit
 
 MARK = "REDACTED"
+# Environment variables whose VALUES are secrets wherever they turn up (a log line, an error message).
+SECRET_ENV = ("HF_TOKEN",)
+_MIN_SECRET = 8        # shorter values would blot out ordinary words; real tokens are far longer
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 _OUR_FRAGMENT = re.compile(r"sha256=[0-9a-fA-F]{64}")
 
@@ -41,21 +46,41 @@ def redact_url(url: str) -> str:
     return out
 
 
-def redact_text(text: str | None) -> str | None:
-    """Every ``scheme://…`` URL in ``text`` through :func:`redact_url` (None stays None)."""
+def env_secrets() -> tuple[str, ...]:
+    """The values of :data:`SECRET_ENV` as they may be written out: as set, stripped, escaped as
+    ``repr`` writes them, and (a value with line breaks) line by line; longest first."""
+    out: set[str] = set()
+    for name in SECRET_ENV:
+        v = os.environ.get(name) or ""
+        forms = [v, v.strip(), repr(v)[1:-1], v.encode("unicode_escape").decode("ascii"), *v.splitlines()]
+        out.update(f for f in forms if len(f.strip()) >= _MIN_SECRET)
+    return tuple(sorted(out, key=len, reverse=True))
+
+
+def redact_text(text: str | None, secrets: tuple[str, ...] | None = None) -> str | None:
+    """Every ``scheme://…`` URL in ``text`` through :func:`redact_url`, and every secret value
+    (:func:`env_secrets`, or ``secrets`` when given) replaced by ``REDACTED``. None stays None."""
     if not text:
         return text
-    return _URL.sub(lambda m: redact_url(m.group(0)), str(text))
+    text = str(text)
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    for s in env_secrets() if secrets is None else secrets:
+        if s in text:
+            text = text.replace(s, MARK)
+    return text
 
 
-def redact_obj(obj: Any) -> Any:
+def redact_obj(obj: Any, secrets: tuple[str, ...] | None = None) -> Any:
     """A copy of JSON-like ``obj`` with :func:`redact_text` applied to every string (keys too)."""
+    if secrets is None:
+        secrets = env_secrets()
     if isinstance(obj, str):
-        return redact_text(obj)
+        return redact_text(obj, secrets)
     if isinstance(obj, dict):
-        return {redact_obj(k): redact_obj(v) for k, v in obj.items()}
+        return {redact_obj(k, secrets): redact_obj(v, secrets) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [redact_obj(v) for v in obj]
+        return [redact_obj(v, secrets) for v in obj]
     return obj
 
 

@@ -17,9 +17,12 @@ Tables
            of them under one ``points`` row, ``extra_json.launches`` describes each launch)
   probes   bisect/compare bookkeeping: one row per measured commit
 
-A run's command and plan pass through :mod:`llamaforge.redact` when written and when read: URL
-queries, fragments and credentials (a presigned model URL, a token in a git URL) are never stored,
-and never shown from stores written before that.
+Every free-text and JSON field (a run's command, plan, env and summary; a build's manifest; a
+point's command, failure detail, log tail and extras; samples' raw answers; probes' subjects and
+notes) passes through :mod:`llamaforge.redact` when written and when read: URL queries, fragments
+and credentials (a presigned model URL, a token in a git URL) and the ``HF_TOKEN`` value are never
+stored, and never shown from stores written before that. Ids, names and keys are identifiers, kept
+as they are.
 
 Schema versions: ``_SCHEMA`` is v1; :data:`MIGRATIONS` is the ladder v1 → v2 → … Opening an older
 store backs it up next to itself (``NAME.v1-backup.sqlite``), then applies every missing step in ONE
@@ -44,7 +47,7 @@ from typing import Any
 
 from .errors import StoreError
 from .records import Environment, RunPlan, to_json
-from .redact import redact_obj, redact_text
+from .redact import env_secrets, redact_obj, redact_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -162,6 +165,11 @@ def _j(obj: Any) -> str | None:
 
 def _uj(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _ruj(text: str | None, secrets: tuple[str, ...] | None = None) -> Any:
+    """Stored JSON, redacted on the way out (stores written before a field was redacted on the way in)."""
+    return None if text is None else redact_obj(json.loads(text), secrets)
 
 
 @dataclass
@@ -297,6 +305,7 @@ _POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status
                "failure_detail", "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib",
                "vram_total_mib", "rss_peak_mib", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
                "t_measure_s", "build_info", "started", "finished"]
+_POINT_TEXT = frozenset({"failure_detail", "log_tail", "build_info"})   # free text: redacted in and out
 
 
 def check_results_folder(folder: Path, *, create: bool = True) -> None:
@@ -436,7 +445,7 @@ class Store:
         self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
                         " parent_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (run_id, kind, name, "running", now, now, redact_text(command), _j(redact_obj(plan)),
-                         _j(env or {}), parent_run))
+                         _j(redact_obj(env or {})), parent_run))
         return run_id
 
     def put_run(self, run: Run) -> None:
@@ -447,7 +456,8 @@ class Store:
                         " command=excluded.command, plan_json=excluded.plan_json, env_json=excluded.env_json,"
                         " summary_json=excluded.summary_json",
                         (run.id, run.kind, run.name, run.status, run.created, run.updated, redact_text(run.command),
-                         _j(redact_obj(run.plan)), _j(run.env or {}), _j(run.summary), run.parent_run))
+                         _j(redact_obj(run.plan)), _j(redact_obj(run.env or {})), _j(redact_obj(run.summary)),
+                         run.parent_run))
 
     def child_runs(self, run_id: str) -> list[Run]:
         """Runs that reproduce ``run_id`` (oldest first)."""
@@ -457,8 +467,8 @@ class Store:
     def _run(self, row: sqlite3.Row) -> Run:
         # URLs are redacted on the way in and again on the way out (stores written before that)
         return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
-                   redact_text(row["command"]), redact_obj(_uj(row["plan_json"]) or {}), _uj(row["env_json"]) or {},
-                   _uj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
+                   redact_text(row["command"]), redact_obj(_uj(row["plan_json"]) or {}), _ruj(row["env_json"]) or {},
+                   _ruj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:
         """A run by reference — the one resolver for every command that takes a run:
@@ -502,7 +512,7 @@ class Store:
         self.db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
 
     def set_run_summary(self, run_id: str, summary: dict) -> None:
-        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(summary), time.time(), run_id))
+        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(redact_obj(summary)), time.time(), run_id))
 
     def update_run_plan(self, run_id: str, plan: dict | RunPlan) -> None:
         """Replace a run's plan (the adaptive sweep records the points it chose as it goes)."""
@@ -511,14 +521,15 @@ class Store:
 
     def update_run_env(self, run_id: str, env: dict | Environment) -> None:
         env = to_json(env if isinstance(env, Environment) else Environment.from_json(env))
-        self.db.execute("UPDATE runs SET env_json=?, updated=? WHERE id=?", (_j(env), time.time(), run_id))
+        self.db.execute("UPDATE runs SET env_json=?, updated=? WHERE id=?", (_j(redact_obj(env)), time.time(), run_id))
 
     # ---- builds -----------------------------------------------------------------------------
     def add_build(self, manifest: dict, run_id: str | None = None) -> None:
         """Store a build manifest (``key``, ``backend``, ``pin``, ``commit`` fields) and link it to a run."""
         key = manifest["key"]
         self.db.execute("INSERT OR REPLACE INTO builds (key, backend, pin, commit_sha, manifest_json) VALUES (?,?,?,?,?)",
-                        (key, manifest.get("backend"), manifest.get("pin"), manifest.get("commit"), _j(manifest)))
+                        (key, manifest.get("backend"), manifest.get("pin"), manifest.get("commit"),
+                         _j(redact_obj(manifest))))
         if run_id:
             self.db.execute("INSERT OR IGNORE INTO run_builds VALUES (?, ?)", (run_id, key))
 
@@ -529,11 +540,11 @@ class Store:
     def builds_for_run(self, run_id: str) -> list[dict]:
         rows = self.db.execute("SELECT b.manifest_json FROM builds b JOIN run_builds rb ON rb.build_key=b.key"
                                " WHERE rb.run_id=? ORDER BY b.backend, b.key", (run_id,))
-        return [_uj(r[0]) for r in rows]
+        return [_ruj(r[0]) for r in rows]
 
     def get_build(self, key: str) -> dict | None:
         row = self.db.execute("SELECT manifest_json FROM builds WHERE key=?", (key,)).fetchone()
-        return _uj(row[0]) if row else None
+        return _ruj(row[0]) if row else None
 
     # ---- points & samples -------------------------------------------------------------------
     def record_point(self, p: Point) -> int:
@@ -541,16 +552,17 @@ class Store:
         with self.tx() as db:
             db.execute("DELETE FROM points WHERE run_id=? AND build_key=? AND engine=? AND ncmoe=? AND ngl=? AND label=?",
                        (p.run_id, *p.key))
-            vals = [getattr(p, c) for c in _POINT_COLS]
+            sec = env_secrets()
+            vals = [redact_text(v, sec) if c in _POINT_TEXT else v for c, v in ((c, getattr(p, c)) for c in _POINT_COLS)]
             cols = _POINT_COLS + ["mem_breakdown_json", "command_json", "extra_json"]
-            vals += [_j(p.mem_breakdown), _j(p.command), _j(p.extra)]
+            vals += [_j(redact_obj(p.mem_breakdown, sec)), _j(redact_obj(p.command, sec)), _j(redact_obj(p.extra, sec))]
             cur = db.execute(f"INSERT INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals)
             pid = int(cur.lastrowid)
             db.executemany(
                 "INSERT INTO samples (point_id, idx, warmup, test, prompt_n, prompt_ms, pp_tps, predicted_n,"
                 " predicted_ms, tg_tps, raw_json, launch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(pid, s.idx, int(s.warmup), s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
-                  s.predicted_ms, s.tg_tps, _j(s.raw), s.launch) for s in p.samples])
+                  s.predicted_ms, s.tg_tps, _j(redact_obj(s.raw, sec)), s.launch) for s in p.samples])
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), p.run_id))
         p.id = pid
         return pid
@@ -563,12 +575,13 @@ class Store:
         if engine:
             q, args = q + " AND engine=?", args + [engine]
         out = []
+        sec = env_secrets()
         for r in self.db.execute(q + " ORDER BY build_key, engine, label, ncmoe, ngl", args).fetchall():
-            p = Point(**{c: r[c] for c in _POINT_COLS})
+            p = Point(**{c: redact_text(r[c], sec) if c in _POINT_TEXT else r[c] for c in _POINT_COLS})
             p.id = r["id"]
-            p.mem_breakdown = _uj(r["mem_breakdown_json"])
-            p.command = _uj(r["command_json"])
-            p.extra = _uj(r["extra_json"])
+            p.mem_breakdown = _ruj(r["mem_breakdown_json"], sec)
+            p.command = _ruj(r["command_json"], sec)
+            p.extra = _ruj(r["extra_json"], sec)
             if with_samples:
                 p.samples = self.samples(p.id)
             out.append(p)
@@ -576,8 +589,9 @@ class Store:
 
     def samples(self, point_id: int) -> list[Sample]:
         rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY launch, warmup DESC, idx", (point_id,))
+        sec = env_secrets()
         return [Sample(r["idx"], bool(r["warmup"]), r["test"], r["prompt_n"], r["prompt_ms"], r["pp_tps"],
-                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _uj(r["raw_json"]), r["launch"])
+                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _ruj(r["raw_json"], sec), r["launch"])
                 for r in rows]
 
     def done_keys(self, run_id: str, *, include_failed: bool = True) -> set[tuple[str, str, int, int, str]]:
@@ -590,11 +604,12 @@ class Store:
     def add_probe(self, p: Probe) -> None:
         self.db.execute("INSERT INTO probes (run_id, seq, commit_sha, subject, build_key, verdict, build_s, measure_s,"
                         " incremental, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (p.run_id, p.seq, p.commit_sha, p.subject, p.build_key, p.verdict, p.build_s, p.measure_s,
-                         None if p.incremental is None else int(p.incremental), p.note))
+                        (p.run_id, p.seq, p.commit_sha, redact_text(p.subject), p.build_key, p.verdict, p.build_s,
+                         p.measure_s, None if p.incremental is None else int(p.incremental), redact_text(p.note)))
 
     def probes(self, run_id: str) -> list[Probe]:
         rows = self.db.execute("SELECT * FROM probes WHERE run_id=? ORDER BY seq, id", (run_id,))
-        return [Probe(r["run_id"], r["seq"], r["commit_sha"], r["subject"], r["build_key"], r["verdict"], r["build_s"],
-                      r["measure_s"], None if r["incremental"] is None else bool(r["incremental"]), r["note"])
+        return [Probe(r["run_id"], r["seq"], r["commit_sha"], redact_text(r["subject"]), r["build_key"], r["verdict"],
+                      r["build_s"], r["measure_s"], None if r["incremental"] is None else bool(r["incremental"]),
+                      redact_text(r["note"]))
                 for r in rows]

@@ -5,9 +5,12 @@ sets is a field a real writer writes (the earlier fake used keys no writer produ
 the CPU roofline was always "unknown").
 
 Two builds (CPU and Vulkan), ncmoe 0..8 of an 8-layer model whose full-attention layers are 3 and 7,
-five measured requests per point (plus a warm-up) with spread. Vulkan: ncmoe 0 fails (oom), context
-grows with ncmoe and reaches the native 32,768 at ncmoe 5, generation slows with ncmoe except a
-spike at ncmoe 4 (clearly faster than ncmoe 3). CPU: native context everywhere, slower.
+each point measured in four server starts (``launches``, the judge's unit of replication; with three,
+the spike below survives Holm's method over the report's 30 comparisons only just) of five measured
+requests (plus a warm-up per start): starts spread ±1 %, requests inside a start ±0.5 %. Vulkan:
+ncmoe 0 fails (oom), context grows with ncmoe and reaches the native 32,768 at ncmoe 5, generation
+slows with ncmoe except a spike at ncmoe 4 (clearly faster than ncmoe 3). CPU: native context
+everywhere, slower.
 """
 
 from __future__ import annotations
@@ -37,15 +40,25 @@ ENV = Environment(gpus=[GpuInfo(name="llvmpipe (LLVM 15.0.6, 256 bits)", memory_
 VULKAN_CTX = {1: 8192, 2: 12288, 3: 16384, 4: 24576, 5: NATIVE, 6: NATIVE, 7: NATIVE, 8: NATIVE}
 
 
-def _samples(rng: random.Random, pp: float, tg: float, n: int = 5) -> list[Sample]:
-    out = [Sample(0, True, "", 512, 1.0, pp / 10, 64, 1.0, tg / 2)]  # warm-up: slow, must be ignored
-    for i in range(1, n + 1):
-        out.append(Sample(i, False, "", 512, 1.0, pp * rng.uniform(0.98, 1.02), 64, 1.0, tg * rng.uniform(0.98, 1.02)))
+def _samples(rng: random.Random, pp: float, tg: float, n: int = 5, launches: int = 4) -> list[Sample]:
+    out = []
+    for launch in range(1, launches + 1):
+        lp, lt = pp * rng.uniform(0.99, 1.01), tg * rng.uniform(0.99, 1.01)   # this start's level
+        out.append(Sample(0, True, "", 512, 1.0, pp / 10, 64, 1.0, tg / 2, launch=launch))  # warm-up: slow, ignored
+        for i in range(1, n + 1):
+            out.append(Sample(i, False, "", 512, 1.0, lp * rng.uniform(0.995, 1.005), 64, 1.0,
+                              lt * rng.uniform(0.995, 1.005), launch=launch))
     return out
 
 
+def _launch_records(n: int, launches: int) -> list[dict]:
+    """``extra.launches`` as the runner writes it: starts interleaved over the run (``seq``)."""
+    return [{"launch": k, "seq": 100 * (k - 1) + n, "status": "ok", "started": 1000.0 * k + n,
+             "finished": 1000.0 * k + n + 30.0} for k in range(1, launches + 1)]
+
+
 def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random, all_failed: bool,
-           n_samples: int) -> Point:
+           n_samples: int, launches: int) -> Point:
     cmd = ["llama-server", "-m", "/models/tiny.gguf", "-ncmoe", str(n), "--port", "0", "-np", "1"]
     p = Point(run_id, key, "server", ncmoe=n, label=label, n_ctx_train=NATIVE, prompt_tokens=512, n_predict=64,
               command=cmd)
@@ -66,18 +79,21 @@ def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random
         p.n_ctx = NATIVE
         tg, pp = 20.0 - 0.5 * n, 150.0 - 2 * n
     p.rss_peak_mib = (1500.0 if b == "vulkan" else 1200.0) + 100 * n
-    p.samples = _samples(rng, pp * speedup, tg * speedup, n_samples)
+    p.samples = _samples(rng, pp * speedup, tg * speedup, n_samples, launches)
+    p.extra = {"launches": _launch_records(n, launches)}
     return p
 
 
 def build(
     tmp: Path, *, backends: tuple[str, ...] = ("cpu", "vulkan"), all_failed: bool = False, points: bool = True,
     n_samples: int = 5, db: str = "store.sqlite", kind: str = "sweep", labels: tuple[str, ...] = ("",),
+    launches: int = 4,
 ) -> tuple[Store, str]:
+    """``n_samples``: measured requests per server start; ``launches``: server starts per point."""
     store = Store(tmp / db)
     plan = RunPlan(model=ModelSection(ref="synth:tiny-moe", path="/models/tiny.gguf", facts=FACTS),
                    backends=list(backends), points=[{"ncmoe": n} for n in range(9)], engine="server",
-                   repeats=n_samples, prompt_tokens_target=512, n_predict=64)
+                   repeats=n_samples, launches=launches, prompt_tokens_target=512, n_predict=64)
     run_id = store.new_run(kind, plan, command="llamaforge bench synth:tiny-moe", env=ENV, name="fake")
     rng = random.Random(7)
     for b in backends:
@@ -92,6 +108,6 @@ def build(
             continue
         for label in labels:
             for n in range(9):
-                store.record_point(_point(run_id, key, b, n, label, rng, all_failed, n_samples))
+                store.record_point(_point(run_id, key, b, n, label, rng, all_failed, n_samples, launches))
     store.set_run_status(run_id, "done")
     return store, run_id

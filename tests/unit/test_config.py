@@ -51,3 +51,39 @@ def test_unknown_pin_names_the_known_ones():
 def test_sha256_per_source_is_attached():
     pins = parse_pins('[pins.a]\ncommit = "abcdef0"\nsources = ["tarball:/x.tgz"]\n[pins.a.sha256]\n"tarball:/x.tgz" = "ABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABAB"\n')
     assert pins.get("a").sources[0] == SourceSpec("tarball", "/x.tgz", "abababababababababababababababababababababababababababababababab")
+
+
+@pytest.mark.parametrize("sha,needle", [
+    ('sha256 = "x"', "sha256 must be a table"),
+    ('sha256 = ""', "sha256 must be a table"),
+    ('sha256 = ["' + "a" * 64 + '"]', "sha256 must be a table"),
+    ('sha256 = { "tarball:/other.tgz" = "' + "a" * 64 + '" }', "not one of the pin's sources"),
+    ('sha256 = { "tarball:/x.tgz" = 5 }', "must be a string of 64 hex digits"),
+])
+def test_a_sha256_that_would_be_ignored_is_refused(sha, needle):
+    """``sha256 = "x"`` (not a table) was silently ignored: the pin then had no checksum at all."""
+    with pytest.raises(ConfigError) as e:
+        parse_pins(f'[pins.a]\ncommit = "abcdef0"\nsources = ["tarball:/x.tgz"]\n{sha}\n')
+    assert needle in e.value.message and e.value.fix and "\n" not in str(e.value)
+
+
+def test_pins_file_that_is_not_utf8_is_one_line_naming_the_file(tmp_path):
+    f = tmp_path / "pins.toml"
+    f.write_bytes(b'# pins\n[pins.a]\ncommit = "abcdef0"\ndescription = "caf\xff"\n')
+    with pytest.raises(ConfigError) as e:
+        load_pins(f)
+    assert str(f) in e.value.message and "byte 0xff on line 4" in e.value.message and "UTF-8" in e.value.fix
+
+
+def test_pins_file_that_is_not_utf8_is_one_line_from_the_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pins.toml").write_bytes(b'[pins.a]\ncommit = "abcdef0\xff"\n')
+    env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(tmp_path), "PYTHONPATH": str(REPO / "src"), "COLUMNS": "300"}
+    env.pop("LLAMAFORGE_DEBUG", None)
+    r = subprocess.run([sys.executable, "-m", "llamaforge", "pins"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "is not UTF-8 text" in r.stderr and r.stderr.strip().startswith("error:"), r.stderr

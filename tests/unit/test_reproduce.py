@@ -1,4 +1,5 @@
-"""reproduce: per-point verdicts (CI overlap + minimum effect), the run link, bad input; report sections."""
+"""reproduce: per-point verdicts of the judge on server starts (same / differs / inconclusive), the run link, bad
+input; report sections."""
 
 from __future__ import annotations
 
@@ -8,37 +9,71 @@ import pytest
 import run_fake
 
 from llamaforge.errors import BenchError
+from llamaforge.judge import judge
 from llamaforge.report import data as rdata
 from llamaforge.report.tables import build_sections
 from llamaforge.reproduce import MetricCheck, check_points, reproduce, select_points, sweep_run, verdict_for
-from llamaforge.stats import summarize
 from llamaforge.store import Point, Sample
 
 
-def _pt(key: str, ncmoe: int, tg: float, spread: float = 0.01, n: int = 5, seed: int = 1) -> Point:
+def _pt(key: str, ncmoe: int, tg: float, spread: float = 0.01, k: int = 4, n: int = 2, seed: int = 1) -> Point:
+    """A point measured in ``k`` server starts whose levels spread ±``spread``, ``n`` requests each (±0.2 %)."""
     rng = random.Random(seed)
     p = Point("r", key, "server", ncmoe=ncmoe)
-    p.samples = [Sample(i, False, "", 100, 1.0, 500 * rng.uniform(1 - spread, 1 + spread), 64, 1.0,
-                        tg * rng.uniform(1 - spread, 1 + spread)) for i in range(1, n + 1)]
+    for launch in range(1, k + 1):
+        lp, lt = 500 * rng.uniform(1 - spread, 1 + spread), tg * rng.uniform(1 - spread, 1 + spread)
+        p.samples += [Sample(i, False, "", 100, 1.0, lp * rng.uniform(0.998, 1.002), 64, 1.0,
+                             lt * rng.uniform(0.998, 1.002), launch=launch) for i in range(1, n + 1)]
     return p
 
 
-def test_metric_agrees_on_overlap_or_small_effect_and_differs_otherwise():
-    a = summarize([100, 101, 99, 100, 102])
-    assert MetricCheck("tg", a, summarize([150, 151, 149, 152, 150])).agrees() is False
-    assert MetricCheck("tg", a, summarize([100.5, 101, 99.5, 100, 101])).agrees() is True
-    # no CI overlap but a 3 % change: below the minimum effect, so it agrees
-    assert MetricCheck("tg", a, summarize([103.0, 103.1, 103.2, 103.1, 103.0])).agrees() is True
-    assert MetricCheck("tg", a, summarize([103.0, 103.1, 103.2, 103.1, 103.0])).agrees(min_effect=0.01) is False
+def _check(a: list[float], b: list[float], min_effect: float = 0.05) -> MetricCheck:
+    """One metric judged from one value per server start on each side."""
+    return MetricCheck("tg", judge([[v] for v in a], [[v] for v in b], min_effect=min_effect))
+
+
+def test_metric_is_same_within_the_margin_differs_beyond_it_and_otherwise_inconclusive():
+    a = [100, 101, 99, 100, 102]
+    assert _check(a, [150, 151, 149, 152, 150]).agrees() is False
+    assert _check(a, [100.5, 101, 99.5, 100, 101]).agrees() is True
+    # a clear 3 % change: inside the ±5 % margin, so the same; beyond a 1 % margin it differs
+    assert _check(a, [103.0, 103.1, 103.2, 103.1, 103.0]).agrees() is True
+    assert _check(a, [103.0, 103.1, 103.2, 103.1, 103.0], min_effect=0.01).agrees() is False
+    # noisy starts whose intervals overlap: the data cannot tell, which is never a pass
+    noisy = _check([80, 120, 100, 90, 115], [85, 125, 95, 110, 130])
+    assert noisy.agrees() is None and noisy.judgement.verdict == "inconclusive"
+    # many tight requests in ONE start per side: requests are not replicates, so +30 % is inconclusive too
+    one_start = MetricCheck("tg", judge([[100.0, 100.1, 99.9, 100.0]], [[130.0, 130.1, 129.9, 130.0]]))
+    assert one_start.agrees() is None
 
 
 def test_verdict_line_counts_and_names_the_differing_point():
-    parent = [_pt("vk", 0, 100.0, spread=0.0), _pt("vk", 4, 70.0), _pt("cu", 0, 200.0)]
-    child = [_pt("vk", 0, 150.0, spread=0.0), _pt("vk", 4, 70.5, seed=3), _pt("cu", 0, 199.0, seed=4)]
+    parent = [_pt("vk", 0, 100.0), _pt("vk", 4, 70.0), _pt("cu", 0, 200.0)]
+    child = [_pt("vk", 0, 150.0, seed=2), _pt("vk", 4, 70.5, seed=3), _pt("cu", 0, 199.0, seed=4)]
     v = check_points(parent, child, {"vk": "vulkan", "cu": "cuda"}, parent_id="A", child_id="B")
     assert v.n_ok == 2
-    assert v.line().startswith("2/3 points reproduce; Vulkan ncmoe 0 differs by +50% (tg)")
+    assert v.line().startswith("2/3 points reproduce (same within ±5%), 1 differ; Vulkan ncmoe 0 differs by +50% (tg [1.")
     assert [p.status for p in v.points if p.name == "Vulkan ncmoe 0"] == ["differs"]
+    assert v.family == "Holm over 6 comparisons"
+
+
+def test_noisy_points_are_inconclusive_never_reproduced():
+    """Starts spread ±25 %: whether the re-run agrees cannot be told, and a noisy point must not pass more
+    easily than a quiet one (as overlapping wide CIs used to make it)."""
+    parent, child = [_pt("vk", 1, 100.0, spread=0.25)], [_pt("vk", 1, 100.0, spread=0.25, seed=2)]
+    v = check_points(parent, child, {"vk": "vulkan"})
+    assert [p.status for p in v.points] == ["inconclusive"] and v.n_ok == 0
+    assert v.line().startswith("0/1 points reproduce (same within ±5%), 1 inconclusive; Vulkan ncmoe 1 inconclusive at")
+
+
+def test_two_start_points_print_the_range_of_start_ratios_and_no_interval():
+    parent, child = [_pt("vk", 1, 100.0, k=2)], [_pt("vk", 1, 200.0, k=2, seed=2)]
+    v = check_points(parent, child, {"vk": "vulkan"})
+    (pc,) = v.points
+    tg = next(m for m in pc.metrics if m.metric == "tg")
+    assert pc.status == "differs" and tg.judgement.small   # +100 % beyond even the assumed 25 % spread
+    assert "(tg starts 1.9" in v.line() and "[" not in v.line()
+    assert v.to_dict()["points"][0]["metrics"]["tg"]["judgement"]["p_differs"] is None
 
 
 def test_subset_and_failed_points():
@@ -62,7 +97,7 @@ def test_sentinels_are_not_judged_as_points():
     from llamaforge.bench.schedule import SENTINEL_LABEL
 
     def sentinel(tg: float) -> Point:
-        p = _pt("cu", 0, tg, spread=0.0)
+        p = _pt("cu", 0, tg, seed=7)
         p.label = SENTINEL_LABEL
         return p
 
@@ -70,7 +105,7 @@ def test_sentinels_are_not_judged_as_points():
     child = [_pt("cu", 0, 199.0, seed=4), sentinel(300.0)]
     v = check_points(parent, child, {"cu": "cuda"})
     assert [p.name for p in v.points] == ["CUDA ncmoe 0"]
-    assert v.line() == "1/1 points reproduce"
+    assert v.line() == "1/1 points reproduce (same within ±5%)"
 
 
 def test_select_points_subset_and_bad_selection():
@@ -108,8 +143,8 @@ def _child_run(store, parent_id, factor_vulkan_0: float):
                   n_ctx=p.n_ctx, samples=[Sample(s.idx, s.warmup, s.test, s.prompt_n, s.prompt_ms, s.pp_tps,
                                                  s.predicted_n, s.predicted_ms,
                                                  s.tg_tps * (factor_vulkan_0 if p.ncmoe == 1 and "vulkan" in
-                                                             p.build_key else 1.0))
-                                          for s in p.samples])
+                                                             p.build_key else 1.0), launch=s.launch)
+                                          for s in p.samples], extra=p.extra)
         store.record_point(q)
     return child
 
@@ -120,12 +155,13 @@ def test_reports_of_both_runs_show_the_reproduction(tmp_path):
     assert store.get_run(child).parent_run == parent
     assert [r.id for r in store.child_runs(parent)] == [child]
     v = verdict_for(store, store.get_run(parent), store.get_run(child))
-    assert v.line().startswith(f"{len(v.points) - 1}/{len(v.points)} points reproduce; Vulkan ncmoe 1 differs by +50%")
+    n = len(v.points)
+    assert v.line().startswith(f"{n - 1}/{n} points reproduce (same within ±5%), 1 differ; Vulkan ncmoe 1 differs by +50%")
     for rid in (parent, child):
         secs = build_sections(rdata.load(store, rid), [])
         rep = [s for s in secs if s.id == "reproduction"]
         assert rep and v.line() in rep[0].notes[0]
-        assert any(v.line() in n for n in secs[0].notes)
+        assert any(v.line() in n for n in next(s for s in secs if s.id == "summary").notes)
 
 
 def test_report_host_memory_and_conditions_sections(tmp_path):
@@ -163,7 +199,8 @@ def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = 
         store.add_build(BuildManifest("cpu-other", "cpu", "dev", "1" * 40).to_json(), second)
     for p in store.points(first_id):
         samples = [Sample(s.idx, s.warmup, s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
-                          s.predicted_ms, s.tg_tps * tg_factor if s.tg_tps is not None else None) for s in p.samples]
+                          s.predicted_ms, s.tg_tps * tg_factor if s.tg_tps is not None else None, launch=s.launch)
+                   for s in p.samples]
         store.record_point(Point(second, new_key[p.build_key], p.engine, ncmoe=p.ncmoe, status=p.status,
                                  failure_class=p.failure_class, n_ctx=p.n_ctx, samples=samples))
     return second
@@ -175,9 +212,9 @@ def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
     store, first = run_fake.build(tmp_path)
     n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too
     same = verdict_between(store, first, _rebuilt_run(store, first, 1.0))
-    assert same.line() == f"{n}/{n} points reproduce"
+    assert same.line() == f"{n}/{n} points reproduce (same within ±5%)"
     slower = verdict_between(store, first, _rebuilt_run(store, first, 0.5))
-    assert slower.n_ok == 1 and "differs by -50% (tg)" in slower.line()
+    assert slower.n_ok == 1 and f"{n - 1} differ;" in slower.line() and "differs by -50% (tg [0.4" in slower.line()
     with pytest.raises(BenchError, match="several builds of one backend"):
         verdict_between(store, first, _rebuilt_run(store, first, 1.0, dup_backend=True))
     store.close()

@@ -48,6 +48,10 @@ def pwned(root: Path) -> list[Path]:
     "git:ssh://-oProxyCommand=touch%20pwned/x", "git:git@-oProxyCommand=x:y", "git:https://x/y\n--upload-pack=z",
     "git:/some/local/dir", "path:--upload-pack=x", "tarball:-x.tgz", "tarball:ftp://example.com/x.tgz",
     "tarball:http://example.com/x.tgz",
+    # issue 22: the user or a bracketed host is what ssh sees first; "-" there is an option
+    "git:ssh://-oProxyCommand=touch%20pwned@host/x", "git:ssh://[-oProxyCommand=touch%20pwned]:22/x",
+    "git:ssh://u@[-oProxyCommand=x]/x", "git:ssh://%2DoProxyCommand=x@host/x", "git:ssh://%2doX@host/x",
+    "git:ssh://-oX@host", "git:https://-oX:pw@host/r.git", "git:ssh://x@host\\@-oX/r",
 ])
 def test_unsafe_sources_are_refused_with_one_line_and_a_fix(text: str) -> None:
     with pytest.raises(ConfigError) as exc:
@@ -58,6 +62,7 @@ def test_unsafe_sources_are_refused_with_one_line_and_a_fix(text: str) -> None:
 @pytest.mark.parametrize("text", [
     "git", "git:https://github.com/ggml-org/llama.cpp", "git:http://127.0.0.1:8080/x.git",
     "git:ssh://git@example.com/o/r.git", "git:git://example.com/r", "git:file:///srv/llama.cpp",
+    "git:ssh://git@[::1]:22/o/r.git", "git:ssh://git-user@example.com/o/r.git", "git:ssh://example.com/-x/r.git",
     "git:git@github.com:ggml-org/llama.cpp.git", "path:/srv/llama.cpp", "path:vendor/x",
     "tarball:https://example.com/x.tgz", "tarball:/tmp/x.tgz", "tarball:file:///tmp/x.tgz",
     "tarball:http://example.com/x.tgz#sha256=" + "a" * 64, "pypi:llama-cpp-python==0.3.36",

@@ -3,75 +3,104 @@
 A pure algorithm, independent of how a point is measured: :func:`adaptive_sweep` calls
 ``measure(series, x)`` (``series`` a backend or build, ``x`` the offload step: an ``-ncmoe`` value, or
 ``n_layers + 1 - ngl`` for a layer sweep, so that a larger x always means more offload) and gets a
-:class:`PointSummary` (median tg with its 95 % CI and its count), or ``None`` for a failed point.
-Calling it again for the same point means "one more launch" (an anomaly's confirmation) and
-returns the summary over all launches so far. The real sweep (``bench --ncmoe auto``) measures
-through the runner; ``benchmarks/adaptive_replay.py`` reads stored samples instead.
+:class:`PointSummary` (the point's tg starts and the judge's estimate of them), or ``None`` for a failed
+point. Calling it again for the same point means "one more server start" (a suspect's confirmation) and
+returns the summary over all starts so far. The real sweep (``bench --ncmoe auto``) measures through the
+runner; ``benchmarks/adaptive_replay.py`` reads stored samples instead.
+
+**Every verdict is the judge's** (:mod:`llamaforge.judge`), on server starts: a point's data are its start
+medians (:attr:`PointSummary.starts`); a point with fewer than 3 starts borrows the spread pooled over its
+series' points (:func:`series_prior`, ``judge.pooled``), else the judge's stated conservative bound. The
+trend rule is :mod:`llamaforge.trend`, the one the report's Anomalies table uses, so the adaptive sweep,
+its replay and the report cannot disagree on what an anomaly is.
 
 What a user wants from a sweep are :class:`Conclusions`: where the native context is first
 reached (the *threshold*, fixed exactly beforehand by a bisection over fits, :mod:`.threshold`),
 the fastest setting at native context per series (the *sweet spot*), which series wins in each
-region, and the points that break the trend (*anomalies*: faster beyond both CIs than the neighbour
-that the series' own direction says should be faster, :func:`trend_direction`).
+region (:func:`winner_regions`), and the points that break the trend (*anomalies*:
+:func:`llamaforge.trend.breaks` over every series, Benjamini–Hochberg over the family: the report's rule).
 
 1. **Coarse grid** per series: both ends of the domain, the threshold and its neighbours.
 2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone tg. Which
-   way it goes is the series' own (:func:`trend_direction`, from its two measured ends): it falls with
-   offload where the offload target (the host) is slower than the device, as on a GPU, and rises where
-   the "device" is the slower one (e.g. Vulkan on lavapipe); where the ends do not differ the series
-   is flat and only a spike (faster than both neighbours) breaks it. An interval is *settled* when the two ends' CIs overlap (nothing to explain), when a
-   bisection showed its midpoint on the chord (within the CIs plus ``tolerance``), or when no
-   domain point lies inside. Otherwise it is bisected, the widest unexplained change first; the split
-   prefers a full-attention boundary (``ncmoe = L + 1``, or ``x = L + 2`` on the ngl axis, for a
-   full-attention layer ``L``) near the
-   middle, where the layer structure may break the trend. Intervals where the winning series flips are
-   bisected first (to place the crossing); a point faster than its reference neighbour
-   (:func:`reference_neighbours`) beyond the CIs gets ``confirm_launches`` more launches before it is
-   reported as an anomaly.
+   way it goes is the series' own (:func:`llamaforge.trend.direction`, from its two measured ends). An
+   interval is *settled* when the judge does not say its two ends differ (nothing to explain), when
+   bisections showed its midpoint on the chord (:func:`on_chord`), or when no domain point lies inside.
+   Otherwise it is bisected, the widest unexplained change first; the split prefers a full-attention
+   boundary (``ncmoe = L + 1``, or ``x = L + 2`` on the ngl axis, for a full-attention layer ``L``) near
+   the middle, where the layer structure may break the trend. Intervals where the winning series flips
+   are bisected first (to place the crossing). A *suspect* — a point the judge finds faster than its
+   reference neighbour(s) in that comparison alone, or above the chord of its measured neighbours
+   (:func:`above_trend`) — gets its unmeasured neighbours measured and ``confirm_launches`` more starts.
 3. **Stop** when every interval is settled (``stopped = "stable"``), at ``max_points`` measured
    points (all series together; confirmations do not count) or at ``time_budget_s``.
 
-Unmeasured domain points get linearly interpolated values (:attr:`AdaptiveResult.interpolated`),
-which are never used as measurements: conclusions rest on measured points, except the winner of a
-region, which compares interpolated curves where a series has no measurement.
+**The chord** between two measured points a and b at a point in between (:func:`chord_starts`) is a
+set of start values: the i-th start of a with the i-th start of b, interpolated linearly in time per
+token (1/tg), as many values as the side with fewer starts has (pairing starts in their order keeps
+them independent, so the chord's own spread is the one its centre has). The midpoint, or another
+series, is then judged against those values like any other point.
+
+Unmeasured domain points get interpolated values (:attr:`AdaptiveResult.interpolated`), which are never
+used as measurements: conclusions rest on measured points, except the winner of a region, which
+compares chords where a series has no measurement.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scipy.stats import t as student_t
+from .. import trend
+from ..judge import DIFFERS, Judgement, Spread, Starts, control, estimate, judge, pooled
+from ..trend import FALLS, RISES
 
 #: how much faster (relative) a point must be than its reference neighbour to be an anomaly
-MIN_EFFECT = 0.05
-
-#: the direction of a series' tg with offload (:func:`trend_direction`)
-FALLS, FLAT, RISES = -1, 0, 1
+MIN_EFFECT = trend.MIN_EFFECT
 
 
 @dataclass(frozen=True)
 class PointSummary:
-    """Median tg of a point with its 95 % CI and its count (launches, or requests)."""
+    """A point's tg as the judge sees it: :func:`llamaforge.judge.estimate` over its server starts.
+
+    ``launches`` holds the median of each start (the data of every verdict, :attr:`starts`) and ``n``
+    their number K (0 for an interpolated point). ``median`` is the estimate's centre — the geometric
+    mean of the start medians (the field keeps the name the records use) — and ``ci_low``/``ci_high``
+    the interval that K allows (``interval`` names it): K ≥ 3, the 95 % t-interval on the log start
+    medians (``"ci"``); K = 2, the range of the two starts (``"range"``: not a confidence interval);
+    K = 1, the one start's value at both ends (``"single"``: the between-start spread is unknown)."""
 
     median: float
     ci_low: float
     ci_high: float
     n: int = 1
-    launches: tuple[float, ...] = ()   # the median of each launch (server start), when known
+    launches: tuple[float, ...] = ()   # the median of each launch (server start)
     n_ctx: int | None = None           # the context llama-server fitted there, when known
+    interval: str = "single"           # ci | range | single (see the class doc)
+
+    @classmethod
+    def of(cls, starts: Starts | Sequence[Sequence[float]], n_ctx: int | None = None,
+           n: int | None = None) -> PointSummary | None:
+        """From per-start request values (``Point.launch_groups``) or :class:`~llamaforge.judge.Starts`
+        (``None`` without any start)."""
+        est = estimate(starts if isinstance(starts, Starts) else Starts.of(starts))
+        if est is None:
+            return None
+        return cls(est.centre, est.low, est.high, est.k if n is None else n, est.starts, n_ctx, est.kind)
+
+    @classmethod
+    def of_centres(cls, centres: Sequence[float], n_ctx: int | None = None) -> PointSummary | None:
+        """From one value per start."""
+        return cls.of(Starts.of_centres(centres), n_ctx)
 
     @property
-    def half(self) -> float:
-        return (self.ci_high - self.ci_low) / 2
-
-    def overlaps(self, other: PointSummary) -> bool:
-        return self.ci_low <= other.ci_high and other.ci_low <= self.ci_high
+    def starts(self) -> Starts:
+        """One value per start; a summary without them counts as one start at its centre."""
+        return Starts.of_centres(self.launches or (self.median,))
 
     def to_dict(self) -> dict:
-        return {"median": self.median, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+        return {"median": self.median, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n,
+                "interval": self.interval, "starts": list(self.launches)}
 
 
 Measure = Callable[[str, int], "PointSummary | None"]
@@ -81,7 +110,7 @@ Measure = Callable[[str, int], "PointSummary | None"]
 class AdaptiveOptions:
     max_points: int | None = None      # measured points, all series together
     time_budget_s: float | None = None
-    tolerance: float = 0.05            # relative slack of the chord test
+    tolerance: float = 0.05            # the chord test's minimum effect (:func:`on_chord`)
     confirm_launches: int = 1          # extra launches for a point that breaks the trend
     min_effect: float = MIN_EFFECT
     stable_after: int | None = 2       # stop once this many refinements per series changed no conclusion
@@ -110,8 +139,8 @@ class Conclusions:
     threshold: dict[str, int | None]          # first x whose fitted context reaches native, per series
     sweet_spot: dict[str, int | None]         # fastest measured x at native context, per series
     regions: list[tuple[int, int, str]]       # (first x, last x, winner or "tie"); several series only
-    anomalies: dict[str, list[int]]           # suspects beyond the between-launch noise (:func:`established`)
-    suspects: dict[str, list[int]] = field(default_factory=dict)  # beyond the CIs, not beyond launch noise
+    anomalies: dict[str, list[int]]           # trend breaks after BH over every series (:func:`conclude`)
+    suspects: dict[str, list[int]] = field(default_factory=dict)  # breaks in their own comparison, not after BH
 
     def to_dict(self, show: Callable[[int], int] = int) -> dict:
         """On the axis of the user (``show``: x → the option's value, e.g. ``-ngl``)."""
@@ -129,7 +158,7 @@ class Conclusions:
 class AdaptiveResult:
     domain: list[int]
     measured: dict[str, dict[int, PointSummary]]
-    interpolated: dict[str, dict[int, float]]   # medians of unmeasured points, never measurements
+    interpolated: dict[str, dict[int, float]]   # centres of unmeasured points, never measurements
     choices: list[Choice]
     conclusions: Conclusions
     stopped: str                                # stable | conclusions stable | max-points | time-budget
@@ -159,12 +188,6 @@ def native_threshold(ctx: Mapping[int, int | None], native: int | None) -> int |
         return None
     hits = [x for x, c in ctx.items() if c is not None and c >= native]
     return min(hits) if hits else None
-
-
-def is_anomaly(lower: PointSummary, upper: PointSummary, min_effect: float = MIN_EFFECT) -> bool:
-    """``upper`` faster than ``lower`` beyond both CIs and by ``min_effect`` (the names are the
-    falling series' case: ``upper`` has more offload)."""
-    return upper.ci_low > lower.ci_high and upper.median >= lower.median * (1 + min_effect)
 
 
 def coarse_grid(domain: Sequence[int], threshold: int | None) -> list[tuple[int, str]]:
@@ -200,162 +223,136 @@ def _harmonic(a: float, b: float, f: float) -> float:
     return 1.0 / ((1 - f) / a + f / b)
 
 
-def interpolate(points: Mapping[int, PointSummary], x: int) -> PointSummary | None:
-    """Median and CI at ``x`` from its measured neighbours, linear in time per token (n = 0)."""
-    if x in points:
-        return points[x]
+def chord_starts(a: PointSummary, b: PointSummary, f: float) -> Starts:
+    """The chord from ``a`` to ``b`` at fraction ``f`` as start values: the i-th start of each side
+    interpolated in time per token, as many as the side with fewer starts has (see the module doc)."""
+    return Starts.of_centres([_harmonic(u, v, f) for u, v in zip(a.starts.centres, b.starts.centres, strict=False)])
+
+
+def _around(points: Mapping[int, PointSummary], x: int) -> tuple[int, int] | None:
     lo = max((k for k in points if k < x), default=None)
     hi = min((k for k in points if k > x), default=None)
-    if lo is None or hi is None:
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def interpolate(points: Mapping[int, PointSummary], x: int) -> PointSummary | None:
+    """The point at ``x``: measured, or the chord of its measured neighbours (:func:`chord_starts`;
+    ``n`` = 0: never a measurement)."""
+    if x in points:
+        return points[x]
+    near = _around(points, x)
+    if near is None:
         return None
-    f = (x - lo) / (hi - lo)
-    a, b = points[lo], points[hi]
-    return PointSummary(_harmonic(a.median, b.median, f), _harmonic(a.ci_low, b.ci_low, f),
-                        _harmonic(a.ci_high, b.ci_high, f), 0)
+    lo, hi = near
+    return PointSummary.of(chord_starts(points[lo], points[hi], (x - lo) / (hi - lo)), n=0)
+
+
+def series_prior(points: Mapping[int, PointSummary]) -> Spread | None:
+    """The between-start spread pooled over a series' points (``judge.pooled``): what its points with
+    fewer than 3 starts are judged with (``None``: too few starts; the judge then states its bound)."""
+    return pooled([p.starts for p in points.values()], what="this build in this sweep")
 
 
 def on_chord(a: tuple[int, PointSummary], m: tuple[int, PointSummary], b: tuple[int, PointSummary],
-             tolerance: float, noise: LaunchNoise | None = None) -> bool:
-    """Whether the midpoint's median lies on the chord of its ends within the CIs plus ``tolerance``,
-    and, where the between-launch noise is known, within what it allows (two-sided 95 %, log tg)."""
-    chord = interpolate({a[0]: a[1], b[0]: b[1]}, m[0])
-    assert chord is not None
-    slack = m[1].half + chord.half + tolerance * abs(chord.median)
-    if noise is not None:
-        n_m = max(len(m[1].launches), 1)
-        n_c = max(min(len(a[1].launches), len(b[1].launches)), 1)
-        z = float(student_t.ppf(0.975, noise.df)) * noise.sd * math.sqrt(1 / n_m + 1 / n_c)
-        slack = max(slack, abs(chord.median) * (math.exp(z) - 1))
-    return abs(m[1].median - chord.median) <= slack
+             tolerance: float, prior: Spread | None = None) -> bool:
+    """Whether the midpoint lies on the chord of its ends: the judge does not say it *differs* from the
+    chord's values (:func:`chord_starts`) by more than ``tolerance`` (same or inconclusive)."""
+    chord = chord_starts(a[1], b[1], (m[0] - a[0]) / (b[0] - a[0]))
+    j = judge(chord, m[1].starts, min_effect=tolerance, prior_a=prior, prior_b=prior)
+    return j is None or j.verdict != DIFFERS
+
+
+def ends_differ(a: PointSummary, b: PointSummary, prior: Spread | None = None,
+                min_effect: float = MIN_EFFECT) -> bool:
+    """Whether an interval has something to explain: the judge says its two ends differ."""
+    j = judge(a.starts, b.starts, min_effect=min_effect, prior_a=prior, prior_b=prior)
+    return j is not None and j.verdict == DIFFERS
+
+
+def above_trend(points: Mapping[int, PointSummary], prior: Spread | None = None,
+                min_effect: float = MIN_EFFECT) -> list[int]:
+    """Measured x that the judge finds faster than the chord of its measured neighbours (each comparison
+    alone): a suspect whose reference neighbour in the domain has not been measured yet."""
+    xs = sorted(points)
+    out = []
+    for p, q, r in zip(xs, xs[1:], xs[2:], strict=False):
+        chord = chord_starts(points[p], points[r], (q - p) / (r - p))
+        j = judge(chord, points[q].starts, min_effect=min_effect, prior_a=prior, prior_b=prior)
+        if j is not None and j.verdict == DIFFERS and j.ratio > 1:
+            out.append(q)
+    return out
 
 
 # ---------------------------------------------------------------------------------- conclusions
 
 
-def winner_at(measured: Mapping[str, Mapping[int, PointSummary]], x: int) -> str | None:
-    """The series fastest at ``x`` beyond every other's CI, ``"tie"`` where CIs overlap, ``None``
-    where a series has neither a measurement nor an interpolation at ``x`` (or there is one series)."""
+def series_inputs(measured: Mapping[str, Mapping[int, PointSummary]],
+                  priors: Mapping[str, Spread | None]) -> list[trend.SeriesInput]:
+    """The series as :mod:`llamaforge.trend` reads them: tg starts per x, with each series' prior."""
+    return [trend.SeriesInput(s, "tg", {x: p.starts for x, p in pts.items()}, priors.get(s))
+            for s, pts in measured.items()]
+
+
+def trend_breaks(measured: Mapping[str, Mapping[int, PointSummary]], priors: Mapping[str, Spread | None] | None = None,
+                 min_effect: float = MIN_EFFECT, method: str | None = "bh") -> dict[str, list[int]]:
+    """Per series, the points :func:`llamaforge.trend.breaks` finds (``method=None``: each comparison
+    alone, the suspects' rule)."""
+    pri = priors if priors is not None else {s: series_prior(pts) for s, pts in measured.items()}
+    out: dict[str, list[int]] = {s: [] for s in measured}
+    for b in trend.breaks(series_inputs(measured, pri), min_effect=min_effect, method=method):
+        out[b.series].append(b.x)
+    return out
+
+
+def _contenders(measured: Mapping[str, Mapping[int, PointSummary]], x: int) -> dict[str, PointSummary] | None:
     if len(measured) < 2:
         return None
     vals = {s: interpolate(pts, x) for s, pts in measured.items()}
-    if any(v is None for v in vals.values()):
+    return None if any(v is None for v in vals.values()) else vals   # type: ignore[return-value]
+
+
+def _winner_tests(measured: Mapping[str, Mapping[int, PointSummary]], x: int, priors: Mapping[str, Spread | None],
+                  min_effect: float) -> tuple[str, list[Judgement | None]] | None:
+    """The series with the highest centre at ``x`` and the judge's verdicts on it over each other one."""
+    vals = _contenders(measured, x)
+    if vals is None:
         return None
-    best = max(vals, key=lambda s: vals[s].median)  # type: ignore[union-attr]
-    others = [v for s, v in vals.items() if s != best]
-    return best if all(vals[best].ci_low > o.ci_high for o in others) else "tie"  # type: ignore[union-attr]
+    best = max(vals, key=lambda s: vals[s].median)
+    return best, [judge(v.starts, vals[best].starts, min_effect=min_effect, prior_a=priors.get(s),
+                        prior_b=priors.get(best)) for s, v in vals.items() if s != best]
 
 
-def winner_regions(measured: Mapping[str, Mapping[int, PointSummary]],
-                   domain: Sequence[int]) -> list[tuple[int, int, str]]:
-    """``(first x, last x, winner)`` runs over the domain (see :func:`winner_at`)."""
+def _wins(best: str, js: Sequence[Judgement | None]) -> str:
+    return best if all(j is not None and j.verdict == DIFFERS and j.ratio > 1 for j in js) else "tie"
+
+
+def winner_at(measured: Mapping[str, Mapping[int, PointSummary]], x: int,
+              priors: Mapping[str, Spread | None] | None = None, min_effect: float = MIN_EFFECT) -> str | None:
+    """The series the judge finds faster at ``x`` than every other (measured there, or its chord), in that
+    comparison alone (the refinement's test); ``"tie"`` otherwise; ``None`` where a series has neither
+    a measurement nor a chord at ``x`` (or there is one series)."""
+    pri = priors if priors is not None else {s: series_prior(pts) for s, pts in measured.items()}
+    t = _winner_tests(measured, x, pri, min_effect)
+    return None if t is None else _wins(*t)
+
+
+def winner_regions(measured: Mapping[str, Mapping[int, PointSummary]], domain: Sequence[int],
+                   priors: Mapping[str, Spread | None] | None = None,
+                   min_effect: float = MIN_EFFECT) -> list[tuple[int, int, str]]:
+    """``(first x, last x, winner)`` runs over the domain: at each x, :func:`winner_at`'s comparisons with
+    Holm's control over those of the whole domain (a region's winner is a conclusion; ``tie`` where a
+    comparison does not survive)."""
+    pri = priors if priors is not None else {s: series_prior(pts) for s, pts in measured.items()}
+    tests = [(x, t) for x in sorted(domain) if (t := _winner_tests(measured, x, pri, min_effect)) is not None]
+    flat = iter(control([j for _x, (_b, js) in tests for j in js]))
     out: list[tuple[int, int, str]] = []
-    for x in sorted(domain):
-        w = winner_at(measured, x)
-        if w is None:
-            continue
+    for x, (best, js) in tests:
+        w = _wins(best, [next(flat) for _ in js])
         if out and out[-1][2] == w:
             out[-1] = (out[-1][0], x, w)
         else:
             out.append((x, x, w))
     return out
-
-
-def trend_direction(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> int:
-    """Which way the series' tg goes with offload: :data:`RISES`, :data:`FALLS` or :data:`FLAT`, from its
-    two measured ends (the least and the most offload, both in every coarse grid).
-
-    Physics: for one backend tg is (piecewise) monotone in the offload, but the sign depends on whether
-    the offload target (the host) is faster or slower than the device. The ends are the widest span
-    there is, so the direction is the one of the whole curve; it counts only where one end beats the
-    other as an anomaly must beat its neighbour (beyond both CIs and by ``min_effect``) and, where the
-    series' between-launch noise is known (:func:`launch_noise`), beyond that too (:func:`established`).
-    Otherwise the series is flat: a tie never picks a side, so noise cannot flip it."""
-    xs = sorted(points)
-    if len(xs) < 2:
-        return FLAT
-    first, last = points[xs[0]], points[xs[-1]]
-    noise = launch_noise(points)
-    for slow, fast, sign in ((first, last, RISES), (last, first, FALLS)):
-        if is_anomaly(slow, fast, min_effect) and (noise is None or established(slow, fast, noise)):
-            return sign
-    return FLAT
-
-
-def reference_neighbours(xs: Sequence[int], x: int, direction: int) -> list[int]:
-    """The measured neighbours of ``x`` (``xs`` sorted) that the trend says are at least as fast: the
-    one with less offload on a falling series, the one with more on a rising series, both on a flat one
-    (``[]`` where one of them is missing: an end of a flat series breaks no trend)."""
-    i = xs.index(x)
-    lower = [xs[i - 1]] if i > 0 else []
-    upper = [xs[i + 1]] if i + 1 < len(xs) else []
-    if direction == FALLS:
-        return lower
-    if direction == RISES:
-        return upper
-    return lower + upper if lower and upper else []
-
-
-def find_anomalies(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT,
-                   direction: int | None = None) -> list[int]:
-    """Measured x faster beyond both CIs (:func:`is_anomaly`) than each of its reference neighbours
-    (:func:`reference_neighbours`, in the series' own ``direction``, default :func:`trend_direction`):
-    suspects."""
-    d = trend_direction(points, min_effect) if direction is None else direction
-    xs = sorted(points)
-    out = []
-    for x in xs:
-        ref = reference_neighbours(xs, x, d)
-        if ref and all(is_anomaly(points[r], points[x], min_effect) for r in ref):
-            out.append(x)
-    return out
-
-
-@dataclass(frozen=True)
-class LaunchNoise:
-    """Between-launch spread of one series: the pooled SD of log(launch median) inside points, and its
-    degrees of freedom (sum over points of launches - 1)."""
-
-    sd: float
-    df: int
-
-
-def launch_noise(points: Mapping[int, PointSummary]) -> LaunchNoise | None:
-    """Pooled within-point SD of the log launch medians (``None``: no point has two launches).
-
-    A request CI comes from one server process; the tg of a second start of the same point can differ
-    far more (a hybrid backend's tg is bimodal between starts), so a difference between two points is
-    only a fact when it exceeds this spread too."""
-    ss, df = 0.0, 0
-    for p in points.values():
-        logs = [math.log(v) for v in p.launches if v > 0]
-        if len(logs) >= 2:
-            mean = sum(logs) / len(logs)
-            ss += sum((v - mean) ** 2 for v in logs)
-            df += len(logs) - 1
-    return LaunchNoise(math.sqrt(ss / df), df) if df else None
-
-
-def established(lower: PointSummary, upper: PointSummary, noise: LaunchNoise | None,
-                confidence: float = 0.95) -> bool:
-    """Whether ``upper`` is faster than ``lower`` beyond the between-launch noise: a one-sided t test on
-    log tg with the pooled launch SD (``False`` when the noise is unknown: not established)."""
-    if noise is None or lower.median <= 0 or upper.median <= 0:
-        return False
-    n_lo, n_up = max(len(lower.launches), 1), max(len(upper.launches), 1)
-    se = noise.sd * math.sqrt(1 / n_lo + 1 / n_up)
-    return math.log(upper.median / lower.median) > float(student_t.ppf(confidence, noise.df)) * se
-
-
-def split_anomalies(points: Mapping[int, PointSummary],
-                    min_effect: float = MIN_EFFECT) -> tuple[list[int], list[int]]:
-    """(anomalies, suspects): suspects (:func:`find_anomalies`) that are / are not :func:`established`
-    against each of their reference neighbours (:func:`reference_neighbours`)."""
-    noise = launch_noise(points)
-    xs = sorted(points)
-    d = trend_direction(points, min_effect)
-    sus = find_anomalies(points, min_effect, d)
-    real = [x for x in sus if all(established(points[r], points[x], noise) for r in reference_neighbours(xs, x, d))]
-    return real, [x for x in sus if x not in real]
 
 
 def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[str, Mapping[int, int | None]],
@@ -365,7 +362,9 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
     ``ctx`` may hold every point's fitted context or only some (the fits of the threshold's bisection,
     :mod:`.threshold`); a measured point's own context (``PointSummary.n_ctx``, the server's fit) joins
     it. Where a point's context is not known it reaches native from the threshold on: the fitted
-    context is monotone in x (see :mod:`.threshold`)."""
+    context is monotone in x (see :mod:`.threshold`). Anomalies are :func:`llamaforge.trend.breaks`
+    over every series together (Benjamini–Hochberg, as the report's Anomalies); suspects break the trend in
+    their own comparison but not after."""
     threshold: dict[str, int | None] = {}
     sweet: dict[str, int | None] = {}
     for s, pts in measured.items():
@@ -375,9 +374,11 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
         at_native = [x for x in pts if t is not None and
                      ((c[x] or 0) >= (native or 0) if x in c else x >= t)]
         sweet[s] = max(at_native, key=lambda x: (pts[x].median, -x)) if at_native else None
-    split = {s: split_anomalies(pts, min_effect) for s, pts in measured.items()}
-    return Conclusions(threshold, sweet, winner_regions(measured, domain),
-                       {s: v[0] for s, v in split.items()}, {s: v[1] for s, v in split.items()})
+    priors = {s: series_prior(pts) for s, pts in measured.items()}
+    anomalies = trend_breaks(measured, priors, min_effect)
+    alone = trend_breaks(measured, priors, min_effect, method=None)
+    suspects = {s: [x for x in xs if x not in anomalies[s]] for s, xs in alone.items()}
+    return Conclusions(threshold, sweet, winner_regions(measured, domain, priors, min_effect), anomalies, suspects)
 
 
 def threshold_heading(axis: str) -> str:
@@ -390,7 +391,8 @@ def anomaly_text(conclusions: Mapping, series: str) -> str:
     """A recorded conclusion's anomalies of one series, then its suspects, as text for tables."""
     text = ", ".join(map(str, (conclusions.get("anomalies") or {}).get(series) or [])) or "none"
     sus = (conclusions.get("suspects") or {}).get(series) or []
-    return text + (f" (suspects, not beyond the launch noise: {', '.join(map(str, sus))})" if sus else "")
+    return text + (f" (suspects, faster than the trend alone but not after the family control over the sweep: "
+                   f"{', '.join(map(str, sus))})" if sus else "")
 
 
 # ---------------------------------------------------------------------------------- the loop
@@ -417,6 +419,13 @@ class _State:
         self.failed = {s: set() for s in self.series}
         self.passed = {s: set() for s in self.series}
         self.t0 = self.clock()
+
+    def prior(self, s: str) -> Spread | None:
+        return series_prior(self.measured[s])
+
+    def suspects(self, s: str) -> list[int]:
+        """The series' points that break its trend in their own comparison (uncontrolled: where to look)."""
+        return trend_breaks({s: self.measured[s]}, {s: self.prior(s)}, self.opts.min_effect, method=None)[s]
 
     def stop_reason(self) -> str | None:
         n = sum(len(v) + len(self.failed[s]) for s, v in self.measured.items())
@@ -447,64 +456,35 @@ class _State:
     def inner(self, s: str, a: int, b: int) -> bool:
         return any(a < x < b and x not in self.failed[s] for x in self.domain)
 
-    def evidence(self, s: str, a: int, b: int) -> int:
+    def evidence(self, s: str, a: int, b: int, odd: set[int]) -> int:
         """How many passed chord tests span the interval (a, b) with both arms at least half its width
         (a test whose arm is short says little about a wide interval next to it); two settle it.
-        Tests through a point that is now an anomaly no longer count."""
-        odd = set(find_anomalies(self.measured[s], self.opts.min_effect))
+        Tests through a point that is now a suspect (``odd``) no longer count."""
         half = (b - a) / 2
         return sum(1 for p, q, r in self.passed[s]
                    if p <= a and b <= r and min(q - p, r - q) >= half and not odd & {p, q, r})
 
     def check_chords(self) -> None:
-        """Record every triple of consecutive trend points (anomalies left out) whose middle lies on
+        """Record every triple of consecutive trend points (suspects left out) whose middle lies on
         the chord of its ends; a triple that passed once stays evidence for the span it covers."""
         for s, pts in self.measured.items():
-            odd = set(find_anomalies(pts, self.opts.min_effect))
+            odd = set(self.suspects(s))
             seq = [x for x in sorted(pts) if x not in odd]
-            noise = launch_noise(pts)
+            prior = self.prior(s)
             for p, q, r in zip(seq, seq[1:], seq[2:], strict=False):
-                if on_chord((p, pts[p]), (q, pts[q]), (r, pts[r]), self.opts.tolerance, noise):
+                if on_chord((p, pts[p]), (q, pts[q]), (r, pts[r]), self.opts.tolerance, prior):
                     self.passed[s].add((p, q, r))
 
 
-def above_trend(points: Mapping[int, PointSummary], min_effect: float = MIN_EFFECT) -> list[int]:
-    """Measured x above the chord of its measured neighbours beyond both CIs and by ``min_effect``:
-    a suspected anomaly whose reference neighbour in the domain has not been measured yet."""
-    xs = sorted(points)
-    out = []
-    for p, q, r in zip(xs, xs[1:], xs[2:], strict=False):
-        chord = interpolate({p: points[p], r: points[r]}, q)
-        if chord is not None and is_anomaly(chord, points[q], min_effect):
-            out.append(q)
-    return out
-
-
-def _beyond_noise(points: Mapping[int, PointSummary], x: int, noise: LaunchNoise, direction: int) -> bool:
-    """Whether ``x`` is above its reference neighbours (:func:`reference_neighbours`), or the chord of
-    its measured neighbours, beyond the between-launch noise (:func:`established`)."""
-    near = reference_neighbours(sorted(points), x, direction)
-    if near and all(established(points[r], points[x], noise) for r in near):
-        return True
-    lo = max((k for k in points if k < x), default=None)
-    chord = interpolate({k: v for k, v in points.items() if k != x}, x)
-    return chord is not None and established(
-        PointSummary(chord.median, chord.ci_low, chord.ci_high, 0, points[lo].launches if lo is not None else ()),
-        points[x], noise)
-
-
 def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
-    """Points next to an anomaly or a suspect: the domain point next to it on the side the trend says
-    is faster (which decides whether it is an anomaly; both sides on a flat series), then the other
-    (where it ends)."""
+    """Points next to a suspect: the domain point next to it on the side the trend says is faster (which
+    decides whether it is an anomaly; both sides on a flat series), then the other (where it ends)."""
     pts = st.measured[s]
     dom = [x for x in st.domain if x not in st.failed[s]]
-    noise = launch_noise(pts)
-    d = trend_direction(pts, st.opts.min_effect)
+    prior = st.prior(s)
+    d = trend.direction({x: p.starts for x, p in pts.items()}, min_effect=st.opts.min_effect, prior=prior)
     out = []
-    for x in sorted(set(find_anomalies(pts, st.opts.min_effect, d)) | set(above_trend(pts, st.opts.min_effect))):
-        if noise is not None and not _beyond_noise(pts, x, noise, d):
-            continue            # within what a second server start of one point differs by: not chased
+    for x in sorted(set(st.suspects(s)) | set(above_trend(pts, prior, st.opts.min_effect))):
         i = dom.index(x)
         if i > 0 and dom[i - 1] not in pts:
             out.append((1.5 if d == RISES else 2.0, s, dom[i - 1],
@@ -519,32 +499,43 @@ def _neighbours(st: _State, s: str) -> list[tuple[float, str, int, str]]:
 _MUST = 1.5
 
 
+def _bisections(st: _State, s: str) -> list[tuple[float, str, int, str]]:
+    """Bisections of the series' intervals: where the winner changes (first), else where the judge says
+    the ends differ and fewer than two chord tests explain the change."""
+    pts = st.measured[s]
+    dom = [x for x in st.domain if x not in st.failed[s]]
+    prior, odd = st.prior(s), set(st.suspects(s))
+    priors = {k: series_prior(v) for k, v in st.measured.items()}
+    xs = sorted(pts)
+    out = []
+    for a, b in zip(xs, xs[1:], strict=False):
+        m = split_point(dom, a, b, st.boundaries)
+        if m is None:
+            continue
+        wa, wb = winner_at(st.measured, a, priors, st.opts.min_effect), winner_at(st.measured, b, priors,
+                                                                                st.opts.min_effect)
+        span = f"{st.show(a)}–{st.show(b)}"
+        if wa and wb and "tie" not in (wa, wb) and wa != wb:
+            out.append((3.0 + (b - a) / 1e3, s, m, f"bisect {span}: winner changes ({wa} → {wb})"))
+        elif ends_differ(pts[a], pts[b], prior, st.opts.min_effect) and (ev := st.evidence(s, a, b, odd)) < 2:
+            change = abs(pts[a].median - pts[b].median) / max(pts[a].median, pts[b].median, 1e-9)
+            why = "off the trend of its neighbours" if ev == 0 else "on one chord, check again"
+            out.append(((0.5 if ev else 1.0) * change, s, m, f"bisect {span}: {why}"))
+    return out
+
+
 def _candidates(st: _State) -> list[tuple[float, str, int, str]]:
     """What to measure next as (priority, series, x, reason), the highest priority first: the crossing
-    of two series, the neighbours of anomalies, then bisections of unsettled intervals."""
+    of two series, the neighbours of suspects, then bisections of unsettled intervals."""
     out = []
-    for s, pts in st.measured.items():
-        out += _neighbours(st, s)
-        dom = [x for x in st.domain if x not in st.failed[s]]
-        xs = sorted(pts)
-        for a, b in zip(xs, xs[1:], strict=False):
-            m = split_point(dom, a, b, st.boundaries)
-            if m is None:
-                continue
-            wa, wb = winner_at(st.measured, a), winner_at(st.measured, b)
-            span = f"{st.show(a)}–{st.show(b)}"
-            if wa and wb and "tie" not in (wa, wb) and wa != wb:
-                out.append((3.0 + (b - a) / 1e3, s, m, f"bisect {span}: winner changes ({wa} → {wb})"))
-            elif not pts[a].overlaps(pts[b]) and (ev := st.evidence(s, a, b)) < 2:
-                change = abs(pts[a].median - pts[b].median) / max(pts[a].median, pts[b].median, 1e-9)
-                why = "off the trend of its neighbours" if ev == 0 else "on one chord, check again"
-                out.append(((0.5 if ev else 1.0) * change, s, m, f"bisect {span}: {why}"))
+    for s in st.measured:
+        out += _neighbours(st, s) + _bisections(st, s)
     return sorted(out, key=lambda c: (-c[0], c[1], c[2]))
 
 
-def _confirm_anomalies(st: _State) -> None:
-    for s, pts in st.measured.items():
-        for x in find_anomalies(pts, st.opts.min_effect):
+def _confirm_suspects(st: _State) -> None:
+    for s in st.measured:
+        for x in st.suspects(s):
             st.confirm(s, x)
 
 
@@ -572,7 +563,7 @@ def adaptive_sweep(series: Sequence[str], domain: Sequence[int], measure: Measur
             st.take(s, x, why)
     last, unchanged = None, 0
     while stopped is None:
-        _confirm_anomalies(st)
+        _confirm_suspects(st)
         st.check_chords()
         key = conclude(st.measured, ctx, native, dom, opts.min_effect).to_dict()
         key.pop("suspects")       # not conclusions: they get their neighbours measured (priority >= _MUST)
@@ -590,7 +581,7 @@ def adaptive_sweep(series: Sequence[str], domain: Sequence[int], measure: Measur
             break
         _, s, x, reason = cands[0]
         st.take(s, x, reason)
-    _confirm_anomalies(st)
+    _confirm_suspects(st)
     interp = {s: {x: v.median for x in dom if x not in pts and (v := interpolate(pts, x)) is not None}
               for s, pts in st.measured.items()}
     return AdaptiveResult(dom, st.measured, interp, st.choices,

@@ -7,7 +7,8 @@
 2. :func:`run_auto` starts an ordinary ``sweep`` run and lets :func:`adaptive_sweep` choose its
    points along the :class:`Axis` (``-ncmoe``, or ``-ngl`` for a dense model); each chosen point is
    measured by ``sweep.measure_points`` (the host and run locks, the busy-GPU check, ``--launches``
-   server starts, every launch stored as usual). A point that breaks the trend gets one more launch.
+   server starts, every launch stored as usual). A suspect (a point the judge finds faster than its
+   trend, :mod:`.adaptive`) gets one more launch.
    One drift sentinel per build ends the run (the plan's ``sentinel_every`` is not used: an adaptive
    run's length is not known in advance), at the build's cheapest measured point (least wall time
    per server start): a sentinel only watches the machine, so it should cost as little as possible.
@@ -31,7 +32,6 @@ from rich.table import Table
 from ..console import console, esc
 from ..errors import BenchError
 from ..pathsafe import run_log_dir
-from ..stats import cluster_summary
 from ..store import Store
 from .adaptive import (
     AdaptiveOptions,
@@ -138,11 +138,11 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
 
 
 def tg_summary(p: Any) -> PointSummary | None:
-    """Median tg of a stored point with its 95 % cluster-bootstrap CI (``None``: failed or no tg)."""
+    """A stored point's tg as the judge sees it, from its requests grouped by server start
+    (:meth:`PointSummary.of`; ``None``: failed or no tg)."""
     if p is None or p.status != "ok":
         return None
-    cs = cluster_summary(p.launch_groups("tg_tps"))
-    return PointSummary(cs.median, cs.ci_low, cs.ci_high, cs.n_launches, cs.launch_medians, p.n_ctx) if cs else None
+    return PointSummary.of(p.launch_groups("tg_tps"), p.n_ctx)
 
 
 @dataclasses.dataclass

@@ -40,6 +40,7 @@ from ..console import console, esc, notice
 from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
 from ..paths import Paths
+from ..redact import redact_text
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
@@ -310,7 +311,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     out = d / "out"
     incremental = (out / "CMakeCache.txt").exists()
     log = d / "build.log"
-    log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({tree.origin})\n")
+    log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({redact_text(tree.origin)})\n")
     env = _ccache_env(d, paths)
     cfg = _configure_argv(tc, backend, src, out, flags)
     jobs = opts.jobs or os.cpu_count() or 2
@@ -340,7 +341,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     manifest = {
         "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
         "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
-        "source": {"origin": tree.origin, "path": str(tree.path), "native_git": tree.native_git,
+        "source": {"origin": redact_text(tree.origin), "path": str(tree.path), "native_git": tree.native_git,
                    "subject": getattr(tree, "subject", ""), "tree": evidence["tree"], "evidence": evidence},
         # --version reports the LLAMA_BUILD_COMMIT llamaforge passed in: it shows which flags the
         # binary was built with, not which source; source.evidence is what proves the commit

@@ -10,6 +10,7 @@ from ..console import console, esc
 from ..console import info as say
 from ..errors import ModelError
 from ..models import gguf_info, presets
+from ..models.limits import SYNTH_MAX_LAYERS
 from ..models.refs import download_record, resolve_model
 from ..models.synth import synth as synth_model
 from ..models.synth import synth_plan, with_tokenizer
@@ -26,8 +27,14 @@ def _vocab_dir(vocab_dir: str | None) -> Path | None:
     return Path(vocab_dir) if vocab_dir else find_vocab_dir(paths())
 
 
+#: the most each ``model.synth`` override may ask for (checked before a plan is made): what llama.cpp
+#: loads for layers and experts, a million for the sizes
+_OVERRIDE_MAX = {"layers": SYNTH_MAX_LAYERS, "experts": 512, "experts_used": 512}
+
+
 def _overrides(**kw: int | str | None) -> dict[str, int]:
-    return {k: as_int(v, "--" + k.replace("_", "-"), minimum=1, maximum=1 << 20) for k, v in kw.items() if v is not None}
+    return {k: as_int(v, "--" + k.replace("_", "-"), minimum=1, maximum=_OVERRIDE_MAX.get(k, 1 << 20))
+            for k, v in kw.items() if v is not None}
 
 
 def print_facts(f: gguf_info.ModelFacts, ctx: int) -> None:
@@ -117,7 +124,7 @@ def info(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
     "out": "output file (default: models/PRESET-MIX.gguf in the workspace)",
     "seed": "random seed (same seed, same bytes)",
     "type_override": "REGEX=TYPE, repeatable, e.g. 'ffn_.*_exps=q4_k' (first match wins)",
-    "layers": "override the number of layers", "experts": "override the number of experts",
+    "layers": f"override the number of layers (1..{SYNTH_MAX_LAYERS})", "experts": "override the number of experts (1..512)",
     "experts_used": "override the experts used per token", "n_embd": "override the embedding size",
     "n_ff_exp": "override the expert FFN size", "vocab": "override the vocab size (padded with [PADn])",
     "plan": "print the per-tensor plan (types and why) and stop",

@@ -14,8 +14,9 @@
     host_key = "strict"                # "strict" (default): the host's key must be in known_hosts;
                                        # "accept-new": an unknown key is trusted once and saved there
     known_hosts = "~/.ssh/known_hosts" # the known-hosts file read (and, with accept-new, appended to)
-    [hosts.desk.env]                   # extra environment of every llamaforge command on the host
-    LLAMAFORGE_BUILD_ROOT = "/data/lf-builds"
+    [hosts.desk.env]                   # extra environment of every llamaforge command on the host:
+    LLAMAFORGE_BUILD_ROOT = "/data/lf-builds"   # only ENV_ALLOWED names (llamaforge's settings,
+    CUDA_VISIBLE_DEVICES = "0"                  # GPU selection, proxies)
 
 The file is written by strangers: every value is checked here (names, targets, paths, environment
 names) so nothing reaches a remote shell unvalidated; remote command lines are still built from
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..builds.backends import BACKENDS
+from ..config import read_config_text
 from ..errors import ConfigError
 
 FLEET_FILE = "fleet.toml"
@@ -38,6 +40,20 @@ _USER = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}"
 _HOST = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}"
 TARGET_RE = re.compile(rf"^(?:(?P<user>{_USER})@)?(?P<host>{_HOST}|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{{1,5}}))?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: what ``[hosts.X.env]`` may set (SECURITY.md): llamaforge's own settings, GPU device selection and
+#: proxies. Anything else is refused by name: ``GIT_CONFIG_COUNT``/``KEY_0=core.fsmonitor``/``VALUE_0=CMD``
+#: runs CMD at the builder's first ``git status``, ``LD_PRELOAD`` loads a library into every process,
+#: ``PATH``, ``PYTHONPATH``, ``BASH_ENV``, ``VK_ICD_FILENAMES``... choose the code that runs.
+ENV_ALLOWED = frozenset({
+    "LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_CACHE", "LLAMAFORGE_DEBUG", "LLAMAFORGE_GLSLC", "LLAMAFORGE_LOCK_DIR",
+    "LLAMAFORGE_MACHINE_ID", "LLAMAFORGE_NET_TIMEOUT", "LLAMAFORGE_RESULTS", "LLAMAFORGE_VULKAN_INCLUDE",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GGML_VK_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+})
+#: set by the fleet itself from the host's table (workspace, machine) or per command (the bench log)
+_ENV_FROM_TABLE = {"LLAMAFORGE_WORKSPACE": "workspace", "LLAMAFORGE_MACHINE": "machine",
+                   "LLAMAFORGE_FLEET_LOG": None}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST_KEYS = {"target", "workspace", "machine", "backends", "gateway", "identity", "python",
               "system_site_packages", "env", "host_key", "known_hosts"}
@@ -133,6 +149,34 @@ def _python(v: object, where: str) -> str:
     return p
 
 
+def _env_name(k: str, w: str, host: str) -> None:
+    if not ENV_NAME_RE.match(k):
+        raise ConfigError(f"{w}.env: {k!r} is not an environment variable name",
+                          "use letters, digits and '_' (not starting with a digit)")
+    if k in _ENV_FROM_TABLE:
+        key = _ENV_FROM_TABLE[k]
+        raise ConfigError(f"{w}.env: {k} is set by llamaforge itself",
+                          f'set {key} = "..." under [hosts.{host}] instead' if key else f"remove {k}")
+    if k not in ENV_ALLOWED:
+        raise ConfigError(f"{w}.env: {k} is not an allowed variable (it could change what runs on the host)",
+                          "use only llamaforge's settings, GPU selection and proxies: " + ", ".join(sorted(ENV_ALLOWED)))
+
+
+def _env(env: object, w: str, host: str) -> dict[str, str]:
+    """``[hosts.X.env]``: allowed names (:data:`ENV_ALLOWED`) with single-line string values."""
+    if not isinstance(env, dict):
+        raise ConfigError(f"{w}.env must be a table", f"write [hosts.{host}.env] with NAME = \"value\" lines")
+    out = {}
+    for k, v in env.items():
+        _env_name(k, w, host)
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise ConfigError(f"{w}.env.{k} must be a string", f"e.g. {k} = \"value\"")
+        if _CONTROL.search(str(v)):
+            raise ConfigError(f"{w}.env.{k} contains a control character", "remove it")
+        out[k] = str(v)
+    return out
+
+
 def _host(name: str, body: object, where: str) -> FleetHost:
     if not NAME_RE.match(name):
         raise ConfigError(f"{where}: host name {name!r} is not allowed",
@@ -170,23 +214,11 @@ def _host(name: str, body: object, where: str) -> FleetHost:
                           'use host_key = "strict" (the key must be in known_hosts) or "accept-new" (trust on first use)')
     known_hosts = _text(body.get("known_hosts", DEFAULT_KNOWN_HOSTS), f"{w}.known_hosts",
                         fix=f'give a file, e.g. known_hosts = "{DEFAULT_KNOWN_HOSTS}"')
-    env = body.get("env", {})
-    if not isinstance(env, dict):
-        raise ConfigError(f"{w}.env must be a table", f"write [hosts.{name}.env] with NAME = \"value\" lines")
-    clean_env = {}
-    for k, v in env.items():
-        if not ENV_NAME_RE.match(k):
-            raise ConfigError(f"{w}.env: {k!r} is not an environment variable name",
-                              "use letters, digits and '_' (not starting with a digit)")
-        if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise ConfigError(f"{w}.env.{k} must be a string", f"e.g. {k} = \"value\"")
-        if _CONTROL.search(str(v)):
-            raise ConfigError(f"{w}.env.{k} contains a control character", "remove it")
-        clean_env[k] = str(v)
+    env = _env(body.get("env", {}), w, name)
     return FleetHost(name=name, target=target, workspace=workspace, machine=machine, backends=tuple(backends),
                      gateway=gateway, identity=str(Path(identity).expanduser()) if identity else None,
                      python=_python(body.get("python", "python3"), f"{w}.python"),
-                     system_site_packages=sysp, env=clean_env, host_key=host_key,
+                     system_site_packages=sysp, env=env, host_key=host_key,
                      known_hosts=str(Path(known_hosts).expanduser()))
 
 
@@ -217,4 +249,4 @@ def load_fleet(path: Path) -> Fleet:
     if not path.is_file():
         raise ConfigError(f"no fleet file at {path}",
                           "write fleet.toml next to pins.toml (see the README, \"Several machines\"), or pass --fleet FILE")
-    return parse_fleet(path.read_text(encoding="utf-8"), path)
+    return parse_fleet(read_config_text(path, "fleet.toml"), path)

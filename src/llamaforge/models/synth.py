@@ -135,7 +135,11 @@ def write_plan(plan: ModelPlan, out: Path, *, seed: int = 0, progress: bool = Tr
     out = Path(out)
     if out.exists() and not overwrite:
         raise ModelError(f"{out} already exists", "pass --force to overwrite it or choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"cannot create the folder {out.parent}: {e.strerror or e}",
+                         "choose another --out, in a folder you can write") from None
     total = header_nbytes(plan) + plan.data_bytes
     free = shutil.disk_usage(out.parent).free
     if free < total:

@@ -65,12 +65,15 @@ def incomplete_utf8_ids(tokens: list[str], model: str, types: list[int] | None =
 @functools.lru_cache(maxsize=8)
 def _cached(path: str, size: int, mtime_ns: int) -> tuple[int, ...]:
     kv = {k: v for k, v, _, _ in parse_header(Path(path), keep_arrays=True).kv}
+    raw = kv.get("tokenizer.ggml.tokens")
     tokens = [t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
-              for t in (kv.get("tokenizer.ggml.tokens") or [])]
+              for t in (raw if isinstance(raw, list) else [])]
     types = kv.get("tokenizer.ggml.token_type")
+    if not isinstance(types, list) or not all(isinstance(t, int) for t in types):
+        types = None   # missing or not a list of ints (a damaged file): every token is looked at
     model = kv.get("tokenizer.ggml.model") or ""
-    model = model.decode() if isinstance(model, bytes) else str(model)
-    return tuple(incomplete_utf8_ids(tokens, model, [int(t) for t in types] if types is not None else None))
+    model = model.decode("utf-8", "replace") if isinstance(model, bytes) else ""
+    return tuple(incomplete_utf8_ids(tokens, model, types))
 
 
 def incomplete_utf8_tokens(model_path: Path) -> list[int]:

@@ -52,6 +52,9 @@ def tokenizer_kv(path: Path, vocab_size: int) -> list[KV]:
         if not key.startswith("tokenizer."):
             continue
         if key == "tokenizer.ggml.tokens":
+            if not isinstance(val, list):
+                raise ModelError(f"{path}: tokenizer.ggml.tokens is not an array",
+                                 "use a vocab GGUF from the llama.cpp models/ folder")
             n_tokens = len(val)
         out.append(KV(key, val, vt, sub))
     if n_tokens is None:

@@ -64,8 +64,13 @@ def adaptive_section(data: ReportData) -> Section | None:
     sec.tables.append(why)
     regions = c.get("regions") or []
     if regions:
-        sec.notes.append("Winner per region (beyond the CIs; tie where they overlap): " + "; ".join(
+        sec.notes.append("Winner per region (the judge on server starts: faster than every other build by more than "
+                         f"the minimum effect, with Holm's control over every {axis} judged; tie where that does not "
+                         "hold: the data cannot tell): " + "; ".join(
             f"{axis} {lo}–{hi}: {names.get(w, w)}" for lo, hi, w in regions) + ".")
+    sec.notes.append("Anomalies: points faster than the neighbour their build's trend says is at least as fast, "
+                     "judged on server starts with Benjamini–Hochberg over every comparison of the sweep (the rule of "
+                     "the Anomalies section); suspects are faster in their own comparison only.")
     if rec.confirmed:
         sec.notes.append("Confirmed with one more server start: " + ", ".join(
             f"{names.get(d['series'], d['series'])} {axis} {d[axis]}" for d in rec.confirmed) + ".")

@@ -6,7 +6,7 @@
 * :func:`anomalies` — points that break their series' trend: significantly faster than the neighbour
   the trend says should be at least as fast, like the seed's Vulkan N=12 beating N=11. The trend's
   direction is each series' own, from its two ends (:func:`direction`; one rule with the adaptive
-  sweep, :mod:`llamaforge.trend`, judged on server starts with Holm's control over the comparisons): speed
+  sweep, :mod:`llamaforge.trend`, judged on server starts with Benjamini–Hochberg over the comparisons): speed
   usually falls as layers move to the host, but rises where the device is slower than the host (a
   software "GPU"). Each anomaly names the full-attention layers whose experts moved between the two
   points (the seed's user wondered whether Vulkan's spikes line up with them).
@@ -98,7 +98,7 @@ def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers
               ) -> list[Anomaly]:
     """Rows that break their series' trend (same series, same other option): :func:`llamaforge.trend.breaks`,
     the adaptive sweep's rule — faster than the adjacent ok row the series' own direction says should be at
-    least as fast, judged on server starts, with Holm's control over every comparison made. ``priors``:
+    least as fast, judged on server starts, with Benjamini–Hochberg over every comparison made. ``priors``:
     per (series, metric), the spread a point with fewer than 3 starts is judged with."""
     fal = set(full_attn_layers)
     by_series: dict[tuple[str, int], dict[int, Row]] = {}

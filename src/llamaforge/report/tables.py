@@ -464,7 +464,8 @@ def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float
         f"({'lower ncmoe' if data.axis == 'ncmoe' else 'higher ngl'}), the one with more offload where it rises "
         "(a device slower than the host), both where the judge does not find the series' two ends different. "
         f"Each is the judge's verdict 'differs' (faster by more than {min_effect:.0%}) on server starts, kept "
-        "only where it survives Holm's method over every neighbour comparison of the report (a verdict marked * "
+        "only where it survives Benjamini–Hochberg (false discovery rate 5 %) over every neighbour comparison of "
+        "the report (a verdict marked * "
         "comes from a point with fewer than 3 starts and assumes a between-start spread). 'Full-attn layers moved' lists the "
         "full-attention layers whose experts went to the CPU between the two points."
         + (f" Full-attention layers (0-based): {', '.join(map(str, data.full_attn_layers))}."
@@ -534,7 +535,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     full = data
     if len({s.key[1] for s in data.series}) > 1 and any(s.key[1] == "server" for s in data.series):
         data = dataclasses.replace(data, series=[s for s in data.series if s.key[1] == "server"])
-    found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers)
+    priors = {(s.name, m): s.prior(m) for s in full.series for m in ("tg", "pp")}
+    found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers, priors=priors)
     flags = _flags(full, found)
     out: list[Section] = [h for h in (headline_section(data, min_effect),) if h is not None]
     out.append(summary_section(data, full, min_effect))

@@ -35,6 +35,7 @@ import git
 from .. import proc
 from ..console import notice
 from ..errors import SourceError
+from ..redact import redact_text
 
 IMPORT_TAG_PREFIX = "refs/tags/llamaforge/import/"
 IMPORT_AUTHOR = "llamaforge import"
@@ -216,9 +217,10 @@ class Mirror:
                 wt = [f"--work-tree={tree_dir}", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false"]
                 self.git([*wt, "add", "--all", "--force", "."], env=env, timeout=1800, cwd=tree_dir)
                 tree = self.git(["write-tree"], env=env, timeout=600).output.strip().splitlines()[-1]
-                message = f"llamaforge import of llama.cpp {upstream}\n\norigin: {origin}\n"
+                # the commit lives in the mirror for good: no URL secret (a presigned tarball URL) in it
+                message = f"llamaforge import of llama.cpp {upstream}\n\norigin: {redact_text(origin)}\n"
                 if note:
-                    message += note.rstrip("\n") + "\n"
+                    message += (redact_text(note) or "").rstrip("\n") + "\n"
                 cenv = {**env, "GIT_AUTHOR_NAME": IMPORT_AUTHOR, "GIT_AUTHOR_EMAIL": IMPORT_EMAIL,
                         "GIT_AUTHOR_DATE": IMPORT_DATE, "GIT_COMMITTER_NAME": IMPORT_AUTHOR,
                         "GIT_COMMITTER_EMAIL": IMPORT_EMAIL, "GIT_COMMITTER_DATE": IMPORT_DATE}

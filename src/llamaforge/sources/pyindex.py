@@ -42,6 +42,13 @@ class IndexFile:
         return public(self.url)
 
 
+def plain_filename(name: str) -> bool:
+    """True for a file name an index may give: one path component, printable, not ``.``/``..``.
+    Callers join it to a folder of theirs, so a ``/``, ``\\`` or ``..`` in it would reach elsewhere."""
+    return (bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+            and not any(ord(c) < 32 or c == "\x7f" for c in name) and len(name) <= 255)
+
+
 def public(url: str) -> str:
     """``url`` without user:password, query or fragment: safe to print and store."""
     u = urlparse(url)
@@ -161,6 +168,9 @@ def find(project: str, filenames: list[str], timeout: tuple[float, float]) -> In
 
 def fetch(f: IndexFile, dest: Path, download) -> Path:  # noqa: ANN001 - download(url, dest) -> Path
     """Copy a file:// link, or ``download`` an http(s) one, to ``dest`` (no hash check here)."""
+    if not plain_filename(f.filename):
+        raise SourceError(f"{f.index} lists a file name that is a path: {f.filename!r}",
+                          "use another package index (this one serves hostile file names)")
     u = urlparse(f.url)
     if u.scheme == "file":
         dest.parent.mkdir(parents=True, exist_ok=True)
