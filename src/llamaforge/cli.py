@@ -7,11 +7,6 @@ Namespaces: top-level tasks (``pins``, ``doctor``, ``build``, ``verify``, ``benc
 
 from __future__ import annotations
 
-import contextlib
-import re
-import sys
-from collections.abc import Iterator
-
 from invoke import Collection, Program
 
 from . import __version__
@@ -39,39 +34,8 @@ def make_collection() -> Collection:
 
 
 class _Program(Program):
-    """Invoke's program, with option values it cannot convert (``--repeats abc`` for an int option)
-    reported as one line instead of a ValueError traceback."""
-
-    def parse_core(self, argv: list[str] | None) -> None:
-        with _bad_values(argv):
-            super().parse_core(argv)
-
-    def parse_tasks(self) -> None:
-        with _bad_values(self.core.unparsed if self.core else None):
-            super().parse_tasks()
-
-
-@contextlib.contextmanager
-def _bad_values(argv: list[str] | None) -> Iterator[None]:
-    try:
-        yield
-    except ValueError as e:
-        from .console import print_error
-        from .errors import ConfigError
-
-        m = re.search(r"'(.*)'$", str(e))
-        value = m.group(1) if m else None
-        flag = None
-        args = list(argv or [])
-        for i, a in enumerate(args):
-            if value is not None and a.startswith("-") and a.endswith("=" + value):
-                flag = a.split("=", 1)[0]
-            elif value is not None and a == value and i and args[i - 1].startswith("-"):
-                flag = args[i - 1]
-        what = f"{flag} {value!r}" if flag else (repr(value) if value is not None else "an option value")
-        err = ConfigError(f"{what} is not a whole number", f"give {flag or 'the option'} a whole number, e.g. 3")
-        print_error(err)
-        sys.exit(err.exit_code)
+    """Invoke's program; option values it cannot convert (``--repeats abc`` for an int option) are
+    refused in one line by the parser patch of :mod:`llamaforge.invoke_help`, under ``inv`` too."""
 
 
 ns = make_collection()
@@ -79,8 +43,10 @@ program = _Program(namespace=ns, version=__version__, name="llamaforge", binary=
 
 
 def main() -> None:
+    from .console import harden_streams
     from .proc import install_signal_handlers
 
+    harden_streams()
     install_signal_handlers()
     program.run()
 

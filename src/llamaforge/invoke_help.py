@@ -16,17 +16,26 @@ shows one, ``--run ID`` still works): :class:`LfTask` marks it and the parser do
 Invoke's automatic short flags take the first free letter of an option's name: ``--n-predict``
 got the empty ``--=INT`` (its second character is the dash) and ``-h`` went to ``--threads`` or
 ``--head``. :class:`LfTask` turns them off and adds only :data:`SHORT_FLAGS`; ``-h`` is help.
+
+Invoke casts an option's value to the type of its default while parsing, and a value it cannot cast
+(``--repeats abc``) escaped as a ValueError traceback under ``inv``. The patched parser prints it as
+llamaforge's one error line and exits 2, under ``inv`` and the ``llamaforge`` program alike.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 from invoke import Task
 from invoke.parser import parser as invoke_parser
 
 HELP_FLAGS = ("--help", "-h")
+
+#: task name -> the exit status of its errors when not 2 (``bisect-run``: 128, which stops ``git bisect``);
+#: filled by :func:`llamaforge.commands._common.lf_task`
+ERROR_EXIT: dict[str, int] = {}
 
 #: option name -> its short flag, the same in every task that has the option (and never -h)
 SHORT_FLAGS = {"model": "m", "backends": "b", "threads": "t", "json": "j", "out": "o", "output": "o"}
@@ -94,4 +103,36 @@ def install() -> None:
 
     machine.handle = patched_handle
     machine.complete_context = patched_complete_context
+    machine.see_value = _cast_or_refuse(machine.see_value, lambda self: self.flag)
+    machine.see_positional_arg = _cast_or_refuse(machine.see_positional_arg, _next_positional)
     machine._llamaforge_help_fix = True
+
+
+def _next_positional(machine: Any) -> Any:
+    return next((a for a in machine.context.positional_args if a.value is None), None)
+
+
+def _cast_or_refuse(method: Any, argument: Any) -> Any:
+    """``method(machine, value)``, with a value Invoke cannot cast to the option's type refused in one line."""
+
+    def patched(self: Any, value: Any) -> None:
+        arg = argument(self)
+        try:
+            method(self, value)
+        except ValueError:
+            refuse_value(arg, value, ERROR_EXIT.get(getattr(self.context, "name", None) or "", 2))
+
+    return patched
+
+
+def refuse_value(arg: Any, value: Any, code: int = 2) -> NoReturn:
+    """Print ``--repeats 'abc' is not a whole number`` (with the fix) and exit ``code``."""
+    from .console import print_error
+    from .errors import ConfigError
+
+    name = max(getattr(arg, "names", None) or ("option",), key=len).replace("_", "-")
+    flag = f"--{name}" if len(name) > 1 else f"-{name}"
+    need, example = ("a whole number", "3") if getattr(arg, "kind", int) is int else ("a number", "1.5")
+    err = ConfigError(f"{flag} {value!r} is not {need}", f"give {flag} {need}, e.g. {example}")
+    print_error(err)
+    sys.exit(code)

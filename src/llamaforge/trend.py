@@ -86,7 +86,7 @@ def breaks(inputs: Sequence[SeriesInput], *, min_effect: float = MIN_EFFECT,
             for nb in reference_neighbours(xs, x, trend):
                 j = judge(pts[nb], pts[x], min_effect=min_effect, prior_a=si.prior, prior_b=si.prior)
                 tests.append((si, x, nb, j))
-    controlled = control([t[3] for t in tests], method=method) if method else [t[3] for t in tests]
+    controlled = control([t[3] for t in tests], method=method, direction=1) if method else [t[3] for t in tests]
     by_point: dict[tuple[str, str, int], list[tuple[int, Judgement | None]]] = {}
     for (si, x, nb, _j), j in zip(tests, controlled, strict=True):
         by_point.setdefault((si.name, si.metric, x), []).append((nb, j))

@@ -250,8 +250,8 @@ def test_conclusions_of_an_exhaustive_sweep_use_every_point():
     assert c2.anomalies == {"vulkan": [36]} and c2.suspects == {"vulkan": []}
 
 
-def test_anomalies_are_holm_controlled_over_every_series_and_suspects_are_the_rest():
-    # a +20 % jump (3 starts a side) survives Holm over its own series' 40 comparisons, not over both series' 80
+def test_anomalies_are_family_controlled_over_every_series_and_suspects_are_the_rest():
+    # a +20 % jump (3 starts a side) survives the control over its own series' 40 comparisons, not over both series' 80
     base = {x: point(smooth(x), k=3, spread=0.02) for x in DOMAIN}
     jumpy = base | {20: point(smooth(19) * 1.2, k=3, spread=0.02)}
     assert breaks(jumpy, method=None) == [20] and breaks(jumpy) == [20]

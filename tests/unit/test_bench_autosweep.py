@@ -125,7 +125,7 @@ def test_the_report_lists_measured_and_interpolated_points_but_no_interpolated_n
     _, sections = build_report(store, run_id, tmp_path / "out")
     assert sections[1].id == "adaptive"
     concl = sections[1].tables[0].rows
-    assert concl == [["CPU", "0", "0", "none (suspects, faster than the trend alone but not after Holm over the sweep: 8)",
+    assert concl == [["CPU", "0", "0", "none (suspects, faster than the trend alone but not after the family control over the sweep: 8)",
                       "0–1, 8", "2–7"]]
     assert [r[2:] for r in sections[1].tables[1].rows] == [["0", "why 0"], ["1", "why 1"], ["8", "why 8"]]
     cells = json.dumps([t.rows for s in sections for t in s.tables])

@@ -295,7 +295,12 @@ def test_roofline_reads_a_store_written_in_the_old_phantom_keys(fake):
     assert {r[1] for r in t.rows if r[0] == "CPU"} == {"Old CPU"}
 
 
-def test_too_few_starts_for_an_anomaly_is_said_not_hidden(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=2, n_samples=8)   # many requests, but two starts
+def test_an_anomaly_from_two_starts_states_the_spread_it_assumes(tmp_path):
+    """Two starts per point (many requests each): no interval of their own, so the spike is flagged only as
+    'differs*' under the spread measured for the build over its points, and the section says so."""
+    store, run_id = run_fake.build(tmp_path, launches=2, n_samples=8)
     md = write_report(store, run_id, tmp_path / "out").md.read_text()
-    assert "> Absent: none found; points have at most 2 server start(s)" in md
+    sec = md[md.index("## Anomalies"):md.index("## Plots")]
+    row = next(line for line in sec.splitlines() if line.startswith("| Vulkan | generation"))
+    assert "differs\\*" in row and "(starts " in row and "[" not in row.split("|")[6]
+    assert "assuming the between-start spread measured for Vulkan" in sec

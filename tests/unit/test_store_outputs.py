@@ -58,7 +58,7 @@ def test_export_to_a_full_file_system_is_one_line_and_leaves_no_file(stored, tmp
     with _tiny_tmpfs(tmp_path) as mnt:
         _fill(mnt, leave=1024)
         err = one_error(cli(stored, "export", RUN, "--output", str(mnt / "run.json")))
-        assert "the disk is full" in err and "free disk space" in err
+        assert "No space left on device" in err and "free space" in err
         assert _left(mnt) == set()
 
 
@@ -66,11 +66,27 @@ def test_report_to_a_full_file_system_is_one_line_and_leaves_no_half_file(stored
     with _tiny_tmpfs(tmp_path) as mnt:
         _fill(mnt, leave=8192)
         err = one_error(cli(stored, "report", RUN, "-o", str(mnt / "rep"), timeout=300))
-        assert "the disk is full" in err
+        assert "full" in err          # seen before the work starts (under 1 MiB free), or while writing
         left = _left(mnt)
         assert not any(Path(p).name.startswith(".") for p in left), left       # no temporary file
         for png in (mnt / "rep").glob("*.png"):                                 # what is there is whole
             assert png.read_bytes().endswith(b"IEND\xaeB`\x82")
+
+
+def test_a_report_that_fills_the_disk_while_writing_leaves_no_half_file(stored, tmp_path):
+    """The disk fills while the report is written (the CLI's check before the work saw enough room)."""
+    from llamaforge.report import ReportError, write_report
+
+    with _tiny_tmpfs(tmp_path) as mnt, Store(stored / "results" / "llamaforge.sqlite") as store:
+        _fill(mnt, leave=8192)
+        with pytest.raises(ReportError) as e:
+            write_report(store, RUN, mnt / "rep")
+        assert "the disk is full" in e.value.message and "nothing half-written" in e.value.fix
+        left = _left(mnt)
+        assert not any(Path(p).name.startswith(".") for p in left), left
+        for png in (mnt / "rep").glob("*.png"):
+            assert png.read_bytes().endswith(b"IEND\xaeB`\x82")
+        assert not (mnt / "rep" / "report.html").exists() or "</html>" in (mnt / "rep" / "report.html").read_text()
 
 
 def test_export_to_an_existing_folder_is_one_line(stored):
@@ -140,4 +156,15 @@ def test_store_error_of_sqlite_full_says_disk_full(tmp_path):
                                   ["export", b"\xff\xfe"], ["report", b"\xff\xfe"]])
 def test_a_run_reference_that_is_not_utf8_is_one_line(stored, args):
     err = one_error(_cli_results(stored, stored / "results", *args))
-    assert "is not valid UTF-8 text" in err
+    assert "UTF-8" in err
+
+
+def test_the_store_refuses_text_sqlite_cannot_take(tmp_path):
+    """Below the CLI (which refuses such option values first): the store API itself."""
+    from llamaforge.errors import StoreError
+
+    with Store(tmp_path / "s.sqlite") as s:
+        for call in (lambda: s.get_run("\udcff\udcfe"), lambda: s.list_runs("\udcff"),
+                     lambda: s.new_run("sweep", {}, name="\udcff")):
+            with pytest.raises(StoreError, match="is not valid UTF-8 text"):
+                call()

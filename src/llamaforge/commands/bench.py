@@ -9,7 +9,8 @@ from ..console import console, esc, info, notice
 from ..effect import parse_effect
 from ..errors import BenchError, StoreError
 from ..store import Store
-from ._common import as_float, as_int, csv_list, lf_task, paths
+from ..visible import visible
+from ._common import SEED_MAX, as_float, as_int, csv_list, lf_task, paths, write_output
 from .launches import HELP as LAUNCH_HELP
 from .launches import LaunchOptions, parse_launches
 
@@ -113,7 +114,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                 launches=lo.policy.min_starts,
                 sequential=None if lo.fixed is not None else {"max_launches": lo.policy.max_starts,
                                                               "precision": lo.policy.precision, "min_effect": 0.05},
-                seed=as_int(seed, "--seed", minimum=0) if seed is not None else None,
+                seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX) if seed is not None else None,
                 sentinel_every=as_int(sentinel_every, "--sentinel-every", minimum=0)
                 if sentinel_every is not None else None,
                 ctx=_int_option(ctx, "--ctx", None, minimum=16, fix="e.g. --ctx 8192, or leave it out to let llama.cpp fit"))
@@ -122,7 +123,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
 @lf_task(help=_BENCH_HELP)
 def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
-          retry_failed=False, threads=None, depths=None, load_timeout=600, request_timeout=900, bin_dir=None,
+          retry_failed=False, threads=None, depths=None, load_timeout=600.0, request_timeout=900.0, bin_dir=None,
           name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches="auto", max_launches=None,
           precision=None, seed=None, sentinel_every=None, ctx=None, max_points=None, time_budget=None, stable_after=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
@@ -351,29 +352,14 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
 
     with Store(paths().store_db) as store:
         r = store.get_run(run)
-        text = export_run(store, r.id, format)
+        text = visible(export_run(store, r.id, format))   # CSV cells from data: no raw ESC (JSON is ASCII already)
         if output:
-            out = _write_output(Path(output), text)
+            out = write_output(output, text, "--output")
             info(esc(f"wrote {out} ({format}, run {r.id})"))
         else:
             if not text:
                 raise StoreError(f"run {r.id} has nothing to export as {format}", "only ok points are exported as jsonl")
             sys.stdout.write(text)
-
-
-def _write_output(out: Path, text: str) -> Path:
-    """``export --output``: the file written whole through a temporary one, or one line (a folder given, a
-    full disk, no permission) with nothing half-written left behind."""
-    from ..files import write_problem, write_text_atomic
-
-    if out.is_dir():
-        raise StoreError(f"--output {out} is a folder", f"give a file name, e.g. --output {out / 'run.json'}")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out, text)
-    except OSError as e:
-        raise StoreError(*write_problem(out, e)) from None
-    return out
 
 
 @lf_task(positional=["run"], help={

@@ -11,7 +11,7 @@ from ..builds import build as do_build
 from ..builds.backends import parse_backends
 from ..console import console, esc
 from ..errors import ConfigError, VerifyError
-from ._common import as_int, csv_list, lf_task, paths, pins
+from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 
 @lf_task(name="pins")
@@ -187,6 +187,7 @@ def source_tarball(c, pin=None, out=".", no_trim=False):
 
     p = paths()
     pn = pins().resolve(pin)
+    writable_dir(out, "--out")         # before the checkout (a clone can take minutes)
     tree = checkout(pn, p)
     dest = Path(out) / f"llama.cpp-{tree.commit[:9]}.tar.gz"
     write_tarball(tree.path, tree.commit, dest, trim=not no_trim)

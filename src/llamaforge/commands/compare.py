@@ -10,7 +10,7 @@ from ..effect import parse_effect
 from ..errors import LlamaforgeError
 from ..pathsafe import under
 from ..store import Store
-from ._common import as_float, as_int, lf_task, paths
+from ._common import as_float, as_int, lf_task, paths, writable_dir
 from .launches import HELP as LAUNCH_HELP
 from .launches import parse_launches
 
@@ -138,6 +138,8 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     from ..report import write_report
 
     p = paths()
+    if out is not None:
+        writable_dir(out, "--out")     # before the endpoints are built and measured
     req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
                         model=model, repeats=_int(repeats, "--repeats"), source=_source(source),
                         n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)
@@ -149,7 +151,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; report {rp.md} ({rp.html})"))
 
 
-@lf_task(name="bisect-run", help={
+@lf_task(name="bisect-run", error_exit=128, help={
     "metric": "tg or pp",
     "backend": "backend to build (default cpu)",
     "good_value": "t/s of a known good commit", "bad_value": "t/s of a known bad commit",

@@ -15,8 +15,8 @@ from ..builds import build as do_build
 from ..builds.backends import parse_backends
 from ..builds.doctor import check
 from ..console import console, esc, notice
-from ..errors import BenchError, LlamaforgeError
-from ._common import csv_list, lf_task, paths, pins
+from ..errors import BenchError, LlamaforgeError, ModelError
+from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 from .launches import HELP as LAUNCH_HELP
 from .launches import parse_launches
 
@@ -57,6 +57,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     lo = parse_launches(launches, max_launches if str(launches).strip().lower() == "auto" else None)
     t0 = time.monotonic()
     p = paths()
+    _check_early(p, model=model, ncmoe=ncmoe, repeats=repeats, prompt_tokens=prompt_tokens, n_predict=n_predict,
+                 out=out)
     pin = pins().get(None)
     explicit = backends is not None
     names = [b.name for b in parse_backends(csv_list(backends, what="backend"))] if explicit else available_backends()
@@ -92,6 +94,46 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     total = time.monotonic() - t0
     console.print("[green]demo done[/] " + esc(f"in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}"))
     console.print(esc(f"report: {rp.html}\n        {rp.md}"))
+
+
+def _check_early(p, *, model: str, ncmoe: str | None, repeats: object, prompt_tokens: object, n_predict: object,
+                 out: str | None) -> None:  # noqa: ANN001
+    """Every option that can be checked without a build, checked before the builds (minutes) start."""
+    from ..bench.plan import make_points
+
+    as_int(repeats, "--repeats", minimum=1, maximum=10_000)
+    as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
+    as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
+    if ncmoe is not None:
+        make_points(ncmoe)
+    if out is not None:
+        writable_dir(out, "--out")
+    _check_model_ref(str(model).strip(), p)
+
+
+def _check_model_ref(ref: str, p) -> None:  # noqa: ANN001
+    """The model reference's syntax (a local file: its header), without generating or downloading it."""
+    from urllib.parse import urlsplit
+
+    from ..models import model_facts, resolve_model
+    from ..models.presets import get_mix, get_preset
+    from ..models.refs import hf_cache_path, split_hash
+    from ..redact import redact_url
+
+    if ref.startswith("synth:"):       # synthetic models need a build's vocab: generated after the builds
+        parts = ref[len("synth:"):].split(":")
+        get_preset(parts[0])
+        if len(parts) > 1:
+            get_mix(parts[1])
+    elif ref.startswith("hf:"):
+        hf_cache_path(split_hash(ref[len("hf:"):])[0], p)
+    elif ref.startswith(("https://", "http://")):
+        try:
+            _ = urlsplit(ref).port
+        except ValueError as e:
+            raise ModelError(f"bad model URL {redact_url(ref)!r}: {e}", "give a URL like https://host/path/model.gguf") from None
+    elif not ref.startswith("pypi:"):
+        model_facts(resolve_model(ref, p))      # a local file: its header read now
 
 
 TASKS = [demo]

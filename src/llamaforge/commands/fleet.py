@@ -12,7 +12,7 @@ from rich.table import Table
 from ..console import console, esc, info
 from ..errors import FleetError
 from ..fleet import BENCH_PASS as _BENCH_PASS
-from ._common import as_float, as_int, csv_list, lf_task, paths
+from ._common import SEED_MAX, as_float, as_int, csv_list, lf_task, paths
 from .launches import parse_launches
 
 _COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
@@ -167,7 +167,7 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
                     ("fitt", 0), ("seed", 0), ("sentinel_every", 0), ("ctx", 16)):
         v = locals()[opt]
         if v is not None:
-            as_int(v, "--" + opt.replace("_", "-"), minimum=lo)
+            as_int(v, "--" + opt.replace("_", "-"), minimum=lo, maximum=SEED_MAX if opt == "seed" else None)
     for opt in ("vram_budget", "load_timeout", "request_timeout"):
         if locals()[opt] is not None:
             as_float(locals()[opt], "--" + opt.replace("_", "-"), positive=True)

@@ -16,7 +16,7 @@ from ..models.synth import synth as synth_model
 from ..models.synth import synth_plan, with_tokenizer
 from ..models.synth import twin as twin_model
 from ..models.vocab import find_vocab_dir
-from ._common import as_int, lf_task, paths
+from ._common import SEED_MAX, as_int, lf_task, paths
 
 
 def _gib(n: int) -> str:
@@ -24,7 +24,14 @@ def _gib(n: int) -> str:
 
 
 def _vocab_dir(vocab_dir: str | None) -> Path | None:
-    return Path(vocab_dir) if vocab_dir else find_vocab_dir(paths())
+    """``--vocab-dir`` (a folder, checked even where the model needs none), else the one found."""
+    if not vocab_dir:
+        return find_vocab_dir(paths())
+    d = Path(vocab_dir)
+    if not d.is_dir():
+        raise ModelError(f"--vocab-dir {d} is {'not a folder' if d.exists() else 'missing'}",
+                         "give llama.cpp's models/ folder (it holds ggml-vocab-*.gguf), or leave --vocab-dir out")
+    return d
 
 
 #: the most each ``model.synth`` override may ask for (checked before a plan is made): what llama.cpp
@@ -139,7 +146,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     if plan:
         from rich.table import Table
 
-        p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0))
+        p = synth_plan(preset, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX))
         t = Table("tensor", "shape", "type", "bytes", "why")
         for tp in p.tensors:
             t.add_row(esc(tp.name), "×".join(map(str, tp.shape)), tp.type.name.lower(), f"{tp.nbytes:,}", esc(tp.note or ""))
@@ -151,7 +158,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
     if vd is None:
         raise ModelError("no llama.cpp models/ folder to take the tokenizer from", "pass --vocab-dir LLAMA_CPP/models")
     dest = Path(out) if out else paths().models / f"{preset}-{mix}.gguf"
-    r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0),
+    r = synth_model(preset, dest, mix, overrides=ov, type_overrides=type_override or None, seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX),
                     vocab_dir=vd, overwrite=force)
     say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
@@ -161,7 +168,7 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
                "seed": "random seed", "force": "overwrite an existing output file"})
 def twin(c, src, out, seed=0, force=False):
     """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
-    r = twin_model(Path(src), Path(out), seed=as_int(seed, "--seed", minimum=0), overwrite=force)
+    r = twin_model(Path(src), Path(out), seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX), overwrite=force)
     say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s")
 
@@ -171,6 +178,9 @@ def twin(c, src, out, seed=0, force=False):
 def fetch(c, ref, vocab_dir=None):
     """Download (resumable, sha256-verified) or generate a model into the cache and print its path."""
     p = resolve_model(ref, paths(), vocab_dir=_vocab_dir(vocab_dir))
+    with open(p, "rb") as f:           # a local path is taken as it is: at least it must be a GGUF
+        if f.read(4) != b"GGUF":
+            raise ModelError(f"{p} is not a GGUF file", "give a .gguf model file or reference")
     say(esc(p))
     rec = download_record(p)
     if rec:

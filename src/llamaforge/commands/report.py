@@ -9,7 +9,7 @@ from ..effect import parse_effect
 from ..errors import StoreError
 from ..pathsafe import under
 from ..store import Store, check_results_folder
-from ._common import lf_task, paths
+from ._common import lf_task, paths, writable_dir
 
 
 @lf_task(help={
@@ -27,6 +27,8 @@ def report(c, run, out=None, min_effect="5%", with_=None):
     from ..report import write_report
 
     effect = parse_effect(min_effect)
+    if out is not None:
+        writable_dir(out, "--out")
     db = paths().store_db
     check_results_folder(db.parent, create=False)
     if not db.is_file():

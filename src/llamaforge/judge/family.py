@@ -42,10 +42,14 @@ def bh_reject(ps: Sequence[float], alpha: float) -> list[bool]:
     return out
 
 
-def control(judgements: Sequence[Judgement | None], *, method: str = "holm",
-            alpha: float | None = None) -> list[Judgement | None]:
+def control(judgements: Sequence[Judgement | None], *, method: str = "holm", alpha: float | None = None,
+            direction: int = 0) -> list[Judgement | None]:
     """The family's judgements with ``differs``/``same`` claims kept only where they survive ``method``
-    over the family (``None`` entries pass through). A family of one is left as it is."""
+    over the family (``None`` entries pass through). A family of one is left as it is.
+
+    ``direction`` (+1 / −1): only differences that way are claims (an anomaly search asks "faster?"); a
+    difference the other way counts in the family with p = 1, so the many "slower" neighbours of a falling
+    series cannot lift Benjamini–Hochberg's bar for the few "faster" ones."""
     present = [j for j in judgements if j is not None]
     m = len(present)
     if m <= 1:
@@ -53,7 +57,11 @@ def control(judgements: Sequence[Judgement | None], *, method: str = "holm",
     name = METHODS[method]
     a = alpha if alpha is not None else present[0].alpha
     reject = holm_reject if method == "holm" else bh_reject
-    keep_diff = dict(zip(map(id, present), reject([j.p_differs for j in present], a), strict=True))
+    def p_diff(j: Judgement) -> float:
+        wrong_way = direction and (j.ratio - 1) * direction <= 0
+        return 1.0 if wrong_way else j.p_differs
+
+    keep_diff = dict(zip(map(id, present), reject([p_diff(j) for j in present], a), strict=True))
     keep_same = dict(zip(map(id, present), reject([j.p_same for j in present], a), strict=True))
     note = f"{name} over {m} comparisons"
     out: list[Judgement | None] = []

@@ -473,6 +473,8 @@ def anomaly_section(data: ReportData, found: list[an.Anomaly], min_effect: float
     ok = [r for r in data.all_rows if r.ok]
     if found:
         anom.tables.append(anomaly_table(found))
+        if note := assumptions_note([a.judgement for a in found]):
+            anom.notes.append(f"* {note}.")
     elif not ok:
         anom.absent = "no point succeeded"
     else:
