@@ -403,4 +403,4 @@ def print_compare(store: Store, run_id: str) -> None:
     s = run.summary or {}
     console.print(esc(compare_note(s)))
     if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id}`)")
+        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")

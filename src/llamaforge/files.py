@@ -1,8 +1,10 @@
-"""File helpers shared across llamaforge: streaming sha256, atomic JSON writes, advisory locks."""
+"""File helpers shared across llamaforge: streaming sha256, atomic writes (JSON, text, any file a
+library writes: :func:`atomic_path`), the one line for a failed write (:func:`write_problem`), advisory locks."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -38,6 +40,40 @@ def write_json_atomic(path: Path, data: dict) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)   # disk full or interrupted: no half-written file stays behind
         raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` (same suffix) to write; renamed onto ``path`` when the block ends
+    normally, removed when it fails (a full disk leaves no half-written file behind)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` through :func:`atomic_path`, flushed to disk before the rename."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_problem(path: Path, e: OSError) -> tuple[str, str]:
+    """(message, fix) for a write to ``path`` that failed with ``e``: one line, the cause first."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"cannot write {path}: the disk is full ({e.strerror})",
+                "free disk space, or write somewhere else; nothing half-written was left behind")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {path}: {e.strerror}", "pick a folder you can write to"
+    if e.errno == errno.EISDIR:
+        return f"cannot write {path}: it is a folder", "give a file name"
+    return f"cannot write {path}: {e.strerror or e}", "pick another place to write to"
 
 
 @contextlib.contextmanager

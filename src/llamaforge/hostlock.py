@@ -1,11 +1,17 @@
 """The host-wide measurement lock: one llamaforge sweep measures on a machine at a time.
 
-Two sweeps on one host (or one GPU) measure each other. :class:`HostLock` is an ``fcntl.flock``
-on ``<lock dir>/llamaforge-measure.lock`` — ``$LLAMAFORGE_LOCK_DIR``, else the system temp folder
-(``/tmp``), so every user's sweeps see it — holding the holder's PID, command and start time as
-JSON. The kernel drops the lock when its holder dies (``kill -9`` included), so a stale file never
-blocks. A second sweep refuses at once with who holds it, or waits up to ``wait_s`` seconds.
-``allow_busy`` measures anyway; the caller records that.
+Two sweeps on one host (or one GPU) measure each other. :class:`HostLock` is an ``fcntl.flock`` on
+``<lock dir>/llamaforge-measure.lock`` holding the holder's PID, user, command and start time as JSON.
+The kernel drops the lock when its holder dies (``kill -9`` included), so a stale file never blocks. A
+second sweep refuses at once naming who holds it, or waits up to ``wait_s`` seconds. ``allow_busy``
+measures anyway; the caller records that.
+
+The lock folder is ``$LLAMAFORGE_LOCK_DIR``, else a private folder per user in the system temp folder
+(``/tmp/llamaforge-<uid>``, mode 0700, checked to be ours and not a symlink). A lock in a folder every
+user can write would let any local user plant a symlink there (so that root's sweep changes and
+overwrites the file it points to) or simply hold the lock and block every sweep. The file itself is
+opened by :func:`llamaforge.locks.open_lock_file`: never through a symlink, only a regular file of our
+own. Another user's sweep is therefore not seen by the lock; its GPU work is (the busy-GPU check).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -21,27 +28,69 @@ from pathlib import Path
 from typing import IO
 
 from .errors import BenchError
+from .locks import open_lock_file, user_name
 
 LOCK_NAME = "llamaforge-measure.lock"
+_FIX = "remove it if no llamaforge is running, or set LLAMAFORGE_LOCK_DIR to a folder of your own"
 
 
 def lock_dir() -> Path:
-    return Path(os.environ.get("LLAMAFORGE_LOCK_DIR") or tempfile.gettempdir())
+    env = os.environ.get("LLAMAFORGE_LOCK_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"llamaforge-{os.geteuid()}"
+
+
+def _dir_problem(st: os.stat_result, private: bool) -> str | None:
+    """What makes a lock folder unsafe (``private``: the default per-user folder, which must be 0700)."""
+    mode = f"mode {stat.S_IMODE(st.st_mode):04o}"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"belongs to {user_name(st.st_uid)}"
+    if private and st.st_mode & 0o077:
+        return f"is open to other users ({mode})"
+    if st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
+        return f"is writable by other users without the sticky bit ({mode})"
+    return None
+
+
+def _check_dir(d: Path) -> None:
+    """Create the lock folder (0700) if needed; it must be a real folder of ours (or root's), and the
+    default per-user folder closed to other users; else one line naming what is wrong."""
+    with contextlib.suppress(FileExistsError):
+        d.mkdir(mode=0o700, parents=True)
+    problem = _dir_problem(os.lstat(d), private=not os.environ.get("LLAMAFORGE_LOCK_DIR"))
+    if problem:
+        raise BenchError(f"the lock folder {d} {problem} (another user may have planted it); it was left as it is",
+                         _FIX)
 
 
 def holder(path: Path) -> dict:
-    """What the lock file says about its holder (``{}`` when unreadable)."""
+    """What the lock file says about its holder (``{}`` when unreadable); read without following a symlink."""
     try:
-        return json.loads(path.read_text(encoding="utf-8") or "{}")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        info = json.loads(os.read(fd, 1 << 16).decode("utf-8", "replace") or "{}")
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(fd)
+    return info if isinstance(info, dict) else {}
 
 
 def describe(info: dict) -> str:
+    """``PID 123 (user ann: llamaforge bench …, since 10:02:03)``."""
     if not info:
         return "another llamaforge process"
-    since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
-    return f"PID {info.get('pid')} ({str(info.get('command') or '?')[:120]}, since {since})"
+    since = info.get("since")
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else "?"
+    cmd = " ".join(str(info.get("command") or "?").split())[:120]
+    return f"PID {info.get('pid')} (user {info.get('user') or '?'}: {cmd}, since {when})"
 
 
 class HostLock:
@@ -54,10 +103,8 @@ class HostLock:
         self._f: IO[str] | None = None
 
     def try_acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o666)  # other users' sweeps must be able to take it too
+        _check_dir(self.path.parent)
+        f = os.fdopen(open_lock_file(self.path, error=BenchError, fix=_FIX), "r+", encoding="utf-8")
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -65,8 +112,8 @@ class HostLock:
             return False
         f.seek(0)
         f.truncate()
-        f.write(json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv), "what": self.what,
-                            "since": time.time()}))
+        f.write(json.dumps({"pid": os.getpid(), "user": user_name(os.geteuid()), "command": " ".join(sys.argv),
+                            "what": self.what, "since": time.time()}))
         f.flush()
         self._f = f
         return True

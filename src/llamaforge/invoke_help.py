@@ -9,6 +9,10 @@ positional arguments of a task whose help was asked for). :func:`install` wraps 
 methods once; ``llamaforge.cli`` calls it, and ``tasks.py`` imports that, so ``inv`` and the
 ``llamaforge`` program both get it.
 
+Invoke has no optional positional arguments: a positional argument must always be given. Here one
+whose parameter has a default may be left out (``llamaforge runs`` lists runs, ``llamaforge runs ID``
+shows one, ``--run ID`` still works): :class:`LfTask` marks it and the parser does not demand it.
+
 Invoke's automatic short flags take the first free letter of an option's name: ``--n-predict``
 got the empty ``--=INT`` (its second character is the dash) and ``-h`` went to ``--threads`` or
 ``--head``. :class:`LfTask` turns them off and adds only :data:`SHORT_FLAGS`; ``-h`` is help.
@@ -20,6 +24,7 @@ llamaforge's one error line and exits 2, under ``inv`` and the ``llamaforge`` pr
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any, NoReturn
 
@@ -51,6 +56,20 @@ class LfTask(Task):
             taken_names.add(short)
         return opts
 
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list:
+        args = super().get_arguments(ignore_unknown_help)
+        params = self.argspec(self.body).parameters
+        for a in args:
+            p = params.get(a.attr_name or a.name)
+            if a.positional and p is not None and p.default is not inspect.Parameter.empty:
+                a.lf_optional = True   # a positional argument with a default may be left out
+        return args
+
+
+def _optional_only(ctx: Any) -> bool:
+    """Whether every positional argument the task still lacks may be left out (it has a default)."""
+    return all(getattr(a, "lf_optional", False) for a in ctx.missing_positional_args)
+
 
 def _help_for_context(machine: Any) -> bool:
     """Whether help was asked for the task being parsed."""
@@ -75,7 +94,8 @@ def install() -> None:
         handle(self, token)
 
     def patched_complete_context(self: Any) -> None:
-        if _help_for_context(self) and self.context.missing_positional_args:
+        if self.context is not None and self.context.missing_positional_args and (
+                _help_for_context(self) or _optional_only(self.context)):
             if self.context not in self.result:
                 self.result.append(self.context)
             return

@@ -5,18 +5,61 @@ A lock is an ``flock`` on a small file that holds the holder's PID while it is h
 drops an ``flock`` when its process dies (even on ``kill -9``), so a lock left by a dead process is
 simply taken over — with a notice naming the PID that is gone. Lock files are never deleted (that
 would race with a process that just opened one); a released lock file is empty.
+
+Lock files are opened by :func:`open_lock_file`: never through a symbolic link (``O_NOFOLLOW``), and
+only a regular file of our own with no other hard link is used (a ``results/locks`` folder can come
+from a repository; a lock folder can be shared). Anything else is refused, left untouched, naming
+its owner.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
-import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import LlamaforgeError
+from .pathsafe import component
+
+
+def user_name(uid: int) -> str:
+    """The login name of ``uid`` (``uid N`` when it has none)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return f"uid {uid}"
+
+
+def open_lock_file(path: Path, *, create: bool = True, error: type[LlamaforgeError] = LlamaforgeError,
+                   fix: str | None = None) -> int:
+    """A read-write descriptor of the lock file ``path`` — never through a symlink, and only of a regular
+    file that belongs to us and has no other hard link; otherwise ``error`` (the file is left untouched)."""
+    fix = fix or f"remove it (`rm {path}`) if no llamaforge is running, then try again"
+    if Path(path).parent.is_symlink():
+        raise error(f"the folder of the lock file {path} is a symbolic link; it was not followed", fix)
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise error(f"the lock file {path} is a symbolic link (another user may have planted it); "
+                        "it was not followed", fix) from None
+        raise error(f"cannot open the lock file {path}: {e.strerror}", fix) from None
+    st = os.fstat(fd)
+    problem = (None if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_nlink == 1 else
+               "is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"belongs to {user_name(st.st_uid)}, not to you" if st.st_uid != os.geteuid() else
+               "has another hard link (another user may have planted it)")
+    if problem:
+        os.close(fd)
+        raise error(f"the lock file {path} {problem}; it was left as it is", fix)
+    return fd
 
 
 def _holder(f) -> int | None:  # noqa: ANN001 - an open text file
@@ -46,7 +89,8 @@ def exclusive_lock(path: Path, *, what: str, error: type[LlamaforgeError] = Llam
     from .console import notice
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:   # "a+": opening must not erase the holder's PID
+    fd = open_lock_file(path, error=error)   # opening must not erase the holder's PID (no truncation)
+    with os.fdopen(fd, "r+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,7 +119,7 @@ def exclusive_lock(path: Path, *, what: str, error: type[LlamaforgeError] = Llam
 
 def run_lock_path(store_path: Path, run_id: str) -> Path:
     """``locks/run-<id>.lock`` beside the store (the id made safe as a file name)."""
-    return Path(store_path).parent / "locks" / f"run-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.lock"
+    return Path(store_path).parent / "locks" / f"run-{component(run_id)}.lock"
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """``llamaforge reproduce RUN``: re-measure a stored sweep's points and say whether they agree.
 
-The new run uses the stored plan (model, options, engine, the same ``-fitt`` margins) and the very
-builds of the first run (by build key; external ``--bin-dir`` builds by their folder), is stored as a sweep with
+The new run uses the stored plan (model, options, engine, the same ``-fitt`` margins; its arguments
+checked like ``--extra``) and the very builds of the first run, by build key from this machine's build
+root (a stored folder is never run; an external build only from ``--bin-dir``), is stored as a sweep with
 ``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point by the judge
 (:mod:`llamaforge.judge`) on server starts, the re-run over the first run, per metric:
 
@@ -272,45 +273,48 @@ def select_points(plan_points: list, points: str | None, n_layers: int | None) -
     return chosen
 
 
-def run_builds(store: Store, paths: Any, run: Run) -> list:
-    """The builds of ``run``, still on disk (else one line naming them and how to rebuild)."""
-    from .builds import list_builds
+def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -> list:
+    """The builds of ``run`` from this machine's build root, by key and re-verified (a store is data: a
+    stored folder is never run); an external build only from ``bin_dir``, a folder the user names. Else
+    one line naming what to rebuild."""
+    from .bench.stored import local_builds
 
-    have = {b.key: b for b in list_builds(paths)}
-    keys = list(run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])
-    out, missing = [], []
-    for k in keys:
-        m = store.get_build(k) or {}
-        if k in have:
-            out.append(have[k])
-        elif m.get("external") and Path(str(m.get("dir"))).is_dir():
-            from .bench.external import external_build
+    keys = [str(k) for k in (run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])]
+    return local_builds(paths, keys, run_id=run.id, stored=store.get_build,
+                        given=_given_build(store, run, keys, bin_dir) if bin_dir else None)
 
-            out.append(external_build(Path(str(m["dir"])), str(m.get("backend"))))
-        else:
-            missing.append((k, m))
-    if missing:
-        hints = "; ".join(f"`llamaforge build --backends {m.get('backend', '?')} --pins {m.get('commit') or m.get('pin')}`"
-                          if not m.get("external") else f"restore the binaries in {m.get('dir')}" for _k, m in missing)
-        raise BenchError(f"build(s) {', '.join(k for k, _m in missing)} of run {run.id} are gone", f"rebuild: {hints}")
-    return out
+
+def _given_build(store: Store, run: Run, keys: list[str], bin_dir: str) -> list:
+    """``--bin-dir``: the run's one external build, from the folder the user named (it must be that build)."""
+    from .bench.external import external_build
+    from .builds.backends import get_backend
+
+    ext = [k for k in keys if (store.get_build(k) or {}).get("external")]
+    if len(ext) != 1:
+        raise BenchError(f"--bin-dir replaces a run's one external build; run {run.id} has {len(ext)}",
+                         "leave out --bin-dir (managed builds come from this machine's build root)")
+    b = external_build(Path(bin_dir), get_backend(str((store.get_build(ext[0]) or {}).get("backend"))).name)
+    if b.key != ext[0]:
+        raise BenchError(f"--bin-dir {bin_dir} holds build {b.key}, but run {run.id} measured {ext[0]}",
+                         "give the folder (same path, same binaries) the run measured")
+    return [b]
 
 
 def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = None, allow_busy: bool = False,
               command: str | None = None, progress: bool = True, min_effect: float = MIN_EFFECT,
-              launches: tuple[int, dict | None] | None = None) -> Verdict:
+              launches: tuple[int, dict | None] | None = None, bin_dir: str | None = None) -> Verdict:
     """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
     the new run's summary (``reproduce``). ``launches``: (first K, the sequential settings or ``None`` for a
-    fixed K) instead of the first run's own."""
-    from .bench.plan import Plan
+    fixed K) instead of the first run's own; ``bin_dir``: the folder of the run's external build."""
+    from .bench.stored import stored_plan
     from .bench.sweep import run_sweep
 
     parent = sweep_run(store, run_id)
-    plan = Plan.from_json(parent.plan)
+    plan = stored_plan(parent)   # the store is data: its arguments checked, its builds looked up here
     if not plan.model_path.is_file():
         raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file (same path) to reproduce the run")
     plan.points = select_points(plan.points, points, plan.model_facts.get("n_layers"))
-    builds = run_builds(store, paths, parent)
+    builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
     if launches is not None:

@@ -27,13 +27,16 @@ as they are.
 Schema versions: ``_SCHEMA`` is v1; :data:`MIGRATIONS` is the ladder v1 → v2 → … Opening an older
 store backs it up next to itself (``NAME.v1-backup.sqlite``), then applies every missing step in ONE
 transaction (all or nothing). A file that is not a readable SQLite store raises :class:`StoreError`
-with the way out (``sqlite3 FILE .recover``, or move it aside) instead of a traceback.
+with the way out (``sqlite3 FILE .recover``, or move it aside) instead of a traceback; a full disk is said
+to be one (the store is intact); an SQLite file of someone else's (tables, but neither ``meta`` nor
+``runs``) is refused before anything is added to it.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -117,6 +120,17 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v2_columns_and_indexe
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 
+#: less free space than this on the store's file system makes an I/O error a full disk
+DISK_FULL_BYTES = 1 << 20
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(Path(path).parent).free < DISK_FULL_BYTES
+    except OSError:
+        return False
+
+
 def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     """The one-line error for a store SQLite cannot use: busy, read-only, or not a (healthy) database."""
     msg = " ".join((str(exc) or type(exc).__name__).split())
@@ -125,6 +139,10 @@ def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if "locked" in low or "busy" in low:
         return StoreError(f"the results store {path} is busy ({msg})",
                           "another llamaforge is writing to it; try again when it is done")
+    if "full" in low or ("i/o error" in low and _disk_full(path)):   # SQLITE_FULL, or the -shm/-wal it could not grow
+        return StoreError(f"the disk holding the results store {path} is full ({msg})",
+                          "free disk space, then run the command again (the store itself is intact: SQLite rolls "
+                          "back a write that does not fit)")
     if "readonly" in low or "read-only" in low or "unable to open" in low:
         return StoreError(f"cannot write the results store {path} ({msg})",
                           "make its folder writable, or set LLAMAFORGE_RESULTS to a writable folder")
@@ -290,15 +308,47 @@ _POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status
 _POINT_TEXT = frozenset({"failure_detail", "log_tail", "build_info"})   # free text: redacted in and out
 
 
+def check_results_folder(folder: Path, *, create: bool = True) -> None:
+    """The results folder must be a folder (``LLAMAFORGE_RESULTS`` naming a file is one line, not a traceback);
+    made when missing (``create``)."""
+    if folder.exists() and not folder.is_dir():
+        raise StoreError(f"the results folder {folder} is not a folder",
+                         "point LLAMAFORGE_RESULTS at a folder (or move that file away)")
+    if not create:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot create the results folder {folder}: {e.strerror}",
+                         "point LLAMAFORGE_RESULTS at a folder you can write to") from None
+
+
+def foreign_tables(db: sqlite3.Connection) -> list[str]:
+    """The tables of a database that is not a llamaforge store (``[]`` for an empty file or one of ours:
+    a store always has ``meta`` or ``runs``)."""
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    return [] if not names or {"meta", "runs"} & set(names) else sorted(names)
+
+
+def _text(value: str, what: str) -> str:
+    """A user's text as SQLite can take it (not UTF-8, e.g. ``$'\\xff'``: one line instead of a traceback)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StoreError(f"{what} {value!r} is not valid UTF-8 text", "give it as plain text") from None
+    return value
+
+
 class Store:
     """Access to one store file. Safe for several processes (WAL, busy timeout)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_results_folder(self.path.parent)
         self.backup: Path | None = None   # set when opening migrated the store
         self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
         try:
+            self._refuse_foreign()   # before anything (even the WAL mode) changes the file
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -313,6 +363,14 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+    def _refuse_foreign(self) -> None:
+        foreign = foreign_tables(self.db)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise StoreError(f"{self.path} is an SQLite database but not a llamaforge store (its tables: {shown}); "
+                             "it was left unchanged", "point LLAMAFORGE_RESULTS at another folder, or move the file "
+                             "away")
 
     def __enter__(self) -> Store:
         return self
@@ -382,6 +440,7 @@ class Store:
         plan = to_json(plan if isinstance(plan, RunPlan) else RunPlan.from_json(plan))
         env = to_json(env if isinstance(env, Environment) else Environment.from_json(env or {}))
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+        name = _text(name, "--name") if name else name
         now = time.time()
         self.db.execute("INSERT INTO runs (id, kind, name, status, created, updated, command, plan_json, env_json,"
                         " parent_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -417,8 +476,9 @@ class Store:
         ``latest`` (optionally of one kind), else its exact id, else its exact ``--name`` (a name
         several runs share means the newest of them), else a unique id prefix. A prefix matching
         several runs is an error that lists them."""
-        ref = str(run_id or "").strip()
+        ref = _text(str(run_id or "").strip(), "run")
         if ref in ("latest", "last", ""):
+            kind = _text(kind, "--kind") if kind else kind
             q, args = "SELECT * FROM runs", []
             if kind:
                 q, args = q + " WHERE kind=?", [kind]
@@ -442,6 +502,7 @@ class Store:
         return self._run(row)
 
     def list_runs(self, kind: str | None = None) -> list[Run]:
+        kind = _text(kind, "--kind") if kind else kind
         q, args = "SELECT * FROM runs", []
         if kind:
             q, args = q + " WHERE kind=?", [kind]

@@ -62,7 +62,7 @@ def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):
     from llamaforge import reproduce as rep
 
     run = run_sweep(_plan(tmp_path), [build], store, progress=False)
-    monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r: [build])
+    monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r, _b=None: [build])
     v = rep.reproduce(store, None, run, points="1", progress=False)
     child = store.get_run(v.child)
     assert child.parent_run == run and child.plan["reproduces"] == run

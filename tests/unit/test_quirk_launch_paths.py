@@ -147,7 +147,7 @@ def test_sweep_compare_bisect_and_reproduce_launch_with_the_quirk(crashing, stor
     bp = measure_point(crashing, model, bplan.points[0], bplan, store, store.new_run("bisect", {}), label="abc")
     assert bp.status == "ok" and bp.command[-2:] == ["--repack", "0"], bp.failure_detail
     # reproduce: the parent's builds, re-measured with the parent's runtime record
-    monkeypatch.setattr(rep, "run_builds", lambda store, paths, run: [crashing])
+    monkeypatch.setattr(rep, "run_builds", lambda store, paths, run, bin_dir=None: [crashing])
     rep.reproduce(store, Paths(tmp_path / "ws"), parent, progress=False)
     (child,) = [r for r in store.list_runs() if r.parent_run == parent]
     assert all(p.status == "ok" and "--no-repack" in p.command for p in store.points(child.id))

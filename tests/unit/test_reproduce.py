@@ -130,7 +130,7 @@ def test_reproduce_names_builds_that_are_gone_and_how_to_rebuild(tmp_path, monke
     from llamaforge import reproduce as rep
 
     store, run_id = run_fake.build(tmp_path)
-    monkeypatch.setattr("llamaforge.builds.list_builds", lambda _p: [])
+    monkeypatch.setattr("llamaforge.bench.stored.list_builds", lambda _p: [])   # an empty build root
     with pytest.raises(BenchError) as e:
         rep.run_builds(store, None, store.get_run(run_id))
     assert "are gone" in e.value.message and "llamaforge build --backends vulkan" in e.value.fix

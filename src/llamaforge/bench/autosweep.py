@@ -31,6 +31,7 @@ from rich.table import Table
 
 from ..console import console, esc
 from ..errors import BenchError
+from ..pathsafe import run_log_dir
 from ..store import Store
 from .adaptive import (
     AdaptiveOptions,
@@ -117,7 +118,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
     native = plan.model_facts.get("n_ctx_train")
     fit_plan = dataclasses.replace(plan, points=[axis.spec(x) for x in axis.domain])
     run_id = open_fitmap(fit_plan, builds, store, command=command)
-    log_dir = store.path.parent / "logs" / run_id
+    log_dir = run_log_dir(store.path, run_id)
     ctx: dict[str, dict[int, int | None]] = {}
     with fitting(store, run_id, progress) as show:
         for b in builds:

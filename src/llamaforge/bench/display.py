@@ -3,6 +3,7 @@ the per-point table of a run and its notes."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 from rich.progress import (
@@ -17,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..console import console, esc, notice
+from ..pathsafe import component
 from ..store import Point, Store
 from .plan import BuildLike, PointSpec
 from .schedule import Slot
@@ -128,4 +130,4 @@ def print_run(store: Store, run_id: str) -> None:
                + (f"; {len(mixed)} point(s) mix machines (marked in the report)" if mixed else ""))
     if s["failed"]:
         notice(f"{s['failed']} point(s) failed: " + ", ".join(f"{k}×{v}" for k, v in s["failures"].items())
-               + f" (log tails: `llamaforge runs {run.id}`; logs under results/logs/{run.id}/)")
+               + f" (log tails: `llamaforge runs {shlex.quote(run.id)} --failed`; logs under results/logs/{component(run.id)}/)")

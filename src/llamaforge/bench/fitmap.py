@@ -20,6 +20,7 @@ from ..builds.options import build_options
 from ..console import console, esc
 from ..envinfo import collect_env
 from ..errors import BenchError
+from ..pathsafe import component, run_log_dir
 from ..records import build_manifest
 from ..store import Point, Store
 from .adjust import runtime_for
@@ -31,7 +32,7 @@ from .server import PointFailure
 
 def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_dir: Path, label: str = "") -> Point:
     """One fit-map point (not yet stored), measured by the fit engine."""
-    log = log_dir / f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}.log"
+    log = log_dir / (component(f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}") + ".log")
     p = Point(run_id=run_id, build_key=build.key, engine="fit", ncmoe=spec.ncmoe, ngl=spec.ngl, label=label,
               started=time.time())
     try:
@@ -83,7 +84,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
                progress: bool = True) -> str:
     """Fit every point on every build; store a ``fitmap`` run; return its id."""
     run_id = open_fitmap(plan, builds, store, command=command)
-    log_dir = store.path.parent / "logs" / run_id
+    log_dir = run_log_dir(store.path, run_id)
     with fitting(store, run_id, progress) as show:
         for i, spec in enumerate(plan.points, 1):
             for b in builds:

@@ -30,6 +30,7 @@ from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
 from ..redact import redact_url
+from .argcheck import check_extra
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
 DEFAULT_REPEATS = 3
@@ -311,15 +312,19 @@ def make_points(ncmoe: str | int, ngl: str | int | None = None, *, n_layers: int
 
 
 def split_extra(extra: str | list[str] | None) -> list[str]:
-    """``--extra "-fa on --no-warmup"`` → argument list (shell-like quoting, never run by a shell)."""
+    """``--extra "-fa on --no-warmup"`` → argument list (shell-like quoting, never run by a shell), every
+    option on the allow-list of :mod:`.argcheck` (the same list a stored plan's arguments must pass)."""
     if not extra:
         return []
     if isinstance(extra, list):
-        return [str(x) for x in extra]
-    try:
-        return shlex.split(extra)
-    except ValueError as e:
-        raise BenchError(f"cannot parse --extra {extra!r}: {e}", "quote it like --extra \"-fa on -b 512\"") from e
+        args = [str(x) for x in extra]
+    else:
+        try:
+            args = shlex.split(extra)
+        except ValueError as e:
+            raise BenchError(f"cannot parse --extra {extra!r}: {e}", "quote it like --extra \"-fa on -b 512\"") from e
+    return check_extra(args, where="--extra", fix="leave them out: --extra takes options that tune a run, e.g. "
+                       "\"-fa on -b 512 --no-mmap\" (the list: llamaforge.bench.argcheck.ALLOWED)")
 
 
 def resolve_model(ref: str, paths: Any) -> Path:

@@ -33,6 +33,7 @@ from ..hostlock import HostLock, describe, holder
 from ..locks import run_lock
 from ..machine import current as current_machine
 from ..machine import describe_counts, hosts_of, launch_machines
+from ..pathsafe import component, run_log_dir
 from ..quirks import describe_failure
 from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
 from ..store import Point, Store
@@ -57,7 +58,7 @@ Driver = Callable[[MeasureItems, str], None]
 
 def _log_path(log_dir: Path, build: BuildLike, spec: PointSpec, engine: str, label: str) -> Path:
     name = f"{build.key}-{engine}-ncmoe{spec.ncmoe}-ngl{spec.ngl}" + (f"-{label}" if label else "")
-    return log_dir / ("".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".log")
+    return log_dir / (component(name) + ".log")
 
 
 def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, store: Store, run_id: str,
@@ -67,7 +68,7 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
 
     ``engine`` overrides the plan's (``--engine both`` measures each point with both);
     ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``extra``."""
-    log_dir = log_dir or (store.path.parent / "logs" / run_id)
+    log_dir = log_dir or run_log_dir(store.path, run_id)
     point = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, on_phase=on_phase,
                           state=state, engine=engine, busy=busy)
     store.record_point(point)
@@ -366,7 +367,7 @@ def measure_points(items: Sequence[Item], plan: Plan, store: Store, run_id: str,
     schedule = sweep_schedule(len(items), plan.launches, seed, reference_items(items), every)
     have, done, seq = _stored_progress(store, run_id, items, label, retry_failed, plan.launches)
     todo = remaining(schedule, done)
-    log_dir = log_dir or (Path(store.path.parent) / "logs" / run_id)
+    log_dir = log_dir or run_log_dir(store.path, run_id)
     state = state or SweepState()
     failed_items: set[int] = {i for (i, sent), p in have.items() if not sent and p.status != "ok"}
     with SweepDisplay(len(todo), progress) as disp:

@@ -89,6 +89,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     )
 
     # numbers first: a typo fails in a blink, before any model is resolved, downloaded or generated
+    extra_args = split_extra(extra)
     repeats = as_int(repeats, "--repeats", minimum=1, maximum=10_000)
     prompt_tokens = as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
     n_predict = as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
@@ -107,7 +108,7 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
     return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
                 pins=pin_names, engine=engine, repeats=repeats, prompt_tokens=prompt_tokens, n_predict=n_predict,
                 fit=FitOptions(fitt_mib=fitt, vram_budget_gib=vram_budget),
-                extra_args=split_extra(extra), threads=threads, load_timeout_s=load_timeout,
+                extra_args=extra_args, threads=threads, load_timeout_s=load_timeout,
                 request_timeout_s=request_timeout,
                 bench_depths=parse_int_list(depths, what="--depths", limit=1 << 24) if depths else [],
                 launches=lo.policy.min_starts,
@@ -142,7 +143,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
-    from ..bench.plan import Plan
+    from ..bench.stored import stored_plan
     from ..bench.sweep import run_sweep
 
     launches = parse_launches(launches, max_launches, precision)
@@ -155,10 +156,10 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
             run = store.get_run(resume)
             if run.kind != "sweep":
                 raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
-            plan = Plan.from_json(run.plan)
+            plan = stored_plan(run)   # the store is data: its arguments checked, its builds looked up here
             if not plan.model_path.is_file():
                 raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
+            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken), store=store, run_id=run.id)
             if run.plan.get("adaptive"):
                 from ..bench.autosweep import resume_auto
 
@@ -256,27 +257,17 @@ def _int_option(value, name: str, default: int | None, *, minimum: int, fix: str
     return n
 
 
-def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> list:  # noqa: ANN001
+def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False, *, store: Store,  # noqa: ANN001
+                   run_id: str) -> list:
+    """The run's builds: the ``--bin-dir`` folder the user names, else by key from this machine's build root."""
     if bin_dir:
         from ..bench.external import external_build
+        from ..builds.backends import get_backend
 
-        b = external_build(Path(bin_dir), plan.backends[0])
-        return [b]
-    from ..builds import list_builds
+        return [external_build(Path(bin_dir), get_backend(str(plan.backends[0])).name)]
+    from ..bench.stored import local_builds
 
-    have = {b.key: b for b in list_builds(p)}
-    missing = [k for k in plan.build_keys if k not in have]
-    if missing:
-        raise BenchError(f"build(s) {', '.join(missing)} of this run are gone",
-                         "rebuild them with `llamaforge build` (same pins/backends) or start a new run")
-    from ..builds.hostcpu import runs_here
-    from ..builds.verify import ensure_runnable
-
-    for k in plan.build_keys:
-        ok, why = runs_here(have[k].manifest)
-        if not ok:
-            raise BenchError(f"build {k} of this run is {why}", "resume the run on the machine that made it")
-    return [ensure_runnable(have[k], p, allow_broken=allow_broken) for k in plan.build_keys]
+    return local_builds(p, plan.build_keys, run_id=run_id, stored=store.get_build, allow_broken=allow_broken)
 
 
 @lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",
@@ -311,10 +302,11 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
         info(f"run id: [bold]{esc(run_id)}[/]")
 
 
-@lf_task(help={"run": "show one run's points (id, name, unique id prefix or 'latest')", "kind": "only runs of this kind",
-               "failed": "with RUN: print the log tail of every failed point"})
+@lf_task(positional=["run"], help={
+    "run": "show one run's points (id, name, unique id prefix or 'latest'); `runs RUN` or `runs --run RUN`",
+    "kind": "only runs of this kind", "failed": "with RUN: print the log tail of every failed point"})
 def runs(c, run=None, kind=None, failed=False):
-    """List stored runs, or show one run's points."""
+    """List stored runs, or show one run's points (``llamaforge runs RUN``, ``llamaforge runs RUN --failed``)."""
     from rich.table import Table
 
     from ..bench.display import print_run
@@ -378,9 +370,11 @@ def export(c, run, format="json", output=None):  # noqa: A002 - the option is ca
     "against": "judge this stored sweep against RUN without measuring (the same plan in another session or on "
                "another machine; builds matched by backend when their keys differ)",
     "launches": LAUNCH_HELP["launches"] + " (default: the first run's own)",
-    "max_launches": LAUNCH_HELP["max_launches"], "precision": LAUNCH_HELP["precision"]})
+    "max_launches": LAUNCH_HELP["max_launches"], "precision": LAUNCH_HELP["precision"],
+    "bin_dir": "the folder of the run's external (--bin-dir) build, if it had one: a folder stored in a run is "
+               "never run"})
 def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=None, launches=None, max_launches=None,
-              precision=None):
+              precision=None, bin_dir=None):
     """Re-measure a stored sweep's points with the same builds, model and options, as a new run linked to it,
     and say per point whether the two agree, judged on server starts: same within --min-effect, differs, or
     inconclusive (the starts cannot tell; add starts with --launches auto).
@@ -404,7 +398,8 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
             seq = None if lo is None or lo.fixed is not None else {"max_launches": lo.policy.max_starts,
                                                                   "precision": lo.policy.precision}
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
-                              min_effect=effect, launches=None if lo is None else (lo.policy.min_starts, seq))
+                              min_effect=effect, launches=None if lo is None else (lo.policy.min_starts, seq),
+                              bin_dir=bin_dir)
     t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
     for col in ("point", "metric", "first run", "re-run", "re-run / first", "verdict"):
         t.add_column(col)

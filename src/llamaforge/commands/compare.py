@@ -8,6 +8,7 @@ from pathlib import Path
 from ..console import console, esc, info, notice, print_error
 from ..effect import parse_effect
 from ..errors import LlamaforgeError
+from ..pathsafe import under
 from ..store import Store
 from ._common import as_float, as_int, lf_task, paths, writable_dir
 from .launches import HELP as LAUNCH_HELP
@@ -145,7 +146,7 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
         print_result(store, run_id)
-        out_dir = Path(out) if out else p.results / "reports" / run_id
+        out_dir = Path(out) if out else under(p.results / "reports", run_id)
         rp = write_report(store, run_id, out_dir)
     info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; report {rp.md} ({rp.html})"))
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..console import console, esc, info
 from ..errors import FleetError
+from ..fleet import BENCH_PASS as _BENCH_PASS
 from ._common import SEED_MAX, as_float, as_int, csv_list, lf_task, paths
 from .launches import parse_launches
 
@@ -130,9 +131,6 @@ def build(c, backends=None, pins=None, jobs=None, rebuild=False, no_verify=False
     _failures(outs, "build")
 
 
-_BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "max_launches", "precision", "engine", "prompt_tokens", "n_predict",
-               "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout", "request_timeout", "ctx", "seed",
-               "sentinel_every", "allow_busy", "allow_broken", "no_quirks")
 
 
 def _bench_help() -> dict[str, str]:
@@ -174,6 +172,10 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
         if locals()[opt] is not None:
             as_float(locals()[opt], "--" + opt.replace("_", "-"), positive=True)
     options = {k: v for k, v in locals().items() if k in _BENCH_PASS}
+    if extra is not None:
+        from ..bench.plan import split_extra
+
+        split_extra(extra)   # the allow-list, here before any host is reached (each host checks it again)
     f, hs = _hosts(fleet, hosts)
     _check_backends(backends, hs)
     p = paths()

@@ -7,7 +7,8 @@ from pathlib import Path
 from ..console import esc, info
 from ..effect import parse_effect
 from ..errors import StoreError
-from ..store import Store
+from ..pathsafe import under
+from ..store import Store, check_results_folder
 from ._common import lf_task, paths, writable_dir
 
 
@@ -29,12 +30,13 @@ def report(c, run, out=None, min_effect="5%", with_=None):
     if out is not None:
         writable_dir(out, "--out")
     db = paths().store_db
+    check_results_folder(db.parent, create=False)
     if not db.is_file():
         raise StoreError(f"no results store at {db}", "measure a run first with `llamaforge bench`")
     with Store(db) as store:
         run_id = store.get_run(run).id
         others = [store.get_run(r.strip()).id for w in (with_ or []) for r in str(w).split(",") if r.strip()]
-        out_dir = Path(out) if out else paths().results / "reports" / run_id
+        out_dir = Path(out) if out else under(paths().results / "reports", run_id)
         rp = write_report(store, run_id, out_dir, min_effect=effect, sessions=others)
     info(f"report for run [bold]{esc(run_id)}[/]:")
     info(esc(f"  html      {rp.html}"))

@@ -9,3 +9,9 @@ Modules, one job each:
   merge.py    import a run exported on a host into the local store (de-duplicated, machine-tagged)
   run.py      fleet build / bench / doctor: the per-host work and the fleet run that links the imports
 """
+
+#: the ``llamaforge bench`` options ``fleet.bench`` passes to every host (stored in the fleet run as ``bench_args``
+#: and checked against this list when the run is resumed: :func:`llamaforge.fleet.run.check_stored_bench_args`)
+BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "max_launches", "precision", "engine",
+              "prompt_tokens", "n_predict", "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout",
+              "request_timeout", "ctx", "seed", "sentinel_every", "allow_busy", "allow_broken", "no_quirks")

@@ -68,9 +68,13 @@ def _held(path: Path) -> bool:
     """Whether a live process holds the lock file ``path`` (a sweep measuring that run right now)."""
     import fcntl
 
-    if not path.is_file():
+    from ..locks import open_lock_file
+
+    try:
+        fd = open_lock_file(path, create=False)   # never through a symlink, never created here
+    except LlamaforgeError:
         return False
-    with path.open("a+") as f:
+    with os.fdopen(fd, "r+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -20,7 +20,9 @@ from typing import Any
 
 from ..errors import FleetError
 from ..paths import Paths
+from ..pathsafe import component, under
 from ..store import Store
+from . import BENCH_PASS
 from .config import Fleet, FleetHost
 from .install import check_version, file_sha256, install
 from .jobs import LineSink, Outcome, Progress, for_each_host
@@ -105,6 +107,28 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
     return run_id
 
 
+def check_stored_bench_args(run_id: str, plan: dict) -> None:
+    """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
+    ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
+    from ..bench.plan import split_extra
+    from ..builds.backends import parse_backends
+
+    fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
+    args = plan.get("bench_args")
+    if not isinstance(args, list):
+        raise FleetError(f"fleet run {run_id} has no stored host options", fix)
+    allowed = {"--" + k.replace("_", "-") for k in BENCH_PASS}
+    for a in args:
+        flag, _, value = str(a).partition("=")
+        if flag not in allowed:
+            raise FleetError(f"fleet run {run_id}'s stored host options include {str(a)[:80]!r}, which "
+                             "fleet.bench never passes", fix)
+        if flag == "--extra":
+            split_extra(value)
+    for backends in (plan.get("host_backends") or {}).values():
+        parse_backends(str(backends))
+
+
 def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[FleetHost]]:
     run = store.get_run(run_ref)
     if run.kind != FLEET_KIND:
@@ -116,6 +140,7 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
         if was != h.machine:
             raise FleetError(f"host {h.name} is machine {h.machine!r} in fleet.toml but {was!r} in run {run.id}",
                              "restore its machine = \"...\" in fleet.toml, or start a new fleet run")
+    check_stored_bench_args(run.id, run.plan)   # before any host is reached
     state = (run.summary or {}).get("hosts") or {}
     return run.id, [h for h in hosts if (state.get(h.name) or {}).get("status") != "ok"]
 
@@ -148,7 +173,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
             st = r.agent("run-status", name)
             if st.get("measuring"):   # a detached sweep (or another controller) is measuring it right now
                 sink.line(f"run {st.get('id')} is still being measured ({st.get('points')} points stored)")
-                return {"detached": True, "log": r.ws("results", "fleet", f"{name}.log")}
+                return {"detached": True, "log": r.ws("results", "fleet", f"{component(name)}.log")}
             if not st.get("exists"):
                 argv = [r.llamaforge, "bench", f"--backends={plan['host_backends'][h.name]}", *plan["bench_args"],
                         f"--name={name}"]
@@ -159,7 +184,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
                 argv = []
             bench_error = None
             if argv and detach:
-                log = r.ws("results", "fleet", f"{name}.log")
+                log = r.ws("results", "fleet", f"{component(name)}.log")
                 r.mkdir(posixpath.dirname(log))
                 r.run(["setsid", "-f", "sh", "-c", _DETACH_SH, "sh", *argv], cwd=r.workspace,
                       env={**r.env(), "LLAMAFORGE_FLEET_LOG": log}, what="setsid llamaforge bench")
@@ -175,12 +200,12 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
             if not st.get("exists"):
                 raise FleetError(f"host {h.name}: the sweep stored no run ({bench_error or 'no output'})",
                                  "fix the cause on the host (see its output above) and run with --resume")
-            remote_out = r.ws("results", "fleet", fleet_run, f"{h.name}.json")
+            remote_out = r.ws("results", "fleet", component(fleet_run), f"{component(h.name)}.json")
             r.mkdir(posixpath.dirname(remote_out))
             r.run([r.llamaforge, "export", f"--run={name}", "--format=json", f"--output={remote_out}"],
                   cwd=r.workspace, env=r.env(), what="llamaforge export")
             sums = r.agent("sha256", remote_out)
-            local = local_dir / f"{h.name}.json"
+            local = local_dir / f"{component(h.name)}.json"
             r.get(remote_out, local)
             got = file_sha256(local)
             if got != sums.get("sha256"):
@@ -207,7 +232,7 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
     summary = dict(run.summary or {})
     state: dict[str, dict] = dict(summary.get("hosts") or {})
     store.set_run_status(fleet_run, "running")
-    local_dir = paths.results / "fleet" / fleet_run
+    local_dir = under(paths.results / "fleet", fleet_run)
     job = _bench_job(fleet_run, plan, paths.pins_file, local_dir, detach)
     machines = {h.name: h.machine for h in hosts + todo}
     for out in for_each_host(todo, job, progress):

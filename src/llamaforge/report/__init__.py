@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_problem
 from ..store import Store
 from . import html, kinds, markdown
 from .adaptive import adaptive_section
@@ -62,8 +63,11 @@ def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float 
     Raises StoreError for an unknown run and ReportError for a run that cannot be reported.
     """
     out_dir = Path(out_dir)
-    data, sections = build_report(store, run_id, out_dir, min_effect=min_effect, sessions=sessions)
-    md = markdown.write(data, sections, out_dir / "report.md", lead=kinds.lead(store, data.run))
-    page = html.write(data, sections, out_dir / "report.html")
+    try:   # every file goes through a temporary one: a full disk leaves none half-written
+        data, sections = build_report(store, run_id, out_dir, min_effect=min_effect, sessions=sessions)
+        md = markdown.write(data, sections, out_dir / "report.md", lead=kinds.lead(store, data.run))
+        page = html.write(data, sections, out_dir / "report.html")
+    except OSError as e:
+        raise ReportError(*write_problem(out_dir, e)) from None
     pngs = [Path(p.path) for s in sections for p in s.plots]
     return ReportPaths(md=md, html=page, pngs=pngs)

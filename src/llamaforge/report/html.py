@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from .. import __version__
+from ..files import write_text_atomic
 from ..visible import visible
 from .data import ReportData
 from .sections import Section
@@ -44,5 +45,5 @@ def render(data: ReportData, sections: list[Section]) -> str:
 
 
 def write(data: ReportData, sections: list[Section], path: Path) -> Path:
-    path.write_text(render(data, sections), encoding="utf-8")
+    write_text_atomic(path, render(data, sections))
     return path

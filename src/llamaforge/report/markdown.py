@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..files import write_text_atomic
 from ..mdtext import md_code, md_text
 from .data import ReportData
 from .sections import Section, Table
@@ -57,5 +58,5 @@ def render(data: ReportData, sections: list[Section], out_dir: Path) -> str:
 def write(data: ReportData, sections: list[Section], path: Path, *, lead: str | None = None) -> Path:
     """``report.md``; a run kind's ``lead`` (:mod:`.kinds`) comes first, above a rule."""
     body = render(data, sections, path.parent)
-    path.write_text(lead.rstrip() + "\n\n---\n\n" + body if lead else body, encoding="utf-8")
+    write_text_atomic(path, lead.rstrip() + "\n\n---\n\n" + body if lead else body)
     return path

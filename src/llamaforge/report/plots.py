@@ -31,6 +31,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from ..files import atomic_path  # noqa: E402
 from .adaptive import interpolated  # noqa: E402
 from .data import MemSplit, ReportData, Row, Series  # noqa: E402
 
@@ -97,6 +98,15 @@ def _failed(ax: Axes, s: Series, color: str) -> bool:
     return bool(bad)
 
 
+def _save(fig: plt.Figure, path: Path) -> None:
+    """Write the PNG through a temporary file (a full disk leaves no half-written plot) and close the figure."""
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
+
+
 def _finish(ax: Axes, fig: plt.Figure, path: Path, extra: list[Line2D], title: str, ylabel: str) -> None:
     ax.set_ylabel(ylabel)
     ax.set_title(title, pad=14)
@@ -104,8 +114,7 @@ def _finish(ax: Axes, fig: plt.Figure, path: Path, extra: list[Line2D], title: s
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles + extra, labels + [h.get_label() for h in extra], fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _common_legend(data: ReportData, fa: bool, failed: bool) -> list[Line2D]:
@@ -227,8 +236,7 @@ def _memory_plot(data: ReportData, path: Path) -> None:
         if h or more:
             ax.legend(h + more, labels + [x.get_label() for x in more], fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _host_split(ax: Axes, s: Series, color: str) -> bool:

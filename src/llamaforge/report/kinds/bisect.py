@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ...bisect import probe_rows  # noqa: E402
+from ...files import atomic_path  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
 from ...records import BisectSection  # noqa: E402
 from ...store import Run, Store  # noqa: E402
@@ -54,8 +55,11 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
+    try:
+        with atomic_path(out) as tmp:   # a full disk leaves no half-written plot
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
     return out
 
 
