@@ -18,7 +18,7 @@ context, window        2²⁴ tokens      longest trained 10,485,760 (Llama 4 Sc
 other counts           < 2³¹           sizes, heads, ranks (llama.cpp reads them as uint32)
 tensors                131,072         ≈ 1,100 merged-expert; ≈ 30,000 for old per-expert GGUFs
 metadata keys          65,536          ≈ 30–60
-array items            4,194,304       largest: ≈ 280,000 BPE merges, 262,144 tokens (Gemma 3)
+array items            1,048,576       largest: ≈ 280,000 BPE merges, 262,144 tokens (Gemma 3)
 key / tensor name      4,096 bytes     llama.cpp refuses tensor names of 64 bytes or more
 tensor dimensions      4               ``GGML_MAX_DIMS``
 one dimension          2³⁶             the largest row or vocab is < 2²⁰
@@ -37,7 +37,7 @@ MAX_CONTEXT = 1 << 24
 MAX_COUNT = 1 << 31
 MAX_TENSORS = 1 << 17
 MAX_KV = 1 << 16
-MAX_ARRAY = 1 << 22
+MAX_ARRAY = 1 << 20
 MAX_NAME_BYTES = 4096
 MAX_DIMS = 4
 MAX_DIM = 1 << 36
