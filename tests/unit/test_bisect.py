@@ -197,24 +197,34 @@ def test_an_undecided_probe_is_measured_again_not_guessed() -> None:
 
 
 def test_a_probe_still_undecided_at_the_maximum_ends_the_search_undecided_with_the_range() -> None:
-    """Two changes (commits ≥ 6 at 0.9×, ≥ 12 at 0.8×): the midpoint probe sits between the endpoints."""
+    """Commit 8's starts land alternately at the good and the bad level (a commit whose speed flips between
+    starts): it is measured up to the maximum, then the search stops undecided — it never guesses."""
     commits = shas(16)
-
-    def lvl(i: int, _k: int) -> float:
-        return GOOD * (0.8 if i >= 12 else 0.9 if i >= 6 else 1.0) * math.exp(np.random.default_rng(i * 100 + _k).normal(0, 0.01))
-
-    f = Fake(commits, first_bad=12, level=lvl)
+    f = Fake(commits, first_bad=12, level=lambda i, k: (GOOD if k % 2 else 60.0) if i == 8 else None)
     res = run(f, max_launches=8)
     assert res.status == "undecided" and res.first_bad is None
-    assert "undecided between" in res.reason and commits[8] in res.candidates
-    assert next(p for p in res.probes if p.index == 8).k == 8
+    assert "undecided between" in res.reason and res.candidates == commits[1:]
+    p8 = next(p for p in res.probes if p.index == 8)
+    assert p8.verdict == "undecided" and p8.k == 8
+
+
+def test_a_partial_change_never_names_a_commit_without_a_change() -> None:
+    """Two changes (commits ≥ 6 at 0.9×, ≥ 12 at 0.8×): whatever the probes make of the middle, a named
+    commit is one where the speed really changed, shown against its parent."""
+    commits = shas(16)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        f = Fake(commits, first_bad=12, seed=seed,
+                 level=lambda i, _k, rng=rng: GOOD * (0.8 if i >= 12 else 0.9 if i >= 6 else 1.0) * math.exp(rng.normal(0, 0.01)))
+        res = run(f, max_launches=12)
+        assert res.first_bad in (None, commits[6], commits[12]), res.reason
 
 
 def test_a_misled_search_is_caught_by_the_culprits_check_and_names_no_commit() -> None:
     """Commit 4 (good) measures slow in its first starts only (a load spike): the probes point at it, but
     its fresh ABBA starts against its parent show no change, so no commit is named."""
     commits = shas(16)
-    f = Fake(commits, first_bad=5, level=lambda i, k: 60.0 if i == 4 and k <= 3 else None)
+    f = Fake(commits, first_bad=5, level=lambda i, k: 60.0 if i == 4 and k <= 8 else None)
     res = run(f)
     assert next(p for p in res.probes if p.index == 4).verdict == "bad"
     assert res.first_bad is None and res.status == "undecided"

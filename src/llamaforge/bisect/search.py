@@ -21,7 +21,8 @@ replication: every conclusion comes from start centres, through :mod:`llamaforge
    clearly bad. An undecided probe gets more starts, never a guess; still undecided at the maximum,
    the search ends **undecided** between the last good and the first bad commit, with the range.
 4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
-   until their difference is settled; the change is printed with its CI (``tg −8.0 % [−10.2, −5.7]``).
+   until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
+   out); the change is printed with its CI (``tg −8.0 % [−10.2, −5.7]``).
    A commit whose check does not show a change in the endpoints' direction is never named: the
    search ends undecided instead.
 """
@@ -35,10 +36,11 @@ from typing import Any
 
 from ..console import notice
 from ..errors import BuildError, LlamaforgeError
-from ..judge import DIFFERS, Judgement, Policy, Starts, estimate, judge, pair
+from ..judge import DIFFERS, SAME, Judgement, Policy, Starts, estimate, judge, pair
 from ..judge.locate import (
     BAD,
     GOOD,
+    RANK_TEST,
     Feasibility,
     Placement,
     SpentPolicy,
@@ -47,8 +49,9 @@ from ..judge.locate import (
     n_probes,
     place,
     probe_alpha,
+    shift_p,
 )
-from ..judge.sequential import FAILED, RESOLVED, PairRun
+from ..judge.sequential import FAILED
 from ..metrics import FIELDS
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
@@ -255,19 +258,40 @@ class _Search:
             rnd += 1
 
     def culprit(self, lo: ProbeResult, hi: ProbeResult, direction: int) -> bool:
-        """Re-measure ``lo`` and ``hi`` ABBA with fresh starts; True when the change shows at ``hi``."""
-        run: PairRun = pair(lambda: self.draw(lo), lambda: self.draw(hi), self.policy, min_effect=self.threshold)
-        lo.starts.extend(run.a)
-        hi.starts.extend(run.b)
-        shown = judge(run.a, run.b, min_effect=self.threshold) if run.a and run.b else None
-        ok = (run.status == RESOLVED and run.judgement is not None and run.judgement.verdict == DIFFERS
-              and run.judgement.direction == direction)
-        text = (f"{hi.sha[:12]}: {self.metric} {change(shown.ratio, shown.low, shown.high)} against "
-                f"{lo.sha[:12]} ({run.k[0]}+{run.k[1]} starts, ABBA)") if shown else f"{hi.sha[:12]}: not measured"
-        self.res.culprit = {"good": lo.sha, "bad": hi.sha, "confirmed": ok, "status": run.status, "line": text,
-                            "judgement": shown.to_dict() if shown else None, "order": "".join(run.order),
-                            "decision": run.judgement.to_dict() if run.judgement else None}
-        return ok
+        """Re-measure ``lo`` and ``hi`` ABBA with fresh starts until the change at ``hi`` is shown (the judge's
+        verdict "differs" beyond the threshold in the endpoints' direction, and the rank test agrees at the
+        look's α), ruled out ("same", or the other direction) or the maximum; True when shown."""
+        a: list[list[float]] = []
+        b: list[list[float]] = []
+        order: list[str] = []
+        alpha, shown, j, p = self.policy.look_alpha, False, None, 1.0
+        while True:
+            if min(len(a), len(b)) >= self.policy.min_starts:
+                j = judge(a, b, min_effect=self.threshold, alpha=alpha)
+                p = shift_p(Starts.of(a), Starts.of(b), direction)
+                assert j is not None
+                shown = j.verdict == DIFFERS and j.direction == direction and p < alpha
+                if shown or j.verdict == SAME or (j.verdict == DIFFERS and j.direction != direction):
+                    break
+                if min(len(a), len(b)) >= self.policy.max_starts:
+                    break
+            for who, into in (((lo, a), (hi, b)) if len(order) % 4 == 0 else ((hi, b), (lo, a))):
+                vals = self.draw(who)
+                order.append("A" if who is lo else "B")
+                if not vals:
+                    raise BisectError(f"a start of {who.sha[:12]} gave no {self.metric} samples in the culprit's check",
+                                      "check the model and the build (try `llamaforge verify`)")
+                into.append(vals)
+        lo.starts.extend(a)
+        hi.starts.extend(b)
+        ci = judge(a, b, min_effect=self.threshold)
+        assert ci is not None
+        text = (f"{hi.sha[:12]}: {self.metric} {change(ci.ratio, ci.low, ci.high)} against {lo.sha[:12]} "
+                f"({len(a)}+{len(b)} starts, ABBA; {RANK_TEST} p = {p:.2g})")
+        self.res.culprit = {"good": lo.sha, "bad": hi.sha, "confirmed": shown, "line": text, "rank_p": p,
+                            "alpha": alpha, "judgement": ci.to_dict(), "decision": j.to_dict() if j else None,
+                            "order": "".join(order)}
+        return shown
 
 
 def search(commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, threshold: float = 0.05,
