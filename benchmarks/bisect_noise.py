@@ -1,7 +1,7 @@
 """What the quieter-start settings of a CPU bisection buy on this machine: the between-start spread of
 llama-bench with and without each (``llamaforge.bisect.quiet``).
 
-    python benchmarks/bisect_noise.py [--starts 8] [--repeats 3] [--n-predict 32] [--model synth:tiny-qwen35moe]
+    python benchmarks/bisect_noise.py [--starts 8] [--repeats 3] [--n-predict 32] [--settings threads,+prio,all]
 
 Builds (or reuses) the default pin's CPU build in the workspace, then runs ``--starts`` llama-bench
 processes (one start each, ``--repeats`` requests inside) of every setting below, **round-robin**
@@ -61,12 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-predict", type=int, default=32)
     ap.add_argument("--metric", choices=("tg", "pp"), default="tg")
     ap.add_argument("--model", default="synth:tiny-qwen35moe")
+    ap.add_argument("--settings", default="", help="comma-separated subset, e.g. threads,+prio,all (default: every one)")
     a = ap.parse_args(argv)
     paths = Paths.default()
     pin = load_pins(paths.pins_file).get(None)
     b = build(paths, pin, "cpu", BuildOptions())
     model = Path(resolve_model(a.model, paths, vocab_dir=b.source_dir / "models"))
     cfgs = configs(sorted(build_options(b).bench))
+    if a.settings:
+        wanted = [x.strip() for x in a.settings.split(",") if x.strip()]
+        unknown = [x for x in wanted if x not in cfgs]
+        if unknown:
+            ap.error(f"unknown setting(s) {', '.join(unknown)}; choose from {', '.join(cfgs)}")
+        cfgs = {k: v for k, v in cfgs.items() if k in wanted}
     req = BisectRequest(good="x", bad="x", metric=a.metric, repeats=a.repeats, n_predict=a.n_predict)
     field = f"{a.metric}_tps"
     starts: dict[str, list[list[float]]] = {k: [] for k in cfgs}

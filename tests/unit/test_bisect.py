@@ -474,3 +474,22 @@ def test_bisect_run_setup_error_exits_128_so_git_bisect_stops(tmp_path: Path) ->
                        env={"PATH": "/usr/bin:/bin", "LLAMAFORGE_WORKSPACE": str(tmp_path), "HOME": str(tmp_path)})
     assert r.returncode == 128, r.stdout + r.stderr
     assert "not a git checkout" in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--max-launches", "1"], "--max-launches 1 is below the 3 starts"),
+    (["--max-launches", "many"], "--max-launches"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
+])
+def test_bad_bisect_options_are_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    import os
+    import sys
+
+    env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(tmp_path), "LLAMAFORGE_RESULTS": str(tmp_path / "results"),
+           "COLUMNS": "400"}
+    env.pop("LLAMAFORGE_DEBUG", None)
+    r = subprocess.run([sys.executable, "-m", "llamaforge", "bisect", "--good", "a", "--bad", "b", *args], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr and err.startswith("error:") and "fix:" in err and needle in err, err
