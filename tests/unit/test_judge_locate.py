@@ -73,6 +73,9 @@ def test_the_power_calculation_delivers_its_power_in_simulation() -> None:
     assert decided / 300 >= 0.9
 
 
+TRIALS = 600
+
+
 def _sequential_probe(rng: np.random.Generator, level: float, max_k: int, alpha: float, sd: float = 0.1,
                       k_ends: int = 10) -> str:
     g, b = starts(rng, 100, sd, k_ends), starts(rng, 85, sd, k_ends)
@@ -92,10 +95,10 @@ def test_looking_after_every_start_keeps_wrong_probe_verdicts_within_the_per_pro
     rng = np.random.default_rng(max_k)
     probes = 4
     alpha = probe_alpha(probes, max_k)
-    verdicts = [_sequential_probe(rng, 100, max_k, alpha) for _ in range(1000)]
-    assert verdicts.count(BAD) / 1000 <= FAMILY_ALPHA / probes
-    assert verdicts.count(GOOD) / 1000 >= 0.5                 # and it does decide (not always "open")
-    plain = [_sequential_probe(rng, 100, max_k, FAMILY_ALPHA / probes) for _ in range(1000)]
+    verdicts = [_sequential_probe(rng, 100, max_k, alpha) for _ in range(TRIALS)]
+    assert verdicts.count(BAD) / TRIALS <= FAMILY_ALPHA / probes
+    assert verdicts.count(GOOD) / TRIALS >= 0.5                 # and it does decide (not always "open")
+    plain = [_sequential_probe(rng, 100, max_k, FAMILY_ALPHA / probes) for _ in range(TRIALS)]
     assert plain.count(BAD) > verdicts.count(BAD)
 
 

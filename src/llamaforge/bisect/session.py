@@ -266,7 +266,7 @@ def probe_rows(store: Store, run: Run) -> list[dict]:
         rows.append({"index": order.get(pr.commit_sha), "sha": pr.commit_sha, "subject": pr.subject or "",
                      "verdict": pr.verdict, "median": d.get("median"), "values": d.get("values", []),
                      "starts": d.get("starts") or [], "estimate": d.get("estimate"), "placement": d.get("placement"),
-                     "build_s": pr.build_s, "measure_s": pr.measure_s, "incremental": pr.incremental,
+                     "build_s": pr.build_s, "measure_s": d.get("measure_s", pr.measure_s), "incremental": pr.incremental,
                      "note": pr.note or "", "seq": pr.seq})
     return rows
 

@@ -80,7 +80,7 @@ def _endpoints(s: dict) -> list[str]:
            f"({md_text(b.get('shape'))}), measured ABBA: {md_text(change(ep['ratio'], ep['low'], ep['high']))} "
            f"(**{md_text(ep.get('verdict'))}** against ±{float(ep.get('min_effect') or 0):.0%})."]
     if s.get("feasibility_line"):
-        out.append(f"Between-start spread and budget: {md_text(s['feasibility_line'])}.")
+        out.append(f"Can it be located? {md_text(s['feasibility_line'])}.")
     return out
 
 
