@@ -3,8 +3,9 @@ against a full rebuild per step (the session's cold build time × the number of 
 
     python benchmarks/bisect_speed.py [RUN] [--store PATH]
 
-RUN is a bisect run id (prefix) or ``latest`` (default). The store defaults to the one the last
-``tests/integration/test_bisect_real.py`` run recorded in ``~/.cache/llamaforge/bisect-speed-last.json``,
+RUN is a bisect run id (prefix) or ``latest`` (default: the run the last 20 ms-fixture bisection of
+``tests/integration/test_bisect_real.py`` recorded, else the newest). The store defaults to the one that
+test recorded in ``~/.cache/llamaforge/bisect-speed-last.json``,
 else the workspace store (``results/llamaforge.sqlite``). Reads only what the bisection stored
 (``probes`` rows: build_s, measure_s, incremental) — it measures nothing itself; run
 ``llamaforge bisect ...`` or the integration test first.
@@ -44,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     if not db.is_file():
         print(f"no store at {db}: run a bisection first", file=sys.stderr)
         return 2
+    ref_run = a.run
+    rec = cache_root() / "bisect-speed-last.json"
+    if ref_run == "latest" and a.store is None and rec.is_file():   # the real test's run, not a later bisection's
+        try:
+            ref_run = json.loads(rec.read_text()).get("run_id") or ref_run
+        except ValueError:
+            pass
     with Store(db) as store:
-        run = store.get_run(a.run, "bisect")
+        run = store.get_run(ref_run, "bisect")
         probes = store.probes(run.id)
     if not probes:
         print(f"run {run.id} has no probes", file=sys.stderr)

@@ -379,6 +379,10 @@ class BisectSection(Record):
     max_measured: int | None = None
     build_dir: str | None = None
     cold_start: bool | None = None
+    min_starts: int | None = None                  # starts per commit before the judge compares it
+    max_launches: int | None = None                # starts per commit at most
+    unit: str | None = None                        # what one start is
+    quiet: dict = field(default_factory=dict)      # bisect.quiet.Quiet: threads and scheduling options used
     extra: dict = field(default_factory=dict)
 
 

@@ -18,9 +18,19 @@ first, so it *must* meet the broken commit and skip it (its nearest neighbour 7 
 with the slowdown at 5 the search then goes 3 → good, 5 → bad, 4 → good: first bad = 5, seven
 builds, six measured commits = ⌈log2 16⌉ + 2).
 
+**Small slowdowns** (``make_fixture(src_dir, variant=SPIN7 | SPIN15)``, in
+``bisect-fixture-spin7`` / ``-spin15``): the same base followed by 8 small commits, one of which
+makes every single-token decode spin (a busy loop on the calling thread) for a fixed share of the
+time that decode itself took — a slowdown **relative to the token time**, so it is about the same
+percentage on any machine: 8 % of the decode (SPIN7, at index 3: under 10 % of tg) or 17 % (SPIN15,
+at index 6: about 15 % of tg; llama-bench's tg is almost all decode). No broken commit: a
+bisection of 8 commits builds the two endpoints and 3 probes (4 → 2 → 3 for SPIN7, 4 → 6 → 5 for
+SPIN15). The base commit is the same commit as the 20 ms fixture's (same tree, message and date),
+so its build is shared.
+
 Authors and dates are fixed, so the same recipe on the same tree gives the same shas. The repo is
 rebuilt when it is missing, when ``RECIPE_VERSION`` changes, or when the base tree differs.
-Never committed to this repository: it lives in the cache (``~/.cache/llamaforge/bisect-fixture``).
+Never committed to this repository: it lives in the cache (``~/.cache/llamaforge/bisect-fixture*``).
 """
 
 from __future__ import annotations
@@ -48,11 +58,47 @@ SLOW_CODE = ("\n    // pace single-token decodes (generation steps) to smooth ou
              "    }\n")
 
 
+def spin_code(percent: int) -> str:
+    """C++ that makes a single-token decode spin for ``percent`` hundredths of its own duration, on
+    leaving ``llama_context::decode`` (a guard object: every return path)."""
+    return ("\n    // account generation steps for the pacing statistics (busy: keeps the core's clock up)\n"
+            "    struct decode_pacer {\n"
+            "        bool on;\n"
+            "        std::chrono::steady_clock::time_point t0;\n"
+            "        ~decode_pacer() {\n"
+            "            if (!on) { return; }\n"
+            "            const auto now = std::chrono::steady_clock::now();\n"
+            f"            const auto until = now + (now - t0) * {percent} / 100;\n"
+            "            while (std::chrono::steady_clock::now() < until) { }\n"
+            "        }\n"
+            "    } pacer_guard { n_tokens_all == 1, std::chrono::steady_clock::now() };\n")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One fixture history: its folder, its slowdown and where the slowdown and a broken commit sit."""
+
+    name: str
+    folder: str
+    n_commits: int
+    slow_index: int
+    broken_index: int | None
+    slow_code: str
+    slow_subject: str
+
+
+SLEEP20 = Variant("sleep20", "bisect-fixture", N_COMMITS, SLOW_INDEX, BROKEN_INDEX, SLOW_CODE,
+                  "context: pace single-token decodes")
+SPIN7 = Variant("spin7", "bisect-fixture-spin7", 8, 3, None, spin_code(8), "context: account generation steps")
+SPIN15 = Variant("spin15", "bisect-fixture-spin15", 8, 6, None, spin_code(17), "context: account generation steps")
+
+
 @dataclass(frozen=True)
 class Fixture:
     path: Path
-    commits: list[str]        # [base, c1, ..., c16]
+    commits: list[str]        # [base, c1, ..., cN]
     subjects: list[str]
+    variant: Variant = SLEEP20
 
     @property
     def good(self) -> str:
@@ -64,11 +110,12 @@ class Fixture:
 
     @property
     def slow(self) -> str:
-        return self.commits[SLOW_INDEX]
+        return self.commits[self.variant.slow_index]
 
     @property
     def broken(self) -> str:
-        return self.commits[BROKEN_INDEX]
+        assert self.variant.broken_index is not None
+        return self.commits[self.variant.broken_index]
 
     @property
     def spec(self) -> str:
@@ -94,15 +141,15 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(s.replace(old, new, 1), encoding="utf-8")
 
 
-def _steps(repo: Path) -> list[tuple[str, callable]]:
-    """The 16 commits: (subject, function that edits the working tree)."""
+def _steps(repo: Path, variant: Variant = SLEEP20) -> list[tuple[str, callable]]:
+    """The commits after the base: (subject, function that edits the working tree)."""
     ctx = repo / "src" / "llama-context.cpp"
     io = repo / "src" / "llama-io.cpp"
 
     def slowdown() -> None:
         _edit(ctx, "#include <cinttypes>\n", "#include <chrono>\n#include <cinttypes>\n")
         _edit(ctx, "#include <stdexcept>\n", "#include <stdexcept>\n#include <thread>\n")
-        _edit(ctx, SLOW_ANCHOR, SLOW_ANCHOR + SLOW_CODE)
+        _edit(ctx, SLOW_ANCHOR, SLOW_ANCHOR + variant.slow_code)
 
     def broken() -> None:
         _edit(io, "#include <vector>\n", "#include <vector>\n\nthis line is not C++ at all\n")
@@ -116,6 +163,18 @@ def _steps(repo: Path) -> list[tuple[str, callable]]:
     def comment(name: str, line: str):  # noqa: ANN202
         return lambda: _append(repo / name, f"\n// {line}\n")
 
+    if variant is not SLEEP20:
+        steps = [
+            ("docs: mention the bisect fixture in the build guide", doc("docs/build.md", "<!-- spin fixture: 1 -->")),
+            ("io: document the string framing", comment("src/llama-io.cpp", "strings are framed as u32 length + bytes")),
+            ("docs: typo pass", doc("README.md", "<!-- spin fixture: 2 -->")),
+            ("cparams: note where LLAMA_MAX_SEQ comes from", comment("src/llama-cparams.cpp", "see llama-cparams.h")),
+            ("docs: clarify build flags", doc("docs/build.md", "<!-- spin fixture: 3 -->")),
+            ("io: comment the read path", comment("src/llama-io.cpp", "read_string mirrors write_string")),
+            ("docs: README note", doc("README.md", "<!-- spin fixture: 4 -->")),
+        ]
+        steps.insert(variant.slow_index - 1, (variant.slow_subject, slowdown))
+        return steps
     return [
         ("docs: mention the bisect fixture in the build guide", doc("docs/build.md", "<!-- bisect fixture: note 1 -->")),
         ("io: document the string framing", comment("src/llama-io.cpp", "strings are framed as u32 length + bytes")),
@@ -140,25 +199,25 @@ def _date(i: int) -> str:
     return f"2024-01-{1 + i // 24:02d}T{i % 24:02d}:00:00+0000"
 
 
-def _load(dest: Path, base_tree: str) -> Fixture | None:
+def _load(dest: Path, base_tree: str, variant: Variant = SLEEP20) -> Fixture | None:
     meta = dest / ".git" / "llamaforge-fixture.json"
     try:
         d = json.loads(meta.read_text())
     except (OSError, ValueError):
         return None
-    if d.get("recipe") != RECIPE_VERSION or d.get("base_tree") != base_tree:
+    if d.get("recipe") != RECIPE_VERSION or d.get("base_tree") != base_tree or d.get("variant", "sleep20") != variant.name:
         return None
     head = proc.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60)
     if not head.ok or head.output.strip() != d["commits"][-1]:
         return None
-    return Fixture(dest, d["commits"], d["subjects"])
+    return Fixture(dest, d["commits"], d["subjects"], variant)
 
 
-def make_fixture(src_dir: Path, dest: Path | None = None) -> Fixture:
+def make_fixture(src_dir: Path, dest: Path | None = None, variant: Variant = SLEEP20) -> Fixture:
     """Create (or reuse) the fixture repo from the llama.cpp tree at ``src_dir`` (a git worktree)."""
-    dest = dest or Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge") / "bisect-fixture"
+    dest = dest or Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge") / variant.folder
     base_tree = proc.run(["git", "-C", str(src_dir), "rev-parse", "HEAD^{tree}"], timeout=60).output.strip()
-    found = _load(dest, base_tree)
+    found = _load(dest, base_tree, variant)
     if found:
         return found
     shutil.rmtree(dest, ignore_errors=True)
@@ -171,7 +230,9 @@ def make_fixture(src_dir: Path, dest: Path | None = None) -> Fixture:
     base = _git(dest, "commit-tree", tree, "-m", "llama.cpp 0c1e57098 (bisect fixture base)", env=env0).splitlines()[-1]
     _git(dest, "reset", "-q", "--hard", base)
     commits, subjects = [base], ["llama.cpp 0c1e57098 (bisect fixture base)"]
-    for i, (subject, edit) in enumerate(_steps(dest), start=1):
+    steps = _steps(dest, variant)
+    assert len(steps) == variant.n_commits
+    for i, (subject, edit) in enumerate(steps, start=1):
         edit()
         env = {"GIT_AUTHOR_DATE": _date(i), "GIT_COMMITTER_DATE": _date(i)}
         _git(dest, "add", "-A", env=env)
@@ -181,5 +242,6 @@ def make_fixture(src_dir: Path, dest: Path | None = None) -> Fixture:
     # forget the fetched upstream commit (the base is a new root commit with the same tree)
     _git(dest, "reflog", "expire", "--expire=now", "--all")
     (dest / ".git" / "llamaforge-fixture.json").write_text(json.dumps(
-        {"recipe": RECIPE_VERSION, "base_tree": base_tree, "commits": commits, "subjects": subjects}, indent=2))
-    return Fixture(dest, commits, subjects)
+        {"recipe": RECIPE_VERSION, "base_tree": base_tree, "variant": variant.name, "commits": commits,
+         "subjects": subjects}, indent=2))
+    return Fixture(dest, commits, subjects, variant)

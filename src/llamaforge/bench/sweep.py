@@ -75,6 +75,19 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
     return point
 
 
+def measure_launch(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, store: Store, run_id: str,
+                   *, label: str, launch: int, seq: int, acc: Point | None = None,
+                   log_dir: Path | None = None) -> Point:
+    """One more server start of a point measured start by start (bisect): measured as launch ``launch``,
+    folded into ``acc`` (the point with the earlier starts; ``None`` for the first) and stored; returns
+    the merged point (its samples of this start carry ``launch``)."""
+    log_dir = log_dir or (store.path.parent / "logs" / run_id)
+    one = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, launch=launch)
+    merged = merge_launch(acc, one, launch, seq)
+    store.record_point(merged)
+    return merged
+
+
 def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, run_id: str,
                   label: str = "", *, log_dir: Path, on_phase: PhaseFn | None = None, state: SweepState | None = None,
                   engine: str | None = None, busy: dict | None = None, launch: int | None = None) -> Point:

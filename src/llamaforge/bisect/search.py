@@ -1,31 +1,72 @@
-"""The search of a performance bisection, pure: no builds, no store.
+"""The search of a noise-aware performance bisection, pure: no builds, no store.
 
-:func:`search` — binary search over ``[good, c1, ..., bad]`` given two callables,
-``build(sha)`` (raise :class:`~llamaforge.errors.BuildError` for a commit that does not build:
-it is *skipped*, like ``git bisect``'s exit 125, and the nearest unskipped neighbour of the
-midpoint is probed instead) and ``measure(sha, built) -> samples``. The endpoints are measured
-first; when they do not differ significantly (Mann–Whitney U plus the minimum effect
-``threshold``) it refuses, with the numbers. Each probe is called good or bad by which
-endpoint it matches (:func:`classify`: best sample, log scale). A clean step (no skips)
-measures at most ⌈log2 N⌉ + 2 commits (N = commits after good).
+:func:`search` over ``[good, c1, ..., bad]`` with two callables: ``build(sha)`` (a
+:class:`~llamaforge.errors.BuildError` makes the commit *skipped*, like ``git bisect``'s exit 125, and
+the nearest unskipped neighbour of the midpoint is probed instead) and ``measure(sha, built)``, which
+runs **one server start** (one llama-bench process; its ``-r`` repeats are requests inside the start)
+and returns its request values (``[]`` when the start failed). The server start is the unit of
+replication: every conclusion comes from start centres, through :mod:`llamaforge.judge`.
+
+1. **Endpoints, before anything else is built.** Both are built, then measured in starts, ABBA,
+   until the judge's verdict on bad/good with the minimum effect ``threshold`` is settled, or both
+   reach ``--max-launches`` (:func:`llamaforge.judge.pair`).
+2. **Can it be located?** (:func:`llamaforge.judge.locate.feasibility`) Unless the endpoints differ and
+   a probe can be decided within the budget (⌈log2 N⌉ probes, at most ``--max-launches`` starts per
+   commit), the search refuses (:class:`BisectRefused`) with one line: the change, the between-start
+   spread and how many starts per commit it would take.
+3. **Probes.** Each probe is measured start by start, interleaved with fresh starts of the endpoints
+   (P G B P P G B P …: the endpoints are measured under the conditions of the probe — drift on a
+   shared machine — and sharpen as the search goes), and judged after every start against both
+   endpoints' start distributions (:func:`llamaforge.judge.locate.place`) until it is clearly good or
+   clearly bad. An undecided probe gets more starts, never a guess; still undecided at the maximum,
+   the search ends **undecided** between the last good and the first bad commit, with the range.
+4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
+   until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
+   out); the change is printed with its CI (``tg −8.0 % [−10.2, −5.7]``).
+   A commit whose check does not show a change in the endpoints' direction is never named: the
+   search ends undecided instead.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..console import notice
 from ..errors import BuildError, LlamaforgeError
+from ..judge import DIFFERS, SAME, Judgement, Policy, Starts, estimate, judge, pair
+from ..judge.locate import (
+    BAD,
+    GOOD,
+    RANK_TEST,
+    Feasibility,
+    Placement,
+    SpentPolicy,
+    change,
+    feasibility,
+    n_probes,
+    place,
+    probe_alpha,
+    shift_p,
+)
+from ..judge.sequential import FAILED
 from ..metrics import FIELDS
-from ..stats import compare, summarize
+
+FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
 
 
 class BisectError(LlamaforgeError):
-    """A bisection that cannot start or cannot go on (endpoints equal, endpoint does not build, ...)."""
+    """A bisection that cannot start or cannot go on (endpoint does not build, measurement fails, ...)."""
+
+
+class BisectRefused(BisectError):
+    """The endpoints' change cannot be located within the budget; ``result`` holds what was measured."""
+
+    def __init__(self, message: str, fix: str | None, result: SearchResult) -> None:
+        super().__init__(message, fix)
+        self.result = result
 
 
 def check_metric(metric: str) -> str:
@@ -38,58 +79,57 @@ def check_metric(metric: str) -> str:
 
 def max_measured(n_after_good: int) -> int:
     """The most commits a clean bisection measures: ⌈log2 N⌉ + 2 (the endpoints)."""
-    return (math.ceil(math.log2(n_after_good)) if n_after_good > 1 else 0) + 2
-
-
-def classify(values: Sequence[float], good: Sequence[float], bad: Sequence[float]) -> str:
-    """``good`` / ``bad``: which endpoint a probe's samples match.
-
-    Compares the *best* sample (highest t/s) of each, on a log scale. Why not the median: other
-    processes on the machine only ever slow a run down (on the shared 2-core box a good commit's
-    median fell from 92 to 34 t/s under load and was called bad), so the fastest repetition is the
-    most reproducible estimate of what the code can do (the ``timeit`` argument), while a real
-    slowdown caps even the best repetition. The log scale makes 2× slower and 2× faster equally far.
-    The endpoints themselves are still compared on all samples (Mann–Whitney + minimum effect).
-    """
-    v, g, b = max(values), max(good), max(bad)
-    if min(v, g, b) <= 0:
-        return "good" if abs(v - g) <= abs(v - b) else "bad"
-    return "good" if abs(math.log(v / g)) <= abs(math.log(v / b)) else "bad"
+    return n_probes(n_after_good) + 2
 
 
 @dataclass
 class ProbeResult:
-    """One build attempt (and, unless skipped, one measurement) of one commit."""
+    """One build attempt of one commit and, unless skipped, its starts (request values per start)."""
 
     seq: int
     index: int                  # position in [good, ..., bad]
     sha: str
-    verdict: str                # endpoint-good | endpoint-bad | good | bad | skip
-    values: list[float] = field(default_factory=list)
+    verdict: str                # endpoint-good | endpoint-bad | good | bad | undecided | skip
+    starts: list[list[float]] = field(default_factory=list)
     build_s: float | None = None
-    measure_s: float | None = None
+    measure_s: float = 0.0
     note: str = ""
+    placement: Placement | None = None
     built: Any = None           # whatever build() returned (a Build) — not serialised
 
     @property
+    def k(self) -> int:
+        return len(self.starts)
+
+    @property
+    def values(self) -> list[float]:
+        return [v for s in self.starts for v in s]
+
+    @property
     def median(self) -> float | None:
-        s = summarize(self.values)
-        return s.median if s else None
+        """The commit's level: the centre of its start centres (None before any start)."""
+        est = estimate(Starts.of(self.starts))
+        return est.centre if est else None
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("built", None)
-        d["median"] = self.median
-        return d
+        est = estimate(Starts.of(self.starts))
+        return {"seq": self.seq, "index": self.index, "sha": self.sha, "verdict": self.verdict, "k": self.k,
+                "starts": [list(s) for s in self.starts], "values": self.values, "median": self.median,
+                "estimate": est.to_dict() if est else None, "build_s": self.build_s, "measure_s": self.measure_s,
+                "note": self.note, "placement": self.placement.to_dict() if self.placement else None}
 
 
 @dataclass
 class SearchResult:
     commits: list[str]                       # [good, ..., bad]
     probes: list[ProbeResult]
-    first_bad: str | None                    # None only when skips leave several candidates
-    candidates: list[str]                    # [first_bad] or the commits skips could not separate
-    endpoint_comparison: dict
+    status: str = UNDECIDED                  # found | undecided | skipped
+    first_bad: str | None = None             # only when found and checked
+    candidates: list[str] = field(default_factory=list)
+    endpoints: dict = field(default_factory=dict)       # the endpoints' judgement (bad / good)
+    feasibility: Feasibility | None = None
+    culprit: dict | None = None              # the check of the commit found against its parent
+    reason: str = ""                         # why undecided / the refusal line
 
     @property
     def builds(self) -> int:
@@ -102,6 +142,10 @@ class SearchResult:
     @property
     def skipped(self) -> list[str]:
         return [p.sha for p in self.probes if p.verdict == "skip"]
+
+    @property
+    def starts(self) -> int:
+        return sum(p.k for p in self.probes)
 
 
 BuildFn = Callable[[str], Any]
@@ -116,78 +160,204 @@ def _pick(lo: int, hi: int, skipped: set[int]) -> int | None:
     return min(cands, key=lambda i: (abs(i - mid), i)) if cands else None
 
 
-def search(commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, threshold: float = 0.05,
-           metric: str = "tg", on_probe: ProbeHook | None = None) -> SearchResult:
-    """Binary search for the first commit of ``commits[1:]`` whose metric matches ``commits[-1]``'s.
+class _Search:
+    """The state of one search (see the module doc); :func:`search` drives it."""
 
-    ``commits`` is ``[good, ..., bad]`` (oldest first). Raises :class:`BisectError` when an
-    endpoint does not build or is not measured, or when the endpoints do not differ."""
-    if len(commits) < 2:
-        raise BisectError("the range has no commits after the good one", "give a bad commit that descends from the good one")
-    on_probe = on_probe or (lambda _p: None)
-    probes: list[ProbeResult] = []
+    def __init__(self, commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, threshold: float, metric: str,
+                 policy: Policy, on_probe: ProbeHook | None) -> None:
+        self.commits = list(commits)
+        self.build, self.measure = build, measure
+        self.threshold, self.metric, self.policy = threshold, metric, policy
+        self.on_probe = on_probe or (lambda _p: None)
+        self.res = SearchResult(self.commits, [])
+        self.probes_planned = n_probes(len(commits) - 1)
+        self.alpha = probe_alpha(self.probes_planned, policy.max_starts, policy.min_starts)
+        self.verdict: Judgement | None = None
 
-    def attempt(i: int, endpoint: str | None) -> ProbeResult:
-        """Build and measure commit ``i``; the probe is recorded (and reported) before returning."""
-        sha = commits[i]
-        p = ProbeResult(seq=len(probes), index=i, sha=sha, verdict=endpoint and f"endpoint-{endpoint}" or "skip")
-        probes.append(p)
+    # --------------------------------------------------------------------------- building, one start
+    def attempt(self, i: int, endpoint: str | None) -> ProbeResult:
+        """Build commit ``i`` (a skip when it does not build; an error for an endpoint)."""
+        sha = self.commits[i]
+        p = ProbeResult(seq=len(self.res.probes), index=i, sha=sha, verdict=f"endpoint-{endpoint}" if endpoint else "pending")
+        self.res.probes.append(p)
         t0 = time.monotonic()
         try:
-            p.built = build(sha)
+            p.built = self.build(sha)
         except BuildError as e:
             p.build_s = time.monotonic() - t0
-            p.verdict = "skip"
-            p.note = f"does not build: {e.first_error or e.message}"
-            on_probe(p)
+            p.verdict, p.note = "skip", f"does not build: {e.first_error or e.message}"
+            self.on_probe(p)
             if endpoint:
                 raise BisectError(f"the {endpoint} endpoint {sha[:12]} does not build ({p.note})",
                                   f"pick a {endpoint} commit that builds (see {e.log_path or 'the build log'})") from e
             notice(f"skipping {sha[:12]} ({p.note}), as git bisect does with exit code 125")
             return p
         p.build_s = time.monotonic() - t0
-        t1 = time.monotonic()
-        p.values = [float(v) for v in measure(sha, p.built)]
-        p.measure_s = time.monotonic() - t1
-        if not p.values:
-            p.verdict = "skip"
-            p.note = f"measurement gave no {metric} samples"
-            on_probe(p)
-            if endpoint:
-                raise BisectError(f"the {endpoint} endpoint {sha[:12]} gave no {metric} samples",
-                                  "check the model and the build (try `llamaforge verify`)")
-            return p
-        if not endpoint:
-            p.verdict = classify(p.values, good.values, bad.values)
-        on_probe(p)
         return p
 
-    good = attempt(0, "good")
-    bad = attempt(len(commits) - 1, "bad")
-    cmp = compare(good.values, bad.values, min_effect=threshold)
-    assert cmp is not None
-    if not cmp.significant:
-        sg, sb = summarize(good.values), summarize(bad.values)
-        raise BisectError(
-            f"the endpoints do not differ significantly in {metric}: good {commits[0][:9]} {sg.fmt() if sg else '–'} "
-            f"vs bad {commits[-1][:9]} {sb.fmt() if sb else '–'} t/s (ratio {cmp.ratio:.3f}, p = {cmp.p_value:.3g}, "
-            f"minimum effect {threshold:.0%})",
-            "check the endpoints, lower --threshold, or raise --repeats to see a smaller change")
+    def draw(self, p: ProbeResult) -> list[float]:
+        """One start of ``p``'s commit: its request values (``[]`` when the start failed)."""
+        t0 = time.monotonic()
+        vals = [float(v) for v in self.measure(p.sha, p.built)]
+        p.measure_s += time.monotonic() - t0
+        return vals
 
-    lo, hi = 0, len(commits) - 1
+    def start(self, p: ProbeResult) -> bool:
+        vals = self.draw(p)
+        if vals:
+            p.starts.append(vals)
+        return bool(vals)
+
+    # --------------------------------------------------------------------------- the phases
+    def endpoints(self) -> tuple[ProbeResult, ProbeResult]:
+        good = self.attempt(0, "good")
+        bad = self.attempt(len(self.commits) - 1, "bad")
+        run = pair(lambda: self.draw(good), lambda: self.draw(bad), self.policy, min_effect=self.threshold)
+        good.starts, bad.starts = run.a, run.b
+        if run.status == FAILED:
+            which = good if len(run.order) and run.order[-1] == "A" else bad
+            name = "good" if which is good else "bad"
+            raise BisectError(f"a start of the {name} endpoint {which.sha[:12]} gave no {self.metric} samples",
+                              "check the model and the build (try `llamaforge verify`)")
+        assert run.judgement is not None
+        self.verdict = run.judgement
+        self.res.endpoints = {**run.judgement.to_dict(), "status": run.status, "order": "".join(run.order)}
+        for p in (good, bad):
+            self.on_probe(p)
+        return good, bad
+
+    def check_feasible(self, good: ProbeResult, bad: ProbeResult) -> None:
+        j = self.verdict
+        assert j is not None
+        f = feasibility(Starts.of(good.starts), Starts.of(bad.starts), j, probes=self.probes_planned,
+                        max_starts=self.policy.max_starts, min_starts=self.policy.min_starts)
+        self.res.feasibility = f
+        if not f.feasible:
+            self.res.status, self.res.reason = "refused", f.line(self.metric)
+            fix = (f"raise --max-launches to {f.needed}, or make the machine quieter" if f.needed
+                   else "check the endpoints, or lower --threshold to look for a smaller change")
+            raise BisectRefused(f"cannot bisect: {f.line(self.metric)}", fix, self.res)
+
+    def probe(self, p: ProbeResult, good: ProbeResult, bad: ProbeResult) -> str:
+        """Starts of ``p`` interleaved with the endpoints' until it is good or bad (or the maximum)."""
+        rnd = 0
+        while True:
+            pl = place(Starts.of(p.starts), Starts.of(good.starts), Starts.of(bad.starts), alpha=self.alpha,
+                       min_starts=self.policy.min_starts)
+            p.placement = pl
+            if pl.decided:
+                return pl.verdict
+            if p.k >= self.policy.max_starts:
+                return "undecided"
+            for who in ((p, good) if rnd % 2 == 0 else (bad, p)):
+                if not self.start(who):
+                    if who is p:
+                        return "failed"
+                    raise BisectError(f"a start of the endpoint {who.sha[:12]} gave no {self.metric} samples",
+                                      "check the model and the build (try `llamaforge verify`)")
+            rnd += 1
+
+    def culprit(self, lo: ProbeResult, hi: ProbeResult, direction: int) -> bool:
+        """Re-measure ``lo`` and ``hi`` ABBA with fresh starts until the change at ``hi`` is shown (the judge's
+        verdict "differs" beyond the threshold in the endpoints' direction, and the rank test agrees at the
+        look's α), ruled out ("same", or the other direction) or the maximum; True when shown."""
+        a: list[list[float]] = []
+        b: list[list[float]] = []
+        order: list[str] = []
+        alpha, shown, j, p = self.policy.look_alpha, False, None, 1.0
+        while True:
+            if min(len(a), len(b)) >= self.policy.min_starts:
+                j = judge(a, b, min_effect=self.threshold, alpha=alpha)
+                p = shift_p(Starts.of(a), Starts.of(b), direction)
+                assert j is not None
+                shown = j.verdict == DIFFERS and j.direction == direction and p < alpha
+                if shown or j.verdict == SAME or (j.verdict == DIFFERS and j.direction != direction):
+                    break
+                if min(len(a), len(b)) >= self.policy.max_starts:
+                    break
+            for who, into in (((lo, a), (hi, b)) if len(order) % 4 == 0 else ((hi, b), (lo, a))):
+                vals = self.draw(who)
+                order.append("A" if who is lo else "B")
+                if not vals:
+                    raise BisectError(f"a start of {who.sha[:12]} gave no {self.metric} samples in the culprit's check",
+                                      "check the model and the build (try `llamaforge verify`)")
+                into.append(vals)
+        lo.starts.extend(a)
+        hi.starts.extend(b)
+        ci = judge(a, b, min_effect=self.threshold)
+        assert ci is not None
+        text = (f"{hi.sha[:12]}: {self.metric} {change(ci.ratio, ci.low, ci.high)} against {lo.sha[:12]} "
+                f"({len(a)}+{len(b)} starts, ABBA; {RANK_TEST} p = {p:.2g})")
+        self.res.culprit = {"good": lo.sha, "bad": hi.sha, "confirmed": shown, "line": text, "rank_p": p,
+                            "alpha": alpha, "judgement": ci.to_dict(), "decision": j.to_dict() if j else None,
+                            "order": "".join(order)}
+        return shown
+
+
+def search(commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, threshold: float = 0.05,
+           metric: str = "tg", policy: Policy | None = None, on_probe: ProbeHook | None = None) -> SearchResult:
+    """Bisect ``commits`` = ``[good, ..., bad]`` (oldest first) for the first commit whose metric is the
+    bad endpoint's (see the module doc). Raises :class:`BisectError` when an endpoint does not build or
+    its starts fail, :class:`BisectRefused` when the change cannot be located within the budget."""
+    if len(commits) < 2:
+        raise BisectError("the range has no commits after the good one", "give a bad commit that descends from the good one")
+    s = _Search(commits, build, measure, threshold=threshold, metric=metric, policy=policy or policy_for(None),
+                on_probe=on_probe)
+    good, bad = s.endpoints()
+    s.check_feasible(good, bad)
+    direction = 1 if (s.res.feasibility and s.res.feasibility.ratio > 1) else -1
+    lo, hi = good, bad
     skipped: set[int] = set()
-    while hi - lo > 1:
-        i = _pick(lo, hi, skipped)
+    while hi.index - lo.index > 1:
+        i = _pick(lo.index, hi.index, skipped)
         if i is None:
             break
-        p = attempt(i, None)
+        p = s.attempt(i, None)
         if p.verdict == "skip":
             skipped.add(i)
-        elif p.verdict == "good":
-            lo = i
-        else:
-            hi = i
-    if hi - lo > 1:   # only skipped commits left between: git bisect's "could be any of"
-        cands = list(commits[lo + 1: hi + 1])
-        return SearchResult(list(commits), probes, None, cands, cmp.to_dict())
-    return SearchResult(list(commits), probes, commits[hi], [commits[hi]], cmp.to_dict())
+            continue
+        p.verdict = s.probe(p, good, bad)
+        if p.verdict == "failed":
+            p.verdict, p.note = "skip", f"a start gave no {metric} samples"
+            skipped.add(i)
+        s.on_probe(p)
+        if p.verdict == GOOD:
+            lo = p
+        elif p.verdict == BAD:
+            hi = p
+        elif p.verdict == "undecided":
+            why = f"{p.sha[:12]} is undecided after {p.k} starts ({p.placement.fmt() if p.placement else '–'})"
+            return _finish(s, lo, hi, direction, undecided=why)
+    return _finish(s, lo, hi, direction)
+
+
+def _finish(s: _Search, lo: ProbeResult, hi: ProbeResult, direction: int, *, undecided: str | None = None) -> SearchResult:
+    """Check the change between ``lo`` and ``hi`` (unless they are the endpoints and nothing is named) and
+    conclude: found, skipped (a range of unbuildable commits), or undecided."""
+    res = s.res
+    res.candidates = res.commits[lo.index + 1: hi.index + 1]
+    between = f"between {lo.sha[:12]} (good) and {hi.sha[:12]} (bad)"
+    if undecided and lo.index == 0 and hi.index == len(res.commits) - 1:
+        res.status, res.reason = UNDECIDED, f"undecided {between}: {undecided}"
+        return res
+    if not s.culprit(lo, hi, direction):
+        line = res.culprit["line"] if res.culprit else ""
+        res.status, res.candidates = UNDECIDED, res.commits[1:]
+        res.reason = (f"undecided: the probes point {between}, but re-measured the change does not show there "
+                      f"({line}): a probe was misjudged or the change is spread over several commits")
+        return res
+    if undecided:
+        res.status = UNDECIDED
+        res.reason = f"undecided {between}: {undecided}; the change lies in that range ({res.culprit['line']})"
+    elif hi.index - lo.index > 1:   # only skipped commits left between: git bisect's "could be any of"
+        res.status, res.reason = SKIPPED_RANGE, f"the change lies in {lo.sha[:12]}..{hi.sha[:12]} (commits between did not build)"
+    else:
+        res.status, res.first_bad = FOUND, hi.sha
+    return res
+
+
+def policy_for(max_launches: int | None) -> Policy:
+    """The bisection's starts policy: the judge's defaults with ``--max-launches``, each look spending α
+    as the probes' do (:class:`~llamaforge.judge.locate.SpentPolicy`)."""
+    base = Policy()
+    return SpentPolicy(min_starts=base.min_starts, max_starts=max_launches or base.max_starts, precision=base.precision)

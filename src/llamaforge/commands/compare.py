@@ -116,33 +116,40 @@ def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | N
     "bad": "a later commit on the same first-parent line where it is bad",
     "metric": "tg (generation t/s) or pp (prompt processing t/s)",
     "backend": "backend to build and measure (default cpu)",
-    "threshold": "minimum effect the endpoints must differ by (default 5%)",
+    "threshold": "minimum effect: the endpoints must differ by more than this (default 5%)",
     "model": "model (default synth:tiny-qwen35moe)",
-    "repeats": "llama-bench repetitions per commit (>= 4; default 5)",
+    "repeats": "llama-bench requests inside one start (default 3); starts are the unit of replication",
+    "max_launches": "most starts (llama-bench processes) per commit (default 10); a change that needs more is "
+                    "refused up front with the number it would take",
     "source": "where the commits come from when not in the mirror: path:DIR or git:URL",
     "n_predict": "generated tokens per tg sample (default 32)",
-    "threads": "-t for llama-bench",
+    "threads": "-t for llama-bench (default on cpu: the physical cores)",
+    "quiet_starts": "on cpu add --cpu-strict 1 --prio 2 --poll 50 where llama-bench has them (default on; "
+                    "--no-quiet-starts: none)",
     "out": "folder for the plot and the Markdown (default results/reports/<run id>)",
 })
-def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synth:tiny-qwen35moe", repeats=5,
-           source=None, n_predict=32, threads=None, out=None):
+def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synth:tiny-qwen35moe", repeats=3,
+           max_launches=None, source=None, n_predict=32, threads=None, quiet_starts=True, out=None):
     """Find the first commit that made --metric worse between --good and --bad (first-parent
-    history): measures both endpoints (refuses if they do not differ), then binary-searches with
-    incremental builds, skipping commits that do not build. Prints the commit, stores every probe,
-    writes a plot of the metric over the commits."""
-    from ..bisect import (
-        BisectRequest,
-        print_result,
-        run_bisect,
-    )
+    history). Measures both endpoints first in sequential server starts (ABBA) and refuses, before
+    building anything else, when their change cannot be located within --max-launches starts per
+    commit (it says how many it would take); then binary-searches with incremental builds, each probe
+    judged against both endpoints' starts until clearly good or bad (undecided at the maximum: it
+    stops and says so, never guesses); finally re-measures the commit found against its parent (ABBA)
+    and prints the change with its CI. Commits that do not build are skipped. Stores every start and
+    probe, writes a report with a plot of the metric over the commits."""
+    from ..bisect import BisectRequest, print_result, run_bisect
     from ..report import write_report
 
     p = paths()
     if out is not None:
         writable_dir(out, "--out")     # before the endpoints are built and measured
-    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
-                        model=model, repeats=_int(repeats, "--repeats"), source=_source(source),
-                        n_predict=_int(n_predict, "--n-predict"), threads=_int(threads, "--threads") if threads else None)
+    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend,
+                        threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
+                        model=model, repeats=_int(repeats, "--repeats"),
+                        max_launches=_int(max_launches, "--max-launches") if max_launches is not None else None,
+                        source=_source(source), n_predict=_int(n_predict, "--n-predict"),
+                        threads=_int(threads, "--threads") if threads else None, quiet=bool(quiet_starts))
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
         print_result(store, run_id)
@@ -155,22 +162,27 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     "metric": "tg or pp",
     "backend": "backend to build (default cpu)",
     "good_value": "t/s of a known good commit", "bad_value": "t/s of a known bad commit",
-    "reference": "instead of good/bad values: a reference t/s; bad when more than --threshold below it",
+    "reference": "instead of good/bad values: a reference t/s; bad when clearly more than --threshold below it",
     "threshold": "with --reference (default 5%)",
     "source": "the llama.cpp checkout git bisect drives (default: the current directory)",
-    "model": "model (default synth:tiny-qwen35moe)", "repeats": "llama-bench repetitions (default 5)",
+    "model": "model (default synth:tiny-qwen35moe)", "repeats": "llama-bench requests per start (default 3)",
+    "max_launches": "most starts of the commit (default 10); still undecided then: exit 125 (skip)",
     "n_predict": "generated tokens per tg sample (default 32)",
 })
 def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, reference=None, threshold="5%",
-               source=".", model="synth:tiny-qwen35moe", repeats=5, n_predict=32):
-    """For `git bisect run`: build the current checkout (HEAD of --source) in place, measure it and
-    exit 0 (good), 1 (bad) or 125 (does not build: skip). Setup errors exit 128, which stops
-    git bisect instead of marking the commit bad."""
+               source=".", model="synth:tiny-qwen35moe", repeats=3, max_launches=None, n_predict=32):
+    """For `git bisect run`: build the current checkout (HEAD of --source) in place, measure it in
+    sequential server starts and exit 0 (good) or 1 (bad) once the interval of its level clears the
+    boundary (the midpoint of --good-value and --bad-value, or --reference less --threshold), and 125
+    (skip) when it does not build or is still undecided at --max-launches. The values are taken as
+    exact: use ones measured over several starts. Setup errors exit 128, which stops git bisect
+    instead of marking the commit bad."""
     from ..bisect import BisectRequest, bisect_run_once
 
     try:
         req = BisectRequest(good="HEAD", bad="HEAD", metric=metric, backend=backend, model=model,
-                            repeats=_int(repeats, "--repeats"), n_predict=_int(n_predict, "--n-predict"))
+                            repeats=_int(repeats, "--repeats"), n_predict=_int(n_predict, "--n-predict"),
+                            max_launches=_int(max_launches, "--max-launches") if max_launches is not None else None)
         out = bisect_run_once(paths(), Path(source), req, good_value=_num(good_value, "--good-value"),
                               bad_value=_num(bad_value, "--bad-value"), reference=_num(reference, "--reference"),
                               threshold=parse_effect(threshold, option="--threshold", allow_zero=False),

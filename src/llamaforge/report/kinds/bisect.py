@@ -1,9 +1,11 @@
-"""What a bisect run's report leads with: the first bad commit, the endpoints, every probe, and the
-one plot of the metric over the commits (``probes.png``; ``llamaforge bisect`` and ``llamaforge report``
-write the same report)."""
+"""What a bisect run's report leads with: the verdict (the first bad commit with its change and CI
+against its parent, or why it is undecided or was refused), the endpoints and what locating their
+change takes, every probe with its starts, and the one plot of the metric over the commits
+(``probes.png``, one dot per start; ``llamaforge bisect`` and ``llamaforge report`` write the same report)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -13,34 +15,44 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ...bisect import probe_rows  # noqa: E402
 from ...files import atomic_path  # noqa: E402
+from ...bisect.session import result_lines  # noqa: E402
+from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
 from ...records import BisectSection  # noqa: E402
 from ...store import Run, Store  # noqa: E402
 from ..plots import Plot  # noqa: E402
 
 PLOT = "probes.png"
+_COLORS = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
+
+
+def _centres(r: dict) -> list[float]:
+    """One value per start: the median of its requests (the judge's start centre)."""
+    est = r.get("estimate") or {}
+    return list(est.get("starts") or [])
 
 
 def plot(store: Store, run: Run, out: Path) -> Path:
-    """PNG of the metric over the commits of the range: medians with min–max bars, skipped commits
-    marked at the bottom, the first bad commit marked by a vertical line."""
+    """PNG of the metric over the commits of the range: one dot per start, the commit's centre as a
+    bar, skipped commits marked at the bottom, the first bad commit marked by a vertical line."""
     b = run.plan_record.bisect or BisectSection()
     commits = b.commits
     rows = [r for r in probe_rows(store, run) if r["index"] is not None]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(commits) + 2), 4.0), dpi=110)
-    colors = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
-    ymin = None
     for r in rows:
-        if r["median"] is None:
+        starts = _centres(r) or ([r["median"]] if r["median"] is not None else [])
+        if not starts:
             continue
-        vals = r["values"] or [r["median"]]
-        ax.errorbar([r["index"]], [r["median"]], yerr=[[r["median"] - min(vals)], [max(vals) - r["median"]]],
-                    fmt="o", color=colors.get(r["verdict"], "tab:gray"), capsize=3)
-        ymin = min(vals) if ymin is None else min(ymin, min(vals))
+        color = _COLORS.get(r["verdict"], "tab:gray")
+        n = len(starts)
+        xs = [r["index"] + (0.25 * (i / max(1, n - 1) - 0.5) if n > 1 else 0.0) for i in range(n)]
+        ax.scatter(xs, starts, s=10, color=color, alpha=0.6, linewidths=0)
+        if r["median"] is not None:
+            ax.plot([r["index"] - 0.3, r["index"] + 0.3], [r["median"]] * 2, color=color, linewidth=2)
     for r in rows:
         if r["verdict"] == "skip":
             ax.plot([r["index"]], [0], marker="x", color="tab:orange", markersize=10, linestyle="none")
-            ax.annotate("skip (no build)", (r["index"], 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
+            ax.annotate("skip", (r["index"], 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
     fb = (run.summary or {}).get("first_bad")
     if fb in commits:
         ax.axvline(commits.index(fb) - 0.5, color="tab:red", linestyle="--", linewidth=1)
@@ -50,7 +62,7 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     ax.set_xlim(-0.5, max(len(commits), 1) - 0.5)
     ax.set_ylim(bottom=0)
     metric = b.metric or "tg"
-    ax.set_ylabel(f"{metric} t/s (median, min–max)")
+    ax.set_ylabel(f"{metric} t/s (dots: starts; bar: centre)")
     ax.set_title(f"bisect {metric} on {b.backend or '?'}: {len(commits) - 1} commits", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -63,42 +75,65 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     return out
 
 
+def _endpoints(s: dict) -> list[str]:
+    ep = s.get("endpoints") or {}
+    if not ep.get("a"):
+        return []
+    a, b = ep["a"], ep["b"]
+    out = [f"Endpoints: good {a['centre']:.1f} t/s ({md_text(a.get('shape'))}), bad {b['centre']:.1f} t/s "
+           f"({md_text(b.get('shape'))}), measured ABBA: {md_text(change(ep['ratio'], ep['low'], ep['high']))} "
+           f"(**{md_text(ep.get('verdict'))}** against ±{float(ep.get('min_effect') or 0):.0%})."]
+    if s.get("feasibility_line"):
+        out.append(f"Can it be located? {md_text(s['feasibility_line'])}.")
+    return out
+
+
 def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
-    """Markdown for a bisect run: verdict, endpoints, every probe with build/measure times."""
+    """Markdown for a bisect run: verdict, endpoints, every probe with its starts and build/measure times."""
     plan = run.plan_record
     b = plan.bisect or BisectSection()
     s = run.summary or {}
     metric = b.metric or "tg"
+    quiet = (b.quiet or {}).get("text") or "–"
     out = [f"# Bisection {md_text(run.id)}", "",
            f"{md_text(metric)} on **{md_text(b.backend)}**, good {md_code(str(b.good_sha or '')[:12])} → bad "
            f"{md_code(str(b.bad_sha or '')[:12])} ({len(b.commits) - 1} commits), threshold "
-           f"{float(b.threshold if b.threshold is not None else 0.05):.0%}, {md_text(b.repeats)} repeats, model "
-           f"{md_code(plan.model.ref or '')}.", ""]
-    if s.get("first_bad"):
-        out += [f"**First bad commit: {md_code(s['first_bad'])}** — {md_text(s.get('subject') or '')}", ""]
-    elif s.get("candidates"):
-        out += ["**Only skipped commits are left; the first bad commit is one of:** "
-                + ", ".join(md_code(c[:12]) for c in s["candidates"]), ""]
+           f"{float(b.threshold if b.threshold is not None else 0.05):.0%}, {md_text(b.min_starts or '?')}–"
+           f"{md_text(b.max_launches or '?')} starts per commit (one llama-bench process each, "
+           f"{md_text(b.repeats)} requests inside), model {md_code(plan.model.ref or '')}. "
+           f"Quieter starts: {md_text(quiet)}.", ""]
+    lines = result_lines(s, b.subjects)
+    if lines:
+        out += [f"**{md_text(lines[0])}**", ""] + [f"{md_text(x)}  " for x in lines[1:]] + [""]
     else:
         out += [f"Status: {md_text(run.status)} (no result).", ""]
-    ep = s.get("endpoints") or {}
-    if ep:
-        out += [f"Endpoints: good {ep.get('median_a', 0):.1f} t/s (n={ep.get('n_a')}), bad {ep.get('median_b', 0):.1f} t/s "
-                f"(n={ep.get('n_b')}), ratio {ep.get('ratio', 0):.3f} [{ep.get('ratio_ci_low', 0):.3f}, "
-                f"{ep.get('ratio_ci_high', 0):.3f}], Mann–Whitney p = {ep.get('p_value', 1):.3g}.", ""]
-    out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured "
-            f"(bound for a clean step: {b.max_measured if b.max_measured is not None else '?'}).", ""]
+    out += [*(f"{x}  " for x in _endpoints(s)), ""]
+    out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured, {s.get('starts', '?')} starts "
+            f"(bound for a clean step: {b.max_measured if b.max_measured is not None else '?'} commits).", ""]
     if plot_name:
         out += [f"![{md_text(metric)} over commits]({plot_name})", ""]
-    out += ["| # | commit | verdict | median t/s | n | build s | incremental | measure s | subject / note |",
-            "|---:|---|---|---:|---:|---:|---|---:|---|"]
+    return "\n".join(out + _probe_table(store, run)) + "\n"
+
+
+def _probe_table(store: Store, run: Run) -> list[str]:
+    out = ["| # | commit | verdict | t/s (K×R) | vs good | vs bad | build s | incremental | measure s | subject / note |",
+           "|---:|---|---|---|---:|---:|---:|---|---:|---|"]
     for r in sorted(probe_rows(store, run), key=lambda r: r["seq"]):
         inc = {True: "yes", False: "cold", None: "–"}[r["incremental"]]
-        med = f"{r['median']:.1f}" if r["median"] is not None else "–"
+        est = r.get("estimate") or {}
+        lvl = f"{r['median']:.1f} ({est.get('shape', len(r['values']))})" if r["median"] is not None else "–"
+        pl = r.get("placement") or {}
+        vg, vb = _pct_cell(pl.get("vs_good")), _pct_cell(pl.get("vs_bad"))
         text = r["subject"] + (f" ({r['note']})" if r["note"] else "")
-        out.append(f"| {r['seq']} | {md_code(r['sha'][:9], in_table=True)} | {md_text(r['verdict'])} | {med} | "
-                   f"{len(r['values'])} | {r['build_s'] or 0:.1f} | {inc} | {r['measure_s'] or 0:.1f} | {md_text(text)} |")
-    return "\n".join(out) + "\n"
+        out.append(f"| {r['seq']} | {md_code(r['sha'][:9], in_table=True)} | {md_text(r['verdict'])} | {lvl} | {vg} | "
+                   f"{vb} | {r['build_s'] or 0:.1f} | {inc} | {r['measure_s'] or 0:.1f} | {md_text(text)} |")
+    return out
+
+
+def _pct_cell(ratio: float | None) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return "–"
+    return f"{(ratio - 1) * 100:+.1f} %"
 
 
 def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:
@@ -106,5 +141,5 @@ def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:
     if not store.probes(run.id):
         return []
     p = plot(store, run, out_dir / PLOT)
-    return [Plot("probes", "Speed per probed commit", p, "Median per commit (min–max bars); ×: commit that did not "
-                 "build; dashed line: the first bad commit.")]
+    return [Plot("probes", "Speed per probed commit", p, "One dot per server start (llama-bench process), the bar "
+                 "at the commit's centre; ×: commit that did not build; dashed line: the first bad commit.")]
