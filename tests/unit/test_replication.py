@@ -21,8 +21,7 @@ from llamaforge.bench.schedule import (
     sweep_schedule,
 )
 from llamaforge.bench.sentinel import drift_flags, drifted_points
-from llamaforge.judge import CONSERVATIVE, Starts, next_start
-from llamaforge.stats import cluster_summary, summarize, variance_components
+from llamaforge.judge import CONSERVATIVE, Starts, estimate, next_start
 from llamaforge.store import Point, Sample, Store
 
 # ---------------------------------------------------------------------------------- statistics
@@ -37,41 +36,25 @@ def _width(lo_hi) -> float:
     return lo_hi[1] - lo_hi[0]
 
 
-def test_cluster_bootstrap_widens_the_ci_when_launches_differ():
-    groups = _groups([90, 100, 110, 120])
-    naive = summarize([v for g in groups for v in g])
-    cs = cluster_summary(groups)
-    assert _width((cs.ci_low, cs.ci_high)) > 1.5 * _width((naive.ci_low, naive.ci_high))
-    assert cs.n_launches == 4 and cs.n_requests == 16 and cs.shape == "4×4"
+def test_the_interval_is_wide_when_starts_differ_however_tight_their_requests():
+    spread = estimate(_groups([90, 100, 110, 120], sd=0.2))
+    agree = estimate(_groups([100, 100, 100, 100], sd=0.2))
+    assert spread.kind == agree.kind == "ci" and spread.shape == "4×4"
+    assert spread.half_rel > 0.08 and agree.half_rel < 0.01
 
 
-def test_cluster_bootstrap_does_not_widen_the_ci_when_launches_agree():
-    groups = _groups([100, 100, 100, 100])
-    naive = summarize([v for g in groups for v in g])
-    cs = cluster_summary(groups)
-    assert _width((cs.ci_low, cs.ci_high)) < 1.5 * _width((naive.ci_low, naive.ci_high))
-    assert cs.median == pytest.approx(naive.median)
-
-
-def test_variance_components_separate_within_from_between_launch_spread():
+def test_within_and_between_start_spreads_are_told_apart():
     rng = np.random.default_rng(0)
-    means = rng.normal(100, 5, 40)                       # between-launch sd 5
-    groups = [list(m + rng.normal(0, 1, 6)) for m in means]   # within sd 1
-    vc = variance_components(groups)
-    assert vc.within == pytest.approx(1.0, rel=0.3)
-    assert vc.between == pytest.approx(25.0, rel=0.5)
-    assert vc.icc > 0.8
-    same = variance_components(_groups([100] * 10, per=6))
-    assert same.between < 0.3 and same.icc < 0.3
+    means = rng.normal(100, 5, 40)                              # between starts: sd 5 (≈ 5 %)
+    e = estimate([list(m + rng.normal(0, 1, 6)) for m in means])   # within a start: sd 1 (≈ 1 %)
+    assert e.within == pytest.approx(0.01, rel=0.3)
+    assert e.spread is not None and e.spread.sd == pytest.approx(0.05, rel=0.3)
 
 
-def test_one_launch_measures_no_between_spread_and_widens_nothing():
-    g = [[10.0, 11.0, 12.0, 10.5]]
-    cs = cluster_summary(g)
-    naive = summarize(g[0])
-    assert not cs.between_measured and cs.var_between is None and cs.icc is None
-    # the CI is the plain within-process bootstrap's order of magnitude, not silently widened
-    assert _width((cs.ci_low, cs.ci_high)) <= _width((naive.min, naive.max))
+def test_one_start_measures_no_between_spread_and_claims_no_interval():
+    e = estimate([[10.0, 11.0, 12.0, 10.5]])
+    assert e.kind == "single" and e.spread is None and e.low == e.high == e.centre
+    assert "spread unknown" in e.fmt()
 
 
 # ------------------------------------------------------------------------------------ schedule
