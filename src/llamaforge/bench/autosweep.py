@@ -31,6 +31,7 @@ from rich.table import Table
 
 from ..console import console, esc
 from ..errors import BenchError
+from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
 from ..store import Store
 from .adaptive import (
@@ -43,6 +44,7 @@ from .adaptive import (
 )
 from .fitmap import fit_point, fitting, open_fitmap, spec_text
 from .plan import BuildLike, Plan, PointSpec
+from .sequential import policy_of
 from .sweep import Item, MeasureItems, engines_of, run_sweep
 from .threshold import bisect_threshold
 
@@ -181,6 +183,7 @@ class AutoDriver:
             items: list[Item] = [(by_key[series], self.ax.spec(x), e) for e in engines]
             pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
             main = next((p for p in pts if p.engine == engines[0] and not p.label), None)
+            main = self._sequential(main, items, measure_items, launches, (series, x), engines[0])
             cost[(series, x)] = main.seconds_per_launch() if main is not None else None
             summary = tg_summary(main)
             self._record(run_id, launches)
@@ -196,6 +199,23 @@ class AutoDriver:
         if refs:
             measure_items(refs, dataclasses.replace(self.plan, sentinel_every=_END_ONLY))
         self._record(run_id, launches)
+
+    def _sequential(self, main: Any, items: list[Item], measure_items: MeasureItems,
+                    launches: dict[tuple[str, int], int], key: tuple[str, int], engine: str) -> Any:
+        """``--launches auto``: more starts of a newly measured point while the judge's rule wants one (its
+        interval wider than --precision, up to --max-launches), as :mod:`.sequential` does for a plain
+        sweep; the point records where it stopped and why."""
+        pol = policy_of(self.plan)
+        while pol is not None and main is not None and main.status == "ok":
+            stop = point_stop(estimate(Starts.of(main.launch_groups("tg_tps"))), pol)
+            main.extra = {**(main.extra or {}), "sequential": stop.to_dict()}
+            self.store.record_point(main)
+            if not stop.more:
+                break
+            k = launches[key] = launches[key] + 1
+            pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
+            main = next((p for p in pts if p.engine == engine and not p.label), None)
+        return main
 
     def record(self) -> dict:
         """What the run's plan keeps under ``adaptive``."""
