@@ -163,14 +163,14 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     fx = make_fixture(cpu_build.source_dir)
     base = fx.commits[0]
     req = CompareRequest(base=Side("A", base, "cpu", fx.spec), head=Side("B", fx.slow, "cpu", fx.spec),
-                         model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=4, rounds=4,
+                         model=str(tiny_model), points=make_points("0", None, n_layers=8), repeats=2, rounds=4,
                          prompt_tokens=64, n_predict=32, threads=2)
     with Store(lf_paths.store_db) as store:
         run_id = run_compare(lf_paths, store, req, command="test_compare_real", progress=False)
         rows = {r["metric"]: r for r in comparisons(store, run_id)}
         md = compare_kind.lead(store, store.get_run(run_id))
     tg = rows["tg"]
-    assert tg["A"]["n"] == 4 and tg["B"]["n"] == 4          # every measured request kept, warm-ups not
+    assert tg["A"]["n_requests"] == 8 and tg["B"]["n_requests"] == 8   # every measured request kept, warm-ups not
     assert tg["comparison"]["verdict"] == "worse", tg
     assert tg["comparison"]["ratio"] < 0.8
     assert "worse" in md

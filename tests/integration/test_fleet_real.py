@@ -165,7 +165,7 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
 def test_compare_one_build_on_two_hosts(fleet_ws):
     ws, tmp = fleet_ws
     r = _cli(ws, "compare", "--base", "default", "--backend", "cpu", "--base-host", "alpha", "--head-host", "beta",
-             "--ncmoe", "0", "--repeats", "4", "--rounds", "4", "--prompt-tokens", "64", "--n-predict", "8",
+             "--ncmoe", "0", "--repeats", "2", "--launches", "4", "--prompt-tokens", "64", "--n-predict", "8",
              "--threads", "1", timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "Traceback" not in out, out

@@ -73,7 +73,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
     env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(lf_paths.workspace),
            "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
     cmd = [sys.executable, "-m", "llamaforge", "compare", "--base", oldest.name, "--head", newest.name,
-           "--backend", "cpu", "--model", str(tiny_model), "--ncmoe", "0,2", "--repeats", "4", "--rounds", "4",
+           "--backend", "cpu", "--model", str(tiny_model), "--ncmoe", "0,2", "--repeats", "2", "--launches", "4",
            "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2"]
     t1 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
@@ -100,8 +100,8 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
         cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
         assert set(cmp) == {(n, m) for n in (0, 2) for m in ("pp", "tg")}, run.summary
         for c in cmp.values():
-            assert c["A"]["n"] == 4 and c["B"]["n"] == 4, c          # every measured request, no warm-up
-            assert c["A"]["n_launches"] == 4 and c["B"]["n_launches"] == 4, c
+            assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8, c          # every measured request, no warm-up
+            assert c["A"]["k"] == 4 and c["B"]["k"] == 4, c              # four server starts a side
             assert c["comparison"]["verdict"] in ("better", "worse", "same")
     assert oldest.name in r.stdout and newest.name in r.stdout
 
@@ -116,7 +116,7 @@ def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, l
     env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(lf_paths.workspace),
            "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
     cmd = [sys.executable, "-m", "llamaforge", "compare", "--base", oldest.name, "--head", newest.name,
-           "--backend", "cpu", "--model", str(model), "--repeats", "4", "--rounds", "4",
+           "--backend", "cpu", "--model", str(model), "--repeats", "2", "--launches", "4",
            "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -128,5 +128,5 @@ def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, l
         cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
         assert set(cmp) == {(0, "pp"), (0, "tg")}, run.summary
         for c in cmp.values():
-            assert c["A"]["n"] == 4 and c["B"]["n"] == 4 and c["A"]["median"] > 0 and c["B"]["median"] > 0, c
+            assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8 and c["A"]["centre"] > 0 and c["B"]["centre"] > 0, c
             assert c["comparison"]["verdict"] in ("better", "worse", "same")
