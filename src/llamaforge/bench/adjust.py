@@ -136,7 +136,10 @@ def runtime_for(build: BuildLike, plan: Plan) -> Runtime:
 
 
 def extra_args(build: BuildLike, plan: Plan, binary: str) -> list[str]:
-    return list(runtime_for(build, plan).args.get(binary, []))
+    """The build's recorded quirk arguments for ``binary``, then a variant's own (:mod:`llamaforge.variants`)."""
+    from ..variants.build import variant_args
+
+    return list(runtime_for(build, plan).args.get(binary, [])) + variant_args(build, binary)
 
 
 def prompt_tokens(build: BuildLike, plan: Plan) -> int:
