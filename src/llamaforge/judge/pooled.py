@@ -2,12 +2,15 @@
 
 The variant matrix states a knob's effect "where it holds" ("flash attention: tg +4 % [+2, +6] at ncmoe 0–4,
 no difference beyond"). Each point's ratio B/A and its variance come from the start centres exactly as in
-:func:`.verdict.judge` (Welch, the build's borrowed spread below 3 starts); the points are pooled with the
-**fixed-effect** (inverse-variance) mean of their log ratios::
+(Welch, the build's borrowed spread below 3 starts); the points are pooled with a **fixed-effect** weighted
+mean of their log ratios::
 
-    d = Σ wᵢ dᵢ / Σ wᵢ,   wᵢ = 1 / Var(dᵢ),   Var(d) = 1 / Σ wᵢ
+    d = Σ wᵢ dᵢ / Σ wᵢ,   wᵢ = 1 / (1/Kaᵢ + 1/Kbᵢ),   Var(d) = Σ (wᵢ/Σw)² (Var(aᵢ) + Var(bᵢ))
 
-with Welch–Satterthwaite degrees of freedom over every side's variance. That assumes one common effect
+with Welch–Satterthwaite degrees of freedom over every side's variance. The weights are the inverse variance
+under one common between-start spread (they depend on the starts only): weighting by each point's *estimated*
+variance, from 3 starts a side, gave the noisiest-looking points too much weight and called identical sides
+"different" in 13 % of 400 simulated trials at α = 5 % (``tests/unit/test_judge_pooled.py``). That assumes one common effect
 over the pooled points, so callers pool only a run of neighbouring points whose own verdicts agree (all
 "differs" in one direction, or all "same"); the range of the per-point ratios is kept beside it. The
 pooled interval gets the same three-way verdict against ``min_effect`` as a point's, and a family of pooled
@@ -75,6 +78,7 @@ def pooled_effect(pairs: Sequence[tuple[Starts, Starts]], *, min_effect: float =
     parts: list[tuple[float, float, float | None, float, float | None]] = []   # d, va, dfa, vb, dfb
     assumed: dict[str, None] = {}
     ratios: list[float] = []
+    weights: list[float] = []
     for i, (a, b) in enumerate(pairs):
         ea, eb = estimate(a), estimate(b)
         if ea is None or eb is None:
@@ -85,10 +89,10 @@ def pooled_effect(pairs: Sequence[tuple[Starts, Starts]], *, min_effect: float =
         assumed.update({x: None for x in (asa, asb) if x})
         d = float(b.log_centres.mean() - a.log_centres.mean())
         parts.append((d, va, dfa, vb, dfb))
+        weights.append(1.0 / (1.0 / a.k + 1.0 / b.k))
         ratios.append(math.exp(d))
     if not parts:
         return None
-    weights = [1.0 / (va + vb) if va + vb > 0 else 1e12 for _d, va, _fa, vb, _fb in parts]
     total = sum(weights)
     cs = [w / total for w in weights]
     d = sum(c * p[0] for c, p in zip(cs, parts, strict=True))
