@@ -61,7 +61,7 @@ def check_args(v: Variant, build: Any, engines: Sequence[str], *, sweeps_ngl: bo
         if missing:
             raise ConfigError(f"variant {v.name}: this {binary} has no {missing[0]} (build {build.key}, "
                               f"llama.cpp {str(build.commit)[:9]})",
-                              f"check `{build.binary(binary)} --help` for the option's name at this commit, or drop it"
+                              f"check `{binary} --help` of that build for the option's name at this commit, or drop it"
                               + (" (llama-bench spells some options differently: use --engine server)"
                                  if binary == "llama-bench" else ""))
 
