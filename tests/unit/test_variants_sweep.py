@@ -1,0 +1,71 @@
+"""Variants in the sweep runner (fake llama-server): one labelled series per variant of a shared build, the
+variant's environment and arguments reach the server, sentinels and --launches auto work per variant, and a
+resume/reproduce binds the stored variants again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from test_bench_runner import FAKE, FakeBuild, _plan
+
+from llamaforge.bench.plan import Plan
+from llamaforge.bench.schedule import is_sentinel
+from llamaforge.bench.sweep import run_sweep
+from llamaforge.variants.build import VariantBuild
+from llamaforge.variants.check import from_records
+from llamaforge.variants.model import Variant, parse_cli
+
+
+def _build(tmp_path: Path) -> FakeBuild:
+    d = tmp_path / "bin-fake"
+    d.mkdir(exist_ok=True)
+    exe = d / "llama-server"
+    exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
+    exe.chmod(0o755)
+    return FakeBuild("fake-cpu", d)
+
+
+def _variant(name: str, env: dict | None = None, args: tuple = ()) -> Variant:
+    return Variant(name, "cpu", env=tuple(sorted((env or {}).items())), args=args)
+
+
+def test_each_variant_is_its_own_series_with_its_own_env_and_args(tmp_path, store):
+    b = _build(tmp_path)
+    a = VariantBuild(b, _variant("a", args=("-ub", "256")))
+    broken = VariantBuild(b, _variant("oom", env={"FAKE_MODE": "oom"}))   # the variant's env reaches the server
+    run = run_sweep(_plan("0", repeats=1, launches=2, sentinel_every=1), [a, broken], store, progress=False)
+    pts = store.points(run)
+    regular = {p.label: p for p in pts if not is_sentinel(p.label)}
+    assert set(regular) == {"a", "oom"} and {p.build_key for p in pts} == {"fake-cpu"}
+    assert regular["a"].status == "ok" and regular["oom"].status == "failed" and regular["oom"].failure_class == "oom"
+    cmd = regular["a"].command
+    assert cmd[cmd.index("-ub") + 1] == "256" and "-ub" not in regular["oom"].command
+    assert "observed" in (regular["a"].extra or {})
+    sentinels = {p.label for p in pts if is_sentinel(p.label)}          # one sentinel series per variant
+    assert "sentinel@a" in sentinels and sentinels <= {"sentinel@a", "sentinel@oom"}
+    plan = store.get_run(run).plan
+    assert plan["builds"] == ["fake-cpu"] and [v["name"] for v in plan["variants"]] == ["a", "oom"]
+    assert plan["variants"][0]["build"] == "fake-cpu" and plan["variants"][1]["env"] == {"FAKE_MODE": "oom"}
+
+
+def test_launches_auto_extends_and_records_each_variant(tmp_path, store):
+    b = _build(tmp_path)
+    vs = [VariantBuild(b, _variant("a")), VariantBuild(b, _variant("b", args=("-ub", "128")))]
+    plan = _plan("0", repeats=1, launches=3, sentinel_every=0,
+                 sequential={"max_launches": 4, "precision": 0.5, "min_effect": 0.05})
+    run = run_sweep(plan, vs, store, progress=False)
+    by = {p.label: p for p in store.points(run)}
+    assert set(by) == {"a", "b"}
+    assert all((by[n].extra or {}).get("sequential", {}).get("k") in (3, 4) for n in by)
+
+
+def test_stored_variants_bind_again_to_the_runs_builds(tmp_path, store):
+    b = _build(tmp_path)
+    run = run_sweep(_plan("0", repeats=1), [VariantBuild(b, parse_cli("x=cpu:-ub 64"))], store, progress=False)
+    again = from_records(store.get_run(run).plan["variants"], [b])
+    assert again[0].variant == parse_cli("x=cpu:-ub 64") and again[0].key == "fake-cpu"
+    stored = Plan.from_json(store.get_run(run).plan)
+    assert stored.variants == store.get_run(run).plan["variants"]
+    resumed = run_sweep(stored, again, store, resume_run=run, progress=False)
+    assert resumed == run and [p.label for p in store.points(run)] == ["x"]   # nothing measured twice
