@@ -184,3 +184,13 @@ def test_an_environment_knob_is_judged_on_the_device_line():
 def test_a_variant_round_trips_through_its_record():
     v = parse_cli("q8=cuda@default:GGML_CUDA_DISABLE_GRAPHS=1 -DGGML_CUDA_FA_ALL_QUANTS=ON -fa on")
     assert Variant.from_dict(v.to_dict()) == v
+
+
+def test_the_24gib_example_reads_and_pairs_its_knobs():
+    vs = load_file(Path(__file__).resolve().parents[2] / "examples" / "variants-24gib.toml")
+    assert len(vs) == 6 and {v.backend for v in vs.values()} == {"cuda", "vulkan"}
+    pairs = {(p.knob, p.base.name, p.other.name) for p in one_knob_pairs(list(vs.values()))}
+    assert ("--flash-attn", "cuda-fa-off", "cuda-fa-on") in pairs and ("--flash-attn", "vk-fa-off", "vk-fa-on") in pairs
+    assert ("kv-cache-type", "cuda-fa-on", "cuda-q8kv") in pairs and ("backend", "cuda-fa-on", "vk-fa-on") in pairs
+    for v in vs.values():
+        check_env(v)
