@@ -37,6 +37,7 @@ from ..quirks import describe_failure
 from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
 from ..store import Point, Store
 from ..variants.build import VariantBuild, series_label
+from ..variants.observe import observe_log
 from . import adjust
 from .display import SweepDisplay
 from .engines import MeasureContext, PhaseFn, SweepState
@@ -98,8 +99,6 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
         point.log_tail = e.log_tail if e.log_tail is not None else read_log_tail(log_path)
         point.failure_detail = describe_failure(e.detail, point.log_tail or "")   # + signal, likely cause
     if isinstance(build, VariantBuild):   # what the binary really ran with: did the variant's knobs take effect
-        from ..variants.observe import observe_log
-
         point.extra = {**(point.extra or {}), "observed": observe_log(log_path)}
     if busy:
         point.extra = {**(point.extra or {}), "busy": busy}

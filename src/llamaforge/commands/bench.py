@@ -151,7 +151,6 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
     the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
-    from ..bench.plan import Plan
     from ..bench.sweep import run_sweep
 
     launches = parse_launches(launches, max_launches, precision)
@@ -161,38 +160,16 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
     with Store(p.store_db) as store:
         command = " ".join(sys.argv)
         if resume:
-            run = store.get_run(resume)
-            if run.kind != "sweep":
-                raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
-            plan = Plan.from_json(run.plan)
-            if not plan.model_path.is_file():
-                raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken))
-            if plan.variants:
-                from ..variants.check import from_records
-
-                builds = from_records(plan.variants, builds)
-            if run.plan.get("adaptive"):
-                from ..bench.autosweep import resume_auto
-
-                run_id, _ = resume_auto(run, plan, builds, store, p, allow_busy=bool(allow_busy))
-            else:
-                run_id = run_sweep(plan, builds, store, resume_run=run.id, retry_failed=bool(retry_failed),
-                                   allow_busy=bool(allow_busy))
+            run_id = _resume(p, store, resume, bin_dir=bin_dir, allow_broken=bool(allow_broken),
+                             allow_busy=bool(allow_busy), retry_failed=bool(retry_failed))
         else:
             if not model:
                 raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
             auto = _auto_options(ncmoe, ngl, max_points, time_budget, stable_after)
-            chosen = _variants(p, variant, variants_file, backends=backends, pins=pins, bin_dir=bin_dir)
-            variant_builds = None
-            if chosen:   # every knob checked against its build before the model is resolved or anything measured
-                from ..variants.check import resolve
-
-                backends = ",".join(dict.fromkeys(v.backend for v in chosen))
-                sweeps_ngl = ngl is not None and str(ngl).strip() not in ("", "auto")
-                variant_builds = resolve(chosen, p, engines=["server", "llama-bench"] if engine == "both" else [engine],
-                                         sweeps_ngl=sweeps_ngl or (auto is not None and auto[0] == "ngl"),
-                                         allow_broken=bool(allow_broken))
+            variant_builds = _variant_builds(p, variant, variants_file, backends=backends, pins=pins, bin_dir=bin_dir,
+                                             engine=engine, ngl=ngl, auto=auto, allow_broken=bool(allow_broken))
+            if variant_builds:
+                backends = ",".join(dict.fromkeys(b.backend for b in variant_builds))
             backend_list = csv_list(backends or "cpu", what="backend")
             pin_list = csv_list(pins, what="pin") if pins else [None]
             plan = _plan_from_options(p, model=model, backends=backend_list,
@@ -224,17 +201,22 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
         _refuse_all_failed(store, run_id)
 
 
-def _variants(p, specs, file, *, backends, pins, bin_dir) -> list:  # noqa: ANN001
-    """The run's variants (``[]`` without --variant/--variants-file); they replace --backends/--pins/--bin-dir."""
+def _variant_builds(p, specs, file, *, backends, pins, bin_dir, engine, ngl, auto, allow_broken) -> list:  # noqa: ANN001
+    """The run's variants bound to their builds, every knob checked before the model is resolved or anything is
+    measured (``[]`` without --variant/--variants-file); they replace --backends/--pins/--bin-dir."""
     if not specs and not file:
         return []
+    from ..variants.check import resolve
     from ..variants.files import VARIANTS_FILE, choose
 
     for given, opt in ((backends, "--backends"), (pins, "--pins"), (bin_dir, "--bin-dir")):
         if given:
             raise BenchError(f"{opt} and --variant both say what to measure",
                              "give the backend (and @pin) inside each variant, e.g. --variant 'fa-on=cuda@default:-fa on'")
-    return choose(list(specs or []), Path(file) if file else None, p.pins_file.parent / VARIANTS_FILE)
+    chosen = choose(list(specs or []), Path(file) if file else None, p.pins_file.parent / VARIANTS_FILE)
+    sweeps_ngl = (ngl is not None and str(ngl).strip() not in ("", "auto")) or (auto is not None and auto[0] == "ngl")
+    return resolve(chosen, p, engines=["server", "llama-bench"] if engine == "both" else [engine],
+                   sweeps_ngl=sweeps_ngl, allow_broken=allow_broken)
 
 
 def _warn_not_taken(store: Store, run_id: str) -> None:
@@ -250,6 +232,26 @@ def _warn_not_taken(store: Store, run_id: str) -> None:
         from ..variants.model import knob_title
 
         warning(f"{who}: {knob_title(s.knob)} did not take effect ({s.why}); not reported as a difference")
+
+
+def _resume(p, store: Store, resume: str, *, bin_dir: str | None, allow_broken: bool, allow_busy: bool,  # noqa: ANN001
+            retry_failed: bool) -> str:
+    """``bench --resume RUN``: the run's own plan and builds (and variants), only its missing launches."""
+    from ..bench.plan import Plan
+    from ..bench.sweep import run_sweep
+
+    run = store.get_run(resume)
+    if run.kind != "sweep":
+        raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
+    plan = Plan.from_json(run.plan)
+    if not plan.model_path.is_file():
+        raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
+    builds = _resume_builds(p, plan, bin_dir, allow_broken)
+    if run.plan.get("adaptive"):
+        from ..bench.autosweep import resume_auto
+
+        return resume_auto(run, plan, builds, store, p, allow_busy=allow_busy)[0]
+    return run_sweep(plan, builds, store, resume_run=run.id, retry_failed=retry_failed, allow_busy=allow_busy)
 
 
 def _refuse_all_failed(store: Store, run_id: str) -> None:
@@ -328,7 +330,12 @@ def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False) -> 
         ok, why = runs_here(have[k].manifest)
         if not ok:
             raise BenchError(f"build {k} of this run is {why}", "resume the run on the machine that made it")
-    return [ensure_runnable(have[k], p, allow_broken=allow_broken) for k in plan.build_keys]
+    builds = [ensure_runnable(have[k], p, allow_broken=allow_broken) for k in plan.build_keys]
+    if plan.variants:      # a variant run: its variants bound again to the same builds
+        from ..variants.check import from_records
+
+        return from_records(plan.variants, builds)
+    return builds
 
 
 @lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",

@@ -22,11 +22,12 @@ each point as ``extra["observed"]``); :func:`device_facts` reads ``llama-bench -
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
-from ..bench.server import _text_of
+from ..builds.verify import parse_devices, parse_vulkan_lines
 
 Facts = dict[str, Any]
 
@@ -41,10 +42,20 @@ _THREADS = re.compile(r"system_info: n_threads = (\d+)(?: \(n_threads_batch = (\
 _HOST_BUFFERS = re.compile(r"^(CPU|CPU_Mapped|CPU_REPACK|AMX|.*_Host)$")
 
 
+def _text(line: str) -> str:
+    """A ``--log-jsonl`` line's message (other records and plain lines as they are)."""
+    if line.startswith('{"type":"log"'):
+        try:
+            return str(json.loads(line).get("msg", "")).rstrip("\n")
+        except ValueError:
+            pass
+    return line.rstrip("\n")
+
+
 def _lines(path: Path) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return [_text_of(line) for line in fh]
+            return [_text(line) for line in fh]
     except OSError:
         return []
 
@@ -100,8 +111,6 @@ def observe_log(path: Path) -> Facts:
 
 def device_facts(listing: str) -> Facts:
     """``llama-bench --list-devices`` output → ``{"devices": [...], "vulkan": [{fp16, int_dot, matrix_cores, …}]}``."""
-    from ..builds.verify import parse_devices, parse_vulkan_lines
-
     devs = [f"{d.backend}{d.index}: {d.name}" for d in parse_devices(listing)]
     vk = [{k: v for k, v in d.items() if k != "index"} for d in parse_vulkan_lines(listing)]
     return {"devices": devs, "vulkan": vk}
