@@ -69,3 +69,38 @@ def test_stored_variants_bind_again_to_the_runs_builds(tmp_path, store):
     assert stored.variants == store.get_run(run).plan["variants"]
     resumed = run_sweep(stored, again, store, resume_run=run, progress=False)
     assert resumed == run and [p.label for p in store.points(run)] == ["x"]   # nothing measured twice
+
+
+def test_the_adaptive_sweep_runs_one_series_per_variant(tmp_path):
+    """--ncmoe auto with variants: series ``KEY#NAME``, each variant's points labelled with its name."""
+    from test_bench_autosweep import FACTS
+
+    from llamaforge.bench.adaptive import AdaptiveOptions
+    from llamaforge.bench.autosweep import AutoDriver
+    from llamaforge.bench.plan import PointSpec
+    from llamaforge.store import Point, Sample, Store
+    from llamaforge.variants.build import series_label
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = Plan(model_ref="m.gguf", model_path=tmp_path / "m.gguf", model_facts=FACTS, points=[PointSpec(0)], launches=2)
+    run_id = store.new_run("sweep", plan.to_json())
+    b = FakeBuild("cpu-1", tmp_path)
+    vs = [VariantBuild(b, _variant("a")), VariantBuild(b, _variant("b", args=("-fa", "on")))]
+
+    def measure(items, pl):
+        out = []
+        for vb, spec, e in items:
+            tg = (2000 if vb.name == "b" else 1000) / (5 + spec.ncmoe)
+            samples = [Sample(i, False, tg_tps=tg * (1 + 0.01 * (i % 2)), launch=k)
+                       for k in range(1, pl.launches + 1) for i in (1, 2)]
+            p = Point(run_id, vb.key, e, spec.ncmoe, label=series_label(vb), samples=samples)
+            store.record_point(p)
+            out.append(p)
+        return out
+
+    ctx = {f"cpu-1#{n}": {x: 4096 for x in range(9)} for n in ("a", "b")}
+    driver = AutoDriver(plan, vs, store, ctx, AdaptiveOptions(max_points=6), "fit-1")
+    driver(measure, run_id)
+    assert driver.result is not None and set(driver.result.measured) == {"cpu-1#a", "cpu-1#b"}
+    assert {p.label for p in store.points(run_id)} == {"a", "b"}
+    assert set(store.get_run(run_id).plan["adaptive"]["ctx"]) == {"cpu-1#a", "cpu-1#b"}
