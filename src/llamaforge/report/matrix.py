@@ -244,8 +244,8 @@ def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, s
     flat = control_pooled([pe for _kp, _st, per in cells for x in METRICS for _k, pe in per.get(x, [])])
     it = iter(flat)
     t = Table(["knob", "variants (other vs base)", "took effect?", "pp", "tg"], title="Per-knob effects",
-              note=("Pairs of variants that differ in exactly one knob. The effect is other / base, pooled (fixed effect, "
-                    "inverse-variance) over each run of neighbouring points whose verdicts agree, with its 95 % CI; "
+              note=("Pairs of variants that differ in exactly one knob. The effect is other / base, pooled (fixed effect, weighted by starts) "
+                    "over each run of neighbouring points whose verdicts agree, with its 95 % CI; "
                     f"Holm's method over the table's pooled effects. 'No difference' = within ±{m.min_effect:.0%}. "
                     "A knob that did not take effect is not reported as a difference."))
     for kp, st, per in cells:
