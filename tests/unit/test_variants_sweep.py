@@ -104,3 +104,40 @@ def test_the_adaptive_sweep_runs_one_series_per_variant(tmp_path):
     assert driver.result is not None and set(driver.result.measured) == {"cpu-1#a", "cpu-1#b"}
     assert {p.label for p in store.points(run_id)} == {"a", "b"}
     assert set(store.get_run(run_id).plan["adaptive"]["ctx"]) == {"cpu-1#a", "cpu-1#b"}
+
+
+def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
+    """compare --base-variant/--head-variant: both sides share the build; each side measures with its own knobs."""
+    import random
+
+    from llamaforge import compare as cmp
+    from llamaforge.bench.plan import PointSpec
+    from llamaforge.compare import CompareRequest, Side
+    from llamaforge.paths import Paths
+    from llamaforge.store import Point, Sample, Store
+
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr("llamaforge.bench.plan.resolve_model", lambda ref, paths: tmp_path / "m.gguf")
+    b = _build(tmp_path)
+    off, on = VariantBuild(b, parse_cli("fa-off=cpu:-fa off")), VariantBuild(b, parse_cli("fa-on=cpu:-fa on"))
+    seen: list[tuple[str, list[str]]] = []
+    rng = random.Random(3)
+
+    def measure_point(build, model_path, spec, plan, store, run_id, label=""):  # noqa: ANN001
+        seen.append((label, build.args_for("llama-server")))
+        tg = 130.0 if build.name == "fa-on" else 100.0
+        p = Point(run_id=run_id, build_key=build.key, engine="server", ncmoe=spec.ncmoe, label=label,
+                  samples=[Sample(i, False, pp_tps=10 * tg, tg_tps=tg * (1 + rng.uniform(-0.01, 0.01))) for i in (1, 2)])
+        store.record_point(p)
+        return p
+
+    monkeypatch.setattr("llamaforge.bench.measure_point", measure_point)
+    req = CompareRequest(Side("A", "default", "cpu"), Side("B", "default", "cpu"), "synth:x", [PointSpec(0)],
+                         repeats=2, rounds=3)
+    paths = Paths(tmp_path)
+    with Store(paths.store_db) as store:
+        run = store.get_run(cmp.run_compare(paths, store, req, builds=(off, on), progress=False))
+    assert run.plan["compare"]["A"]["variant"]["name"] == "fa-off" and run.plan["compare"]["B"]["build"] == b.key
+    assert {lab.split(".")[0]: args[:2] for lab, args in seen} == {"A": ["-fa", "off"], "B": ["-fa", "on"]}
+    tg = {r["metric"]: r for r in run.summary["comparisons"]}["tg"]
+    assert tg["comparison"]["verdict"] in ("better", "differs") and tg["comparison"]["ratio"] > 1.25
