@@ -144,7 +144,9 @@ def h2h_points_table(m: Matrix) -> Table:
     keys = sorted({k for (_n, k) in m.rows})
     t = Table(["pair", "metric", *[m.label(k) for k in keys]], title="Head-to-head per point",
               note="second / first variant: the ratio of start-level centres with its 95 % CI and the judge's verdict "
-                   "(below 3 starts a side: the range of start ratios, verdict marked * under the spread stated below).")
+                   f"after Holm's method over the matrix's {len(m.verdicts)} comparisons (so an interval outside the band "
+                   "can still be inconclusive: the family needs stronger evidence than one comparison); below 3 starts a "
+                   "side: the range of start ratios, verdict marked * under the spread stated below.")
     for i, a in enumerate(m.variants):
         for b in m.variants[i + 1:]:
             for metric in METRICS:
