@@ -9,6 +9,9 @@
 #   fitmap BUDGET_GIB     fitted context per ncmoe point (seconds)
 #   bench SECONDS ARGS... llamaforge bench … stopped cleanly (SIGINT) after SECONDS; resume with --resume RUN
 #   lf SECONDS ARGS...    any llamaforge command (e.g. reproduce RUN --points …), stopped after SECONDS
+#   variants [SECONDS] [ARGS...]  issue #25: CUDA vs Vulkan × -fa on/off, plus Vulkan with GGML_VK_DISABLE_COOPMAT2=1,
+#                         24 GiB budget, ncmoe 0,8, --launches auto (max 5); stopped cleanly after SECONDS (default
+#                         540) and resumed by calling the phase again; report in $OUT/variants (→ results/h200/variants)
 #   amx [BACKENDS]        issue #11 on an AMX host: the demo built with Debian 12's gcc 12.2 when .carry has it
 #                         (else the host's gcc-12; Ubuntu's 12.4 ran without a quirk on 12-01), the toolchain
 #                         × CPU pair whose CPU repack/AMX path crashed; results in $OUT/amx-demo.
@@ -108,6 +111,19 @@ case "$phase" in
     timeout -s INT -k 30 "${2:-150}" python3 -m llamaforge bench --model synth:tiny-qwen35moe \
       --backends "${1:-cpu,vulkan}" --ncmoe 0:2 --name amx-plain-bench || echo "plain bench stopped (rc=$?)"
     lf report --run amx-plain-bench --out "${OUT:-$ROOT/.gpu}/amx-bench" ;;
+  variants)   # issue #25; the run is named h200-variants: a second call resumes it (same seed, missing starts only)
+    secs=${1:-540}; shift || true
+    if lf runs h200-variants >/dev/null 2>&1; then
+      timeout -s INT -k 60 "$secs" python3 -m llamaforge bench --resume h200-variants || echo "variants stopped (rc=$?)"
+    else
+      timeout -s INT -k 60 "$secs" python3 -m llamaforge bench --model "synth:qwen3.6-35b-a3b:iq4_nl" \
+        --variant 'cuda-fa-on=cuda:-fa on' --variant 'cuda-fa-off=cuda:-fa off' \
+        --variant 'vk-fa-on=vulkan:-fa on' --variant 'vk-fa-off=vulkan:-fa off' \
+        --variant 'vk-fa-on-nocm2=vulkan:GGML_VK_DISABLE_COOPMAT2=1 -fa on' \
+        --vram-budget 24 --ncmoe 0,8 --launches auto --max-launches 5 --repeats 2 --n-predict 64 \
+        --name h200-variants "$@" || echo "variants stopped (rc=$?)"
+    fi
+    lf report h200-variants --out "${OUT:-$ROOT/.gpu}/variants" || true ;;
   report)
     lf report "${1:-latest}" --out "$OUT/report" ;;
   *) echo "unknown phase $phase"; exit 2 ;;

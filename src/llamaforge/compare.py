@@ -167,6 +167,9 @@ def _compare_plan_json(req: CompareRequest, plan: Any, a: Any, b: Any) -> dict:
                      "max_launches": req.policy.max_starts, "per_round": req.per_round,
                      "min_effect": req.min_effect,
                      "interleave": "ABBA, one process per side per open point per round"}
+    for side, bb in (("A", a), ("B", b)):
+        if getattr(bb, "variant", None) is not None:     # --base-variant / --head-variant
+            pj["compare"][side]["variant"] = bb.to_record()
     return pj
 
 

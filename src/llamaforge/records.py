@@ -445,6 +445,7 @@ class RunPlan(Record):
     bisect: BisectSection | None = None          # run kind "bisect"
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
     adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
+    variants: list[dict] = field(default_factory=list)   # --variant: name, backend, pin, defines, env, args, build
     extra: dict = field(default_factory=dict)
 
     @property
@@ -466,7 +467,15 @@ class RunPlan(Record):
         for name in ("vram_budget_gib", "fitt_mib"):
             if getattr(self.fit, name, None) != getattr(other.fit, name, None):
                 out.append(f"fit {name}")
+        if _variant_defs(self.variants) != _variant_defs(other.variants):
+            out.append("variants")
         return out
+
+
+def _variant_defs(variants: list[dict]) -> list[tuple]:
+    """What makes two runs' variants the same: names, backends, pins, defines, environment and arguments."""
+    return [(v.get("name"), v.get("backend"), v.get("pin"), sorted((v.get("defines") or {}).items()),
+             sorted((v.get("env") or {}).items()), list(v.get("args") or [])) for v in variants]
 
 
 # ------------------------------------------------------------------------------ builds

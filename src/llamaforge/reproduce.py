@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .bench.schedule import SENTINEL_LABEL
+from .bench.schedule import is_sentinel
 from .bench.telemetry import describe as describe_telemetry
 from .builds.backends import display_name
 from .errors import BenchError
@@ -156,7 +156,8 @@ def conditions(p: Point) -> str:
 
 
 def _name(p: Point, backend: str) -> str:
-    name = f"{display_name(backend)} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
+    who = p.label or display_name(backend)     # a variant's points carry its name
+    name = f"{who} ncmoe {p.ncmoe}" + (f" ngl {p.ngl}" if p.ngl != -1 else "")
     return name + (f" ({p.engine})" if p.engine != "server" else "")
 
 
@@ -175,8 +176,8 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
     """Compare the child run's points with the same points of the parent (points only one side has are
     left out: a subset reproduce measures only some). Drift sentinels are not points: they re-measure a
     reference point to watch the machine, and judging them again would count that point twice."""
-    by_key = {p.key: p for p in parent if p.label != SENTINEL_LABEL}
-    points = [p for p in child if p.label != SENTINEL_LABEL]
+    by_key = {p.key: p for p in parent if not is_sentinel(p.label)}
+    points = [p for p in child if not is_sentinel(p.label)]
     prior_a, prior_b = _priors(list(by_key.values())), _priors(points)
     pending: list[tuple[Point, Point, str]] = []
     out: list[PointCheck] = []
@@ -316,6 +317,10 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     plan.points = select_points(plan.points, points, plan.model_facts.get("n_layers"))
     builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
+    if plan.variants:                  # the same variants on the same builds (their labels match the first run's)
+        from .variants.check import from_records
+
+        builds = from_records(plan.variants, builds)
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects
     if launches is not None:
         plan.launches, plan.sequential = launches[0], (dict(launches[1], min_effect=min_effect) if launches[1] else None)

@@ -183,7 +183,7 @@ def test_the_threshold_search_fits_log2_points_and_stores_them_as_a_fit_map(tmp_
     plan = _plan(tmp_path, n_layers=40, n_ctx_train=4096)
     fitted: list[tuple[str, int]] = []
 
-    def fake_fit(build, plan, spec, run_id, log_dir):
+    def fake_fit(build, plan, spec, run_id, log_dir, label=""):
         fitted.append((build.key, spec.ncmoe))
         return Point(run_id, build.key, "fit", spec.ncmoe, n_ctx=4096 if spec.ncmoe >= 13 else 2000)
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from ..builds.backends import is_cpu_vulkan_name
 from ..console import notice
 from ..quirks import lacking, recorded
+from ..variants.build import variant_args
 from .plan import BuildLike, Plan
 
 #: lavapipe default (see the module doc): the prompt size the demo has run without crashing;
@@ -136,7 +137,8 @@ def runtime_for(build: BuildLike, plan: Plan) -> Runtime:
 
 
 def extra_args(build: BuildLike, plan: Plan, binary: str) -> list[str]:
-    return list(runtime_for(build, plan).args.get(binary, []))
+    """The build's recorded quirk arguments for ``binary``, then a variant's own (:mod:`llamaforge.variants`)."""
+    return list(runtime_for(build, plan).args.get(binary, [])) + variant_args(build, binary)
 
 
 def prompt_tokens(build: BuildLike, plan: Plan) -> int:

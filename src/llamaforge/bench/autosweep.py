@@ -34,6 +34,7 @@ from ..errors import BenchError
 from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
 from ..store import Store
+from ..variants.build import series_key, series_label
 from .adaptive import (
     AdaptiveOptions,
     AdaptiveResult,
@@ -126,12 +127,12 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
         for b in builds:
             def fit(x: int, b: BuildLike = b) -> int | None:
                 spec = axis.spec(x)
-                show(f"fitting {b.backend} {spec_text(spec)} (bisection for the native-context threshold)")
-                p = fit_point(b, fit_plan, spec, run_id, log_dir)
+                show(f"fitting {series_label(b, b.backend)} {spec_text(spec)} (bisection for the native-context threshold)")
+                p = fit_point(b, fit_plan, spec, run_id, log_dir, label=series_label(b))
                 store.record_point(p)
                 return p.n_ctx if p.status == "ok" else None
 
-            ctx[b.key] = bisect_threshold(axis.domain, fit, native).probes
+            ctx[series_key(b)] = bisect_threshold(axis.domain, fit, native).probes
     js = dict(store.get_run(run_id).plan)
     js["points"] = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
     js["extra"] = {**(js.get("extra") or {}), "search": "bisection for the native-context threshold"}
@@ -174,7 +175,7 @@ class AutoDriver:
     def __call__(self, measure_items: MeasureItems, run_id: str) -> None:
         launches: dict[tuple[str, int], int] = {}
         cost: dict[tuple[str, int], float | None] = {}
-        by_key = {b.key: b for b in self.builds}
+        by_key = {series_key(b): b for b in self.builds}
         engines = engines_of(self.plan)
 
         def measure(series: str, x: int) -> PointSummary | None:
@@ -182,7 +183,7 @@ class AutoDriver:
                                                                          else self.plan.launches)
             items: list[Item] = [(by_key[series], self.ax.spec(x), e) for e in engines]
             pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
-            main = next((p for p in pts if p.engine == engines[0] and not p.label), None)
+            main = next((p for p in pts if p.engine == engines[0] and p.label == series_label(by_key[series])), None)
             main = self._sequential(main, items, measure_items, launches, (series, x), engines[0])
             cost[(series, x)] = main.seconds_per_launch() if main is not None else None
             summary = tg_summary(main)
@@ -191,11 +192,11 @@ class AutoDriver:
 
         facts = self.plan.model_facts
         self.result = adaptive_sweep(
-            [b.key for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.get("n_ctx_train"),
+            [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.get("n_ctx_train"),
             boundaries=self.ax.boundaries(facts.get("full_attention_layers") or ()), options=self.options,
             clock=lambda: self.clock() - self.started, show=self.ax.value)
         refs = [(b, self.ax.spec(x), engines[0]) for b in self.builds
-                for x in [sentinel_x(b.key, self.result.measured.get(b.key) or {}, cost)] if x is not None]
+                for x in [sentinel_x(series_key(b), self.result.measured.get(series_key(b)) or {}, cost)] if x is not None]
         if refs:
             measure_items(refs, dataclasses.replace(self.plan, sentinel_every=_END_ONLY))
         self._record(run_id, launches)
@@ -213,8 +214,9 @@ class AutoDriver:
             if not stop.more:
                 break
             k = launches[key] = launches[key] + 1
+            label = main.label          # the variant's series label ("" without variants)
             pts = measure_items(items, dataclasses.replace(self.plan, launches=k, sentinel_every=0))
-            main = next((p for p in pts if p.engine == engine and not p.label), None)
+            main = next((p for p in pts if p.engine == engine and p.label == label), None)
         return main
 
     def record(self) -> dict:

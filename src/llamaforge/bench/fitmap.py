@@ -32,7 +32,7 @@ from .server import PointFailure
 
 def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_dir: Path, label: str = "") -> Point:
     """One fit-map point (not yet stored), measured by the fit engine."""
-    log = log_dir / (component(f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}") + ".log")
+    log = log_dir / (component(f"{build.key}-fit-ncmoe{spec.ncmoe}-ngl{spec.ngl}{'-' + label if label else ''}") + ".log")
     p = Point(run_id=run_id, build_key=build.key, engine="fit", ncmoe=spec.ncmoe, ngl=spec.ngl, label=label,
               started=time.time())
     try:

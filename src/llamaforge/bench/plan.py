@@ -147,6 +147,9 @@ class Plan:
     model_download: dict | None = None
     quirks: bool = True                                     # apply recorded quirks / CPU-Vulkan defaults
     runtime: dict[str, dict] = field(default_factory=dict)  # per build key: bench.adjust.Runtime
+    # --variant: one record per variant (llamaforge.variants.VariantBuild.to_record: name, backend, pin, defines,
+    # env, args, build key, device listings); its points carry the variant's name as their label
+    variants: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
@@ -202,6 +205,7 @@ class Plan:
             "ctx": self.ctx,
             "quirks": self.quirks,
             "runtime": dict(self.runtime),
+            **({"variants": [dict(v) for v in self.variants]} if self.variants else {}),
         }
 
     @classmethod
@@ -222,7 +226,8 @@ class Plan:
                    seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
                    ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"),
                    quirks=bool(d.get("quirks", True)),
-                   runtime=dict(d.get("runtime") or {}))
+                   runtime=dict(d.get("runtime") or {}),
+                   variants=[dict(v) for v in d.get("variants") or [] if isinstance(v, dict)])
 
 
 # ------------------------------------------------------------------------------ parsing options

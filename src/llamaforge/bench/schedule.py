@@ -26,6 +26,20 @@ SENTINEL_DEFAULT_EVERY = 10
 SENTINEL_LABEL = "sentinel"
 
 
+def sentinel_label(label: str = "") -> str:
+    """The label of a series' sentinel point: ``sentinel``, or ``sentinel@NAME`` for a variant's series."""
+    return f"{SENTINEL_LABEL}@{label}" if label else SENTINEL_LABEL
+
+
+def is_sentinel(label: str | None) -> bool:
+    return label == SENTINEL_LABEL or str(label or "").startswith(SENTINEL_LABEL + "@")
+
+
+def regular_label(label: str) -> str:
+    """The label of the series a sentinel point belongs to (``sentinel@fa-on`` → ``fa-on``)."""
+    return label.partition("@")[2] if is_sentinel(label) else label
+
+
 @dataclass(frozen=True)
 class Slot:
     """One server start: ``item`` indexes the plan's (build, point) list; ``launch`` is 1..K for a

@@ -28,7 +28,7 @@ from ..console import console, esc
 from ..judge import Starts, next_start, pooled
 from ..metrics import FIELDS
 from ..store import Point
-from .schedule import SENTINEL_LABEL
+from .schedule import is_sentinel, regular_label
 
 DRIFT_MIN_EFFECT = 0.03
 
@@ -45,6 +45,7 @@ class DriftFlag:
     ref_median: float            # the reference point's centre
     ref_ci: tuple[float, float]  # the prediction interval of one new start of the reference point
     between: tuple[tuple[str, int, int, int], ...] = field(default=())   # (build, ncmoe, ngl, launch) in between
+    label: str = ""              # the series' label (a variant's name) when builds carry several series
 
     @property
     def change(self) -> float:
@@ -52,7 +53,8 @@ class DriftFlag:
 
     def describe(self) -> str:
         pts = sorted({(b, n, g) for b, n, g, _l in self.between})
-        return (f"drift: {self.build_key} ncmoe={self.ncmoe} {self.metric} sentinel {self.sentinel} = {self.value:.1f} t/s, "
+        who = self.build_key + (f" ({self.label})" if self.label else "")
+        return (f"drift: {who} ncmoe={self.ncmoe} {self.metric} sentinel {self.sentinel} = {self.value:.1f} t/s, "
                 f"{self.change:+.1%} vs the point's {self.ref_median:.1f} (one new start expected in "
                 f"[{self.ref_ci[0]:.1f}, {self.ref_ci[1]:.1f}]); "
                 f"{len(pts)} point(s) measured in between may carry it")
@@ -75,21 +77,21 @@ def _launch_values(p: Point, metric: str) -> dict[int, list[float]]:
 
 def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT) -> list[DriftFlag]:
     """Every sentinel launch whose median left the prediction interval of its reference point (module doc)."""
-    sentinels = [p for p in points if p.label == SENTINEL_LABEL]
-    regular = [p for p in points if p.label != SENTINEL_LABEL]
+    sentinels = [p for p in points if is_sentinel(p.label)]
+    regular = [p for p in points if not is_sentinel(p.label)]
     # (seq, build, ncmoe, ngl, launch) of every regular launch
     timeline = [(int(r.get("seq") or 0), p.build_key, p.ncmoe, p.ngl, int(r.get("launch") or 1))
                 for p in regular for r in p.launches]
     flags: list[DriftFlag] = []
     for sp in sentinels:
-        ref = next((p for p in regular if (p.build_key, p.engine, p.ncmoe, p.ngl) ==
-                    (sp.build_key, sp.engine, sp.ncmoe, sp.ngl) and p.status == "ok"), None)
+        ref = next((p for p in regular if (p.build_key, p.engine, p.ncmoe, p.ngl, p.label) ==
+                    (sp.build_key, sp.engine, sp.ncmoe, sp.ngl, regular_label(sp.label)) and p.status == "ok"), None)
         if ref is None:
             continue
         seq_of = {int(r.get("launch") or 1): int(r.get("seq") or 0) for r in sp.launches}
         for metric, fname in FIELDS.items():
             prior = pooled([Starts.of(p.launch_groups(fname)) for p in regular
-                            if p.build_key == sp.build_key and p.status == "ok"])
+                            if (p.build_key, p.label) == (ref.build_key, ref.label) and p.status == "ok"])
             pi = next_start(Starts.of(ref.launch_groups(fname)), prior=prior)
             if pi is None:
                 continue
@@ -100,7 +102,7 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
                 if not pi.contains(value) and abs(value / pi.centre - 1) >= min_effect:
                     between = tuple(sorted((b, n, g, lch) for q, b, n, g, lch in timeline if prev < q < seq))
                     flags.append(DriftFlag(sp.build_key, sp.ncmoe, sp.ngl, metric, launch, seq, value, pi.centre,
-                                           (pi.low, pi.high), between))
+                                           (pi.low, pi.high), between, ref.label))
                 prev = seq
     return sorted(flags, key=lambda f: (f.seq, f.metric))
 

@@ -21,7 +21,8 @@ from ..judge import INCONCLUSIVE, Policy, Starts, estimate, judge, point_stop
 from ..judge.sequential import Stop
 from ..metrics import FIELDS, pick_test
 from ..store import Point, Store
-from .schedule import SENTINEL_LABEL
+from ..variants.build import series_label
+from .schedule import is_sentinel
 
 Item = tuple  # (build, PointSpec, engine), as in bench.sweep
 
@@ -40,10 +41,10 @@ def _starts(p: Point, metric: str) -> Starts:
 
 
 def _point_of(items: Sequence[Item], points: Sequence[Point]) -> dict[int, Point]:
-    by_key = {p.key: p for p in points if p.label != SENTINEL_LABEL}
+    by_key = {p.key: p for p in points if not is_sentinel(p.label)}
     out = {}
     for i, (b, spec, e) in enumerate(items):
-        p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, ""))
+        p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, series_label(b)))
         if p is not None:
             out[i] = p
     return out
@@ -64,10 +65,14 @@ def open_comparisons(items: Sequence[Item], have: dict[int, Point], policy: Poli
                     jd = judge(_starts(have[i], metric), _starts(have[j], metric), min_effect=min_effect,
                                alpha=policy.look_alpha)
                     if jd is not None and jd.verdict == INCONCLUSIVE:
-                        what = f"{items[i][0].backend}/{items[j][0].backend} {metric}"
+                        what = f"{_who(items[i][0])}/{_who(items[j][0])} {metric}"
                         out.setdefault(i, []).append(what)
                         out.setdefault(j, []).append(what)
     return out
+
+
+def _who(build: object) -> str:
+    return series_label(build) or str(getattr(build, "backend", "?"))
 
 
 def stops(items: Sequence[Item], points: Sequence[Point], policy: Policy, min_effect: float) -> dict[int, Stop]:

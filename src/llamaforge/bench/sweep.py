@@ -37,13 +37,15 @@ from ..pathsafe import component, run_log_dir
 from ..quirks import describe_failure
 from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
 from ..store import Point, Store
+from ..variants.build import VariantBuild, series_label
+from ..variants.observe import observe_log
 from . import adjust
 from .display import SweepDisplay
 from .engines import MeasureContext, PhaseFn, SweepState
 from .engines import engine as get_engine
 from .fit import resolve_fit
 from .plan import BuildLike, Plan, PointSpec
-from .schedule import SENTINEL_LABEL, default_sentinel_every, remaining, sweep_schedule
+from .schedule import default_sentinel_every, remaining, sentinel_label, sweep_schedule
 from .sentinel import drift_flags, print_drift
 from .sequential import extend
 from .server import PointFailure, read_log_tail
@@ -110,6 +112,8 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
         point.failure_class = e.cls
         point.log_tail = e.log_tail if e.log_tail is not None else read_log_tail(log_path)
         point.failure_detail = describe_failure(e.detail, point.log_tail or "")   # + signal, likely cause
+    if isinstance(build, VariantBuild):   # what the binary really ran with: did the variant's knobs take effect
+        point.extra = {**(point.extra or {}), "observed": observe_log(log_path)}
     if busy:
         point.extra = {**(point.extra or {}), "busy": busy}
     point.finished = time.time()
@@ -261,8 +265,10 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
                     resume_run: str | None, retry_failed: bool, command: str | None,
                     name: str | None, progress: bool, allow_busy: bool, host_busy: dict | None,
                     run_extra: dict | None, driver: Driver | None = None) -> str:
-    plan.build_keys = [b.key for b in builds]
+    plan.build_keys = list(dict.fromkeys(b.key for b in builds))   # variants of one build share its key
     items: list[Item] = [(b, spec, e) for spec in plan.points for b in builds for e in engines_of(plan)]
+    if any(isinstance(b, VariantBuild) for b in builds):
+        plan.variants = [b.to_record() for b in builds if isinstance(b, VariantBuild)]
     for b in builds:
         build_options(b)   # a binary whose --help cannot be read stops here, before anything is measured
     if resume_run:
@@ -331,10 +337,11 @@ def note_resume(store: Store, run: Any) -> ResumeRecord:
 
 
 def reference_items(items: Sequence[Item]) -> list[int]:
-    """Index of each build's reference item: its first point (with the first engine) in ``items``."""
-    first: dict[str, int] = {}
+    """Index of each series' reference item: its first point (with the first engine) in ``items`` (a series is
+    a build, or a variant of one)."""
+    first: dict[tuple[str, str], int] = {}
     for i, (b, _spec, _e) in enumerate(items):
-        first.setdefault(b.key, i)
+        first.setdefault((b.key, series_label(b)), i)
     return list(first.values())
 
 
@@ -347,8 +354,9 @@ def _stored_progress(store: Store, run_id: str, items: Sequence[Item], label: st
     done: set[tuple[int, int, bool]] = set()
     last_seq = 0
     for i, (b, spec, e) in enumerate(items):
+        own = series_label(b, label)
         for sentinel in (False, True):
-            p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, SENTINEL_LABEL if sentinel else label))
+            p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, sentinel_label(own) if sentinel else own))
             if p is None or (p.status != "ok" and retry_failed):
                 continue
             have[(i, sentinel)] = p
@@ -393,7 +401,8 @@ def measure_points(items: Sequence[Item], plan: Plan, store: Store, run_id: str,
             busy = busy_gpu_check(allow_busy)
             if host_busy:
                 busy = {**(busy or {}), **host_busy}
-            one = _measure_once(b, plan.model_path, spec, plan, run_id, SENTINEL_LABEL if slot.sentinel else label,
+            own = series_label(b, label)
+            one = _measure_once(b, plan.model_path, spec, plan, run_id, sentinel_label(own) if slot.sentinel else own,
                                 log_dir=log_dir, on_phase=disp.phase, state=state, engine=engine, busy=busy,
                                 launch=slot.launch)
             seq += 1

@@ -17,6 +17,10 @@ from .launches import LaunchOptions, parse_launches
 _BENCH_HELP = {
     "model": "GGUF path or reference (synth:PRESET[:MIX], hf:..., pypi:..., URL)",
     "backends": "comma-separated builds to compare: cpu,cuda,vulkan (default cpu)",
+    "variant": "a variant to compare (repeatable): NAME=BACKEND[@PIN][:ENV=V ... -DDEFINE=V ... ARGS], e.g. "
+               "'fa-on=cuda:-fa on', 'vk-nocm2=vulkan:GGML_VK_DISABLE_COOPMAT2=1'; or the NAME of a variant in "
+               "variants.toml (beside pins.toml) or --variants-file. Replaces --backends/--pins",
+    "variants_file": "a variants file (TOML, [variants.NAME] tables); without --variant: every variant in it",
     "pins": "comma-separated pins or commits (default: the default pin)",
     "ncmoe": "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
              "the native-context threshold by bisection over fits, then an adaptive sweep that measures only the "
@@ -120,12 +124,13 @@ def _plan_from_options(p, *, model: str, backends: list[str], pin_names: list[st
                 ctx=_int_option(ctx, "--ctx", None, minimum=16, fix="e.g. --ctx 8192, or leave it out to let llama.cpp fit"))
 
 
-@lf_task(help=_BENCH_HELP)
-def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
+@lf_task(help=_BENCH_HELP, iterable=["variant"])
+def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600.0, request_timeout=900.0, bin_dir=None,
           name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches="auto", max_launches=None,
-          precision=None, seed=None, sentinel_every=None, ctx=None, max_points=None, time_budget=None, stable_after=None):
+          precision=None, seed=None, sentinel_every=None, ctx=None, max_points=None, time_budget=None, stable_after=None,
+          variant=None, variants_file=None):
     """Sweep MoE offload (-ncmoe; a dense model: the layers on the GPU, -ngl) on one or more builds: context,
     memory, prompt and generation speed per point.
 
@@ -137,13 +142,17 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     Interrupted runs continue with --resume RUN.
     Example: llamaforge bench --model m.gguf --backends cuda,vulkan --ncmoe 0:40:2
 
+    Variants (--variant, repeatable, or --variants-file) compare any named combination of build, environment
+    and llama-server arguments instead of backends: every knob is checked before anything is measured, and the
+    report adds the variant matrix (head-to-head verdicts, placements, per-knob effects).
+    Example: llamaforge bench --model m.gguf --variant 'fa-on=cuda:-fa on' --variant 'fa-off=cuda:-fa off'
+
     --ncmoe auto first finds the native-context threshold by bisection over fits (no weights loaded), then
     measures the ends, the threshold and its neighbours, and bisects wherever the speed leaves a smooth trend
     (see bench.adaptive); the report marks which points were measured and which interpolated. --ngl auto does
     the same over the layers on the GPU of a dense model.
     """
     from ..bench.display import print_run
-    from ..bench.stored import stored_plan
     from ..bench.sweep import run_sweep
 
     launches = parse_launches(launches, max_launches, precision)
@@ -153,26 +162,18 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
     with Store(p.store_db) as store:
         command = " ".join(sys.argv)
         if resume:
-            run = store.get_run(resume)
-            if run.kind != "sweep":
-                raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
-            plan = stored_plan(run)   # the store is data: its arguments checked, its builds looked up here
-            if not plan.model_path.is_file():
-                raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
-            builds = _resume_builds(p, plan, bin_dir, bool(allow_broken), store=store, run_id=run.id)
-            if run.plan.get("adaptive"):
-                from ..bench.autosweep import resume_auto
-
-                run_id, _ = resume_auto(run, plan, builds, store, p, allow_busy=bool(allow_busy))
-            else:
-                run_id = run_sweep(plan, builds, store, resume_run=run.id, retry_failed=bool(retry_failed),
-                                   allow_busy=bool(allow_busy))
+            run_id = _resume(p, store, resume, bin_dir=bin_dir, allow_broken=bool(allow_broken),
+                             allow_busy=bool(allow_busy), retry_failed=bool(retry_failed))
         else:
             if not model:
                 raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
-            backend_list = csv_list(backends, what="backend")
-            pin_list = csv_list(pins, what="pin") if pins else [None]
             auto = _auto_options(ncmoe, ngl, max_points, time_budget, stable_after)
+            variant_builds = _variant_builds(p, variant, variants_file, backends=backends, pins=pins, bin_dir=bin_dir,
+                                             engine=engine, ngl=ngl, auto=auto, allow_broken=bool(allow_broken))
+            if variant_builds:
+                backends = ",".join(dict.fromkeys(b.backend for b in variant_builds))
+            backend_list = csv_list(backends or "cpu", what="backend")
+            pin_list = csv_list(pins, what="pin") if pins else [None]
             plan = _plan_from_options(p, model=model, backends=backend_list,
                                       pin_names=[x or "default" for x in pin_list], ncmoe="0" if auto else ncmoe,
                                       ngl=None if auto else ngl,
@@ -186,7 +187,7 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
                 from ..bench.autosweep import auto_axis, run_auto
 
                 auto_axis(plan, auto[0], model)   # the wrong kind of model or no layer count: stop before any build
-            builds = _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
+            builds = variant_builds or _builds(p, backend_list, pin_list, bin_dir, bool(allow_broken))
             if auto is not None:
                 run_id, _ = run_auto(plan, builds, store, p, options=auto[1], axis=auto[0], command=command,
                                      name=name, allow_busy=bool(allow_busy))
@@ -198,7 +199,61 @@ def bench(c, model=None, backends="cpu", pins=None, ncmoe="0", ngl=None, repeats
 
             print_adaptive(store, run_id)
         info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
+        _warn_not_taken(store, run_id)
         _refuse_all_failed(store, run_id)
+
+
+def _variant_builds(p, specs, file, *, backends, pins, bin_dir, engine, ngl, auto, allow_broken) -> list:  # noqa: ANN001
+    """The run's variants bound to their builds, every knob checked before the model is resolved or anything is
+    measured (``[]`` without --variant/--variants-file); they replace --backends/--pins/--bin-dir."""
+    if not specs and not file:
+        return []
+    from ..variants.check import resolve
+    from ..variants.files import VARIANTS_FILE, choose
+
+    for given, opt in ((backends, "--backends"), (pins, "--pins"), (bin_dir, "--bin-dir")):
+        if given:
+            raise BenchError(f"{opt} and --variant both say what to measure",
+                             "give the backend (and @pin) inside each variant, e.g. --variant 'fa-on=cuda@default:-fa on'")
+    chosen = choose(list(specs or []), Path(file) if file else None, p.pins_file.parent / VARIANTS_FILE)
+    sweeps_ngl = (ngl is not None and str(ngl).strip() not in ("", "auto")) or (auto is not None and auto[0] == "ngl")
+    return resolve(chosen, p, engines=["server", "llama-bench"] if engine == "both" else [engine],
+                   sweeps_ngl=sweeps_ngl, allow_broken=allow_broken)
+
+
+def _warn_not_taken(store: Store, run_id: str) -> None:
+    """One warning per variant knob that did not take effect (the report flags them too)."""
+    from ..console import warning
+    from ..variants.status import not_taken
+
+    run = store.get_run(run_id)
+    records = run.plan.get("variants") or []
+    if not records:
+        return
+    for who, s in not_taken(records, store.points(run_id, with_samples=False)):
+        from ..variants.model import knob_title
+
+        warning(f"{who}: {knob_title(s.knob)} did not take effect ({s.why}); not reported as a difference")
+
+
+def _resume(p, store: Store, resume: str, *, bin_dir: str | None, allow_broken: bool, allow_busy: bool,  # noqa: ANN001
+            retry_failed: bool) -> str:
+    """``bench --resume RUN``: the run's own plan and builds (and variants), only its missing launches."""
+    from ..bench.stored import stored_plan
+    from ..bench.sweep import run_sweep
+
+    run = store.get_run(resume)
+    if run.kind != "sweep":
+        raise BenchError(f"run {run.id} is a {run.kind} run, not a sweep", "resume sweeps made by `llamaforge bench`")
+    plan = stored_plan(run)   # the store is data: its arguments checked, its builds looked up here
+    if not plan.model_path.is_file():
+        raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
+    builds = _resume_builds(p, plan, bin_dir, allow_broken, store=store, run_id=run.id)
+    if run.plan.get("adaptive"):
+        from ..bench.autosweep import resume_auto
+
+        return resume_auto(run, plan, builds, store, p, allow_busy=allow_busy)[0]
+    return run_sweep(plan, builds, store, resume_run=run.id, retry_failed=retry_failed, allow_busy=allow_busy)
 
 
 def _refuse_all_failed(store: Store, run_id: str) -> None:
@@ -267,7 +322,12 @@ def _resume_builds(p, plan, bin_dir: str | None, allow_broken: bool = False, *, 
         return [external_build(Path(bin_dir), get_backend(str(plan.backends[0])).name)]
     from ..bench.stored import local_builds
 
-    return local_builds(p, plan.build_keys, run_id=run_id, stored=store.get_build, allow_broken=allow_broken)
+    builds = local_builds(p, plan.build_keys, run_id=run_id, stored=store.get_build, allow_broken=allow_broken)
+    if plan.variants:      # a variant run: its variants checked again and bound to the same builds
+        from ..variants.check import from_records
+
+        return from_records(plan.variants, builds)
+    return builds
 
 
 @lf_task(help={k: _BENCH_HELP[k] for k in ("model", "backends", "pins", "ncmoe", "ngl", "vram_budget", "fitt",

@@ -48,11 +48,14 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "head_host": "measure B on this fleet host (with --base-host)",
     "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
     "fail_on_worse": "exit 3 when any metric of any point is worse (for CI: scheduled regression checks)",
+    "base_variant": "A as a variant: NAME=BACKEND[@PIN][:ENV=V ... ARGS] or a NAME from variants.toml (its backend, "
+                    "environment and arguments; its @PIN, else --base)",
+    "head_variant": "B as a variant (as --base-variant; its @PIN, else --head, else --base)",
 })
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
             ncmoe="0", repeats=3, launches="auto", max_launches=None, rounds=None, min_effect="5%", engine="server",
             prompt_tokens=None, n_predict=None, threads=None, source=None, base_host=None, head_host=None, fleet=None,
-            fail_on_worse=False):
+            fail_on_worse=False, base_variant=None, head_variant=None):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) in server starts at the same points, and judge each metric on the starts: the ratio B/A
     with its 95 % CI and a verdict — same (within --min-effect), better / worse, or inconclusive — with
@@ -67,8 +70,11 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     p = paths()
     source = _source(source)
     lo = parse_launches(rounds if rounds is not None else launches, max_launches)
+    va, vb = _side_variants(p, base_variant, head_variant, base_backend or head_backend or base_host or head_host)
     req = CompareRequest(
-        base=Side("A", base, base_backend or backend, source), head=Side("B", head or base, head_backend or backend, source),
+        base=Side("A", (va.pin if va and va.pin else base), va.backend if va else (base_backend or backend), source),
+        head=Side("B", (vb.pin if vb and vb.pin else head or base), vb.backend if vb else (head_backend or backend),
+                  source),
         model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=lo.fixed,
         max_launches=lo.policy.max_starts, min_effect=parse_effect(min_effect), engine=engine,
         prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
@@ -78,7 +84,8 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
         run_id = _compare_hosts(p, req, str(ncmoe), base_host, head_host, fleet)
     else:
         with Store(p.store_db) as store:
-            run_id = run_compare(p, store, req, command=" ".join(sys.argv))
+            builds = _variant_builds(p, req, va, vb, engine) if va or vb else None
+            run_id = run_compare(p, store, req, builds=builds, command=" ".join(sys.argv))
             print_compare(store, run_id)
     info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
     if fail_on_worse:
@@ -89,6 +96,38 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
         if worse:
             console.print(esc(f"WORSE: {', '.join(worse)} (run {run_id})"), markup=False, highlight=False)
             sys.exit(3)
+
+
+def _side_variants(p, base_variant, head_variant, other):  # noqa: ANN001, ANN202
+    """(A's variant, B's variant) from --base-variant / --head-variant (``None`` where not given)."""
+    if not base_variant and not head_variant:
+        return None, None
+    from ..errors import ConfigError
+    from ..variants.files import VARIANTS_FILE, choose
+
+    if other:
+        raise ConfigError("--base-variant/--head-variant carry their backends: they take no --base-backend, "
+                          "--head-backend or fleet hosts", "give the backend inside the variant, e.g. 'fa-on=cuda:-fa on'")
+    from ..variants.check import check_env
+
+    picked = choose([s for s in (base_variant, head_variant) if s], None, p.pins_file.parent / VARIANTS_FILE)
+    for v in picked:      # before anything is built
+        check_env(v)
+    it = iter(picked)
+    return (next(it) if base_variant else None), (next(it) if head_variant else None)
+
+
+def _variant_builds(p, req, va, vb, engine: str):  # noqa: ANN001, ANN202
+    """Both sides built (cached) with their variants' defines, then bound to the variants (checked)."""
+    from ..builds import BuildOptions
+    from ..compare import build_side
+    from ..variants.check import bind
+
+    out = []
+    for side, v in ((req.base, va), (req.head, vb)):
+        b = build_side(p, side, BuildOptions(defines=v.defines_dict) if v else None)
+        out.append(bind(v, b, [engine]) if v else b)
+    return out[0], out[1]
 
 
 def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | None, fleet: str | None) -> str:  # noqa: ANN001

@@ -13,11 +13,13 @@ interval.
 * :mod:`.family` — Holm / Benjamini–Hochberg over many verdicts.
 * :mod:`.sequential` — ``--launches auto``: who needs another start; unresolved at the maximum.
 * :mod:`.predict` — the prediction interval of one new start (drift sentinels).
+* :mod:`.pooled` — one effect pooled over several points (a variant knob's effect "where it holds").
 * :mod:`.describe` — descriptive summaries of raw values (median, quartiles; no inference).
 """
 
 from .estimate import Estimate, Mode, estimate
 from .family import control
+from .pooled import PooledEffect, pooled_effect
 from .predict import PredictionInterval, next_start
 from .sequential import Policy, Stop, pair, point_stop
 from .spread import CONSERVATIVE, Spread, pooled
@@ -25,5 +27,5 @@ from .starts import Starts
 from .verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, Judgement, assumptions_note, judge
 
 __all__ = ["CONSERVATIVE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Estimate", "Judgement", "Mode",
-           "Policy", "PredictionInterval", "Spread", "Starts", "Stop", "assumptions_note", "control", "estimate", "judge",
-           "next_start", "pair", "point_stop", "pooled"]
+           "Policy", "PooledEffect", "PredictionInterval", "Spread", "Starts", "Stop", "assumptions_note", "control", "estimate", "judge",
+           "next_start", "pair", "point_stop", "pooled", "pooled_effect"]

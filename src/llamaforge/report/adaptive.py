@@ -34,7 +34,7 @@ def adaptive_section(data: ReportData) -> Section | None:
     rec = data.plan.adaptive
     if rec is None:
         return None
-    names = {s.key[0]: s.name for s in data.series}
+    names = {(f"{s.key[0]}#{s.key[2]}" if s.key[2] else s.key[0]): s.name for s in data.series}   # variants: KEY#NAME
     c = rec.conclusions
     chosen = rec.chosen
     axis = rec.axis

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bench.schedule import SENTINEL_LABEL
+from ..bench.schedule import is_sentinel
 from ..builds.backends import display_name
 from ..errors import LlamaforgeError, StoreError
 from ..judge import Estimate, Spread, Starts, estimate, pooled
@@ -278,7 +278,7 @@ def load(store: Store, run_id: str) -> ReportData:
 
     groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points:
-        if p.label == SENTINEL_LABEL:   # drift sentinels are a check, not a series (see bench.sentinel)
+        if is_sentinel(p.label):   # drift sentinels are a check, not a series (see bench.sentinel)
             continue
         groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
 
@@ -292,9 +292,16 @@ def load(store: Store, run_id: str) -> ReportData:
                                              _label_order(k[2]), k[0], k[1]))
     else:
         keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
+    declared = [str(v.get("name")) for v in run.plan.get("variants") or [] if isinstance(v, dict)]
+    if declared:   # a variant run: the variants in the order they were given
+        keys = sorted(keys, key=lambda k: (declared.index(k[2]) if k[2] in declared else len(declared), k[1]))
     engines = {k[1] for k in keys}
+    variant_names = set(declared)
     names: list[str] = []
     for k in keys:
+        if k[2] in variant_names:      # a variant's series is called by its name (bench --variant)
+            names.append(k[2] + (f" {k[1]}" if len(engines) > 1 else ""))
+            continue
         base = display_name(backend_of(k[0]))
         machine = machine_of.get(k[2])
         same = [o for o in keys if display_name(backend_of(o[0])) == base and machine_of.get(o[2]) == machine]
@@ -352,7 +359,7 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
         seen = {b.get("key") for b in builds}
         builds += [b for b in store.builds_for_run(child.id) if b.get("key") not in seen]
         for p in store.points(child.id):
-            if p.label != SENTINEL_LABEL:
+            if not is_sentinel(p.label):
                 p.label = f"{machine}/{p.label}" if p.label else machine
                 machine_of[p.label] = machine
             points.append(p)

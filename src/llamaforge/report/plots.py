@@ -134,7 +134,7 @@ def _speed_plot(data: ReportData, metric: str, path: Path, title: str, ylabel: s
     for s in data.series:
         color, marker = styles[s.name]
         rows = [r for r in s.ok_rows if r.estimate(metric) is not None]
-        guess = interp.get(s.key[0]) if not s.key[2] else None
+        guess = interp.get(f"{s.key[0]}#{s.key[2]}" if s.key[2] else s.key[0])   # a variant's series: KEY#NAME
         if rows:
             est = [r.estimate(metric) for r in rows]
             med = [e.centre for e in est]  # type: ignore[union-attr]

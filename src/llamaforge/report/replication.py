@@ -12,7 +12,7 @@ previous sentinel and the one that drifted.
 
 from __future__ import annotations
 
-from ..bench.schedule import SENTINEL_LABEL
+from ..bench.schedule import is_sentinel
 from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
 from ..judge import Estimate, Starts, estimate
 from ..machine import describe_counts, hosts_of, launch_machines, mixed_note
@@ -72,7 +72,7 @@ def between_cell(data: ReportData, flag: DriftFlag) -> str:
         by_build.setdefault(b, set()).add((n, g))
     parts = []
     for s in data.series:
-        got = by_build.pop(s.key[0], None) if s.key[2] != SENTINEL_LABEL else None
+        got = by_build.pop(s.key[0], None) if not is_sentinel(s.key[2]) else None
         if not got:
             continue
         every = {(r.ncmoe, r.ngl) for r in s.rows}
@@ -162,7 +162,7 @@ def replication_section(data: ReportData) -> Section:
         sec.tables.append(t)
     else:
         sec.absent = "no point succeeded"
-    sentinels = [p for p in data.points if p.label == SENTINEL_LABEL]
+    sentinels = [p for p in data.points if is_sentinel(p.label)]
     every = data.plan.sentinel_every
     if not sentinels:
         sec.notes.append("No drift sentinels in this run" + (" (--sentinel-every 0 or a small sweep)." if not every else "."))

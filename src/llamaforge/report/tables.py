@@ -25,6 +25,7 @@ from ..records import BuildManifest, Environment
 from . import analysis as an
 from .data import ReportData, Row, Series
 from .headline import headline_section
+from .matrix import matrix_section
 from .replication import (
     drift_notes,
     launches_of,
@@ -541,6 +542,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     found = an.anomalies(full.all_rows, min_effect=min_effect, full_attn_layers=full.full_attn_layers, priors=priors)
     flags = _flags(full, found)
     out: list[Section] = [h for h in (headline_section(data, min_effect),) if h is not None]
+    out += [s for s in (matrix_section(data, min_effect),) if s is not None]   # bench --variant runs
     out.append(summary_section(data, full, min_effect))
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows)), anomaly_section(full, found, min_effect)]

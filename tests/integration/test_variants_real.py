@@ -1,0 +1,75 @@
+"""Real llama.cpp (CPU build + Vulkan on lavapipe, tiny MoE): a variant matrix of five variants through the CLI
+(issue 25's acceptance here) — a runtime-only knob (``-fa on`` vs ``off``), an environment knob
+(``GGML_VK_DISABLE_F16``), and a deliberately ineffective one (``-nkvo``: a GPU-only option on a CPU build,
+which llama-server accepts and ignores). The report has the head-to-head table and the per-knob effects, and
+the ineffective knob is flagged from llama.cpp's own log as not taking effect, not reported as a difference."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from llamaforge.report import data as rdata
+from llamaforge.report.matrix import matrix_section
+from llamaforge.store import Store
+
+pytestmark = pytest.mark.slow
+
+VARIANTS = ["cpu-fa-on=cpu:-fa on", "cpu-fa-off=cpu:-fa off", "cpu-nkvo=cpu:-fa on -nkvo", "vk=vulkan",
+            "vk-nof16=vulkan:GGML_VK_DISABLE_F16=1"]
+
+
+def _run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path), "COLUMNS": "400"}
+    return subprocess.run([sys.executable, "-m", "llamaforge", *args], env=env, capture_output=True, text=True,
+                          timeout=3600)
+
+
+def _table(sec, title):
+    return next(t for t in sec.tables if t.title == title)
+
+
+def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build, vulkan_build, tiny_model, tmp_path):
+    r = _run(tmp_path, "bench", "--model", str(tiny_model), *[a for v in VARIANTS for a in ("--variant", v)],
+             "--ncmoe", "0,4", "--repeats", "2", "--prompt-tokens", "64", "--n-predict", "16", "--threads", "2",
+             "--launches", "3", "--name", "matrix")
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, out[-4000:]
+    assert "cpu-fa-on vs cpu-nkvo: KV offload did not take effect" in out or \
+        "cpu-nkvo: KV offload did not take effect" in out, out[-3000:]
+    with Store(tmp_path / "llamaforge.sqlite") as store:
+        run = store.get_run("matrix")
+        pts = {(p.label, p.ncmoe): p for p in store.points(run.id)}
+        assert {lab for lab, _n in pts} == {v.split("=")[0] for v in VARIANTS}
+        assert len({p.build_key for p in pts.values()}) == 2                  # five variants, two builds
+        assert all(p.status == "ok" and len(p.launches) == 3 for p in pts.values())
+        on, off = pts[("cpu-fa-on", 0)].extra["observed"], pts[("cpu-fa-off", 0)].extra["observed"]
+        assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
+        assert pts[("cpu-nkvo", 0)].extra["observed"]["kv_buffers"] == ["CPU"]
+        rec = {v["name"]: v for v in run.plan["variants"]}
+        nof16 = rec["vk-nof16"]
+        assert nof16["devices"]["vulkan"][0]["fp16"] == 0                     # the device line with the variable
+        sec = matrix_section(rdata.load(store, run.id))
+    assert sec is not None
+    h2h = {(d["a"], d["b"]): d for d in _table(sec, "Head-to-head").data}
+    assert len(h2h) == 10 and all(d["points"] == 2 for d in h2h.values())
+    assert h2h[("cpu-fa-on", "cpu-nkvo")]["not_taken"]["knob"] == "--kv-offload"
+    knobs = {d["knob"]: d for d in _table(sec, "Per-knob effects").data}
+    fa = knobs["--flash-attn"]
+    assert (fa["base"], fa["other"], fa["status"]["status"]) == ("cpu-fa-off", "cpu-fa-on", "took")
+    assert [pt for seg in fa["tg"] for pt in seg["points"]] == ["ncmoe 0", "ncmoe 4"]    # pooled where it holds
+    assert all(seg["verdict"] in ("same", "differs", "inconclusive") and seg["low"] <= seg["ratio"] <= seg["high"]
+               for seg in fa["tg"] + fa["pp"])
+    assert knobs["--kv-offload"]["status"]["status"] == "not taken" and knobs["--kv-offload"]["tg"] == []
+    f16 = knobs["env:GGML_VK_DISABLE_F16"]["status"]
+    base_fp16 = nof16["base_devices"]["vulkan"][0]["fp16"]
+    assert f16["status"] == ("took" if str(base_fp16) != "0" else "not taken"), f16
+    rep = _run(tmp_path, "report", "matrix", "--out", str(tmp_path / "report"))
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    md = (tmp_path / "report" / "report.md").read_text()
+    for needle in ("## Variant matrix", "Head-to-head", "Placements", "Per-knob effects", "flash attention: on vs off",
+                   "KV offload did not take effect"):
+        assert needle in md, needle
