@@ -34,10 +34,13 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.table import Table as RichTable
+
+from ..console import console, esc
 from ..judge import Estimate, Judgement, judge
 from ..judge.paired import paired
-from ..store import Point
-from .data import ReportData, Series
+from ..store import Point, Store
+from .data import ReportData, Series, load
 from .sections import Table
 
 #: below this relative gap the shares are not computed (a tiny gap's split is noise)
@@ -304,3 +307,22 @@ def gap_tables(data: ReportData, *, min_effect: float = 0.05) -> list[Table]:
     """The cross-check section's decomposition table (``[]`` when no point recorded the variants)."""
     t = gap_table(decompositions(data, min_effect=min_effect), min_effect)
     return [t] if t is not None else []
+
+
+# ---- the terminal -------------------------------------------------------------------------------------
+
+def print_gap(store: Store, run_id: str, *, min_effect: float = 0.05) -> list[Decomposition]:
+    """The decomposition table of a cross-check run in the terminal (nothing when no point recorded variants);
+    returns what it printed."""
+    decs = decompositions(load(store, run_id), min_effect=min_effect)
+    t = gap_table(decs, min_effect)
+    if t is None:
+        return decs
+    rt = RichTable(title=esc(t.title), show_lines=False)
+    for c in t.columns:
+        rt.add_column(esc(c), justify="left" if c == "series" else "right")
+    for row in t.rows:
+        rt.add_row(*(esc(x) for x in row))
+    console.print(rt)
+    console.print(esc(t.note), style="dim", soft_wrap=True)
+    return decs
