@@ -41,10 +41,9 @@ def fake(tmp_path):
 # ---- what a start records -------------------------------------------------------------------------------
 
 def test_round_order_rotates_so_no_variant_always_runs_first() -> None:
-    orders = [engine_gap.round_order(i) for i in range(3)]
-    assert orders == [["default", "greedy", "stream"], ["greedy", "stream", "default"],
-                      ["stream", "default", "greedy"]]
-    assert {o[0] for o in orders} == {"default", *engine_gap.VARIANTS}
+    orders = [engine_gap.round_order(i) for i in range(4)]
+    assert orders[:2] == [["default", "greedy", "extra-pass", "stream"], ["greedy", "extra-pass", "stream", "default"]]
+    assert {o[0] for o in orders} == {"default", *engine_gap.VARIANTS} and engine_gap.round_order(4) == orders[0]
 
 
 def test_a_cross_check_start_alternates_the_variants_and_keeps_the_default_as_its_samples(fake, store) -> None:
@@ -57,6 +56,7 @@ def test_a_cross_check_start_alternates_the_variants_and_keeps_the_default_as_it
     assert [r["variant"] for r in reqs] == [v for i in range(3) for v in engine_gap.round_order(i)]
     assert [s.tg_tps for s in p.samples if not s.warmup] == [r["tg_tps"] for r in reqs if r["variant"] == "default"]
     assert {r["tg_tps"] for r in reqs if r["variant"] == "greedy"} == {110.0}    # the fake's greedy speed
+    assert [r["samplers"] for r in reqs if r["variant"] == "extra-pass"] == [["temperature", "top_k"]] * 3
     assert [r["samplers"] for r in reqs if r["variant"] == "greedy"] == [["top_k"]] * 3
     streamed = [r for r in reqs if r["variant"] == "stream"]
     assert all(r["client"]["n_tokens"] == 8 and r["client_tg_tps"] > 0 for r in streamed)
@@ -117,6 +117,7 @@ def _server(levels=LEVELS, greedy: float = 1.08, stream: float = 0.99, prompt_n:
             reqs += [{"round": i + 1, "variant": "default", "tg_tps": m * f, "prompt_ms": 10.0, "predicted_ms": 100.0,
                       "wall_ms": 112.0 + k},
                      {"round": i + 1, "variant": "greedy", "tg_tps": m * f * greedy},
+                     {"round": i + 1, "variant": "extra-pass", "tg_tps": m * f * greedy * 0.96},
                      {"round": i + 1, "variant": "stream", "tg_tps": m * f * stream, "client_tg_tps": m * f * 0.95}]
             p.samples.append(Sample(i + 1, False, tg_tps=m * f, launch=k))
         launches.append({"launch": k, "engine_gap": engine_gap.record(reqs, prompt_n=prompt_n, n_predict=16)})
@@ -149,6 +150,7 @@ def test_the_factors_multiply_to_the_gap_and_the_shares_add_up() -> None:
     assert d.gap.ratio == pytest.approx(d.depth.centre * d.sampler.centre * d.residual.ratio)
     shares = d.shares()
     assert shares is not None and sum(shares.values()) == pytest.approx(1.0) and shares["http"] == 0.0
+    assert d.vocab_pass is not None and d.vocab_pass.centre == pytest.approx(0.96)
     assert d.stream_server is not None and d.stream_server.centre == pytest.approx(0.99)
     assert d.stream_client is not None and d.stream_client.centre == pytest.approx(0.95)
     assert d.overhead_ms == pytest.approx(4.0)                      # 112 + k − 10 − 100, median over starts

@@ -10,7 +10,10 @@ the same start** (so the start-to-start spread cancels, :mod:`llamaforge.judge.p
   temperature, dist; ``temperature: 0`` turns the temperature step into an argmax but keeps the rest) after
   copying every logit into a candidate array. Each measured request of a cross-check start is paired with
   one that asks for the shortest chain (``samplers: ["top_k"], top_k: 1``: a single top-1 pass, then the
-  final pick over one candidate) — same tokens, less work per token.
+  final pick over one candidate) — the same greedy pick (up to ties), less work per token. The top-1 chain
+  still copies every logit into the candidate array and scans it once; how much one such pass over the
+  vocabulary costs is measured by a third request whose chain makes one more (``samplers: ["temperature",
+  "top_k"]``: the temperature-0 step scans the whole vocabulary before the top-1 pass).
 * **HTTP and streaming.** ``timings.predicted_per_second`` is timed inside the server, from the first sampled
   token to the last: HTTP is outside it by construction. What a client sees is measured too: each request's
   wall time on this side, and a streamed request (``stream: true``) whose tokens are time-stamped as they
@@ -37,6 +40,7 @@ DEFAULT = "default"
 #: request variants of a cross-check round → the fields they override in the measured request's body
 VARIANTS: dict[str, dict[str, Any]] = {
     "greedy": {"samplers": ["top_k"], "top_k": 1},
+    "extra-pass": {"samplers": ["temperature", "top_k"], "top_k": 1},
     "stream": {"stream": True},
 }
 #: the record's format (bump when its fields change meaning)

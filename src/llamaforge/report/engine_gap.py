@@ -17,12 +17,13 @@ typically a few percent below llama-bench's. What each start of a cross-check po
   on the client minus the server's prompt and generation time) and what a *streaming* client would see
   (tokens time-stamped on arrival / the non-streamed tg), neither of which is part of the gap;
 * **residual** = the server's tg with the shortest chain / llama-bench's tg at the matched depth: what no
-  named factor explains (the server's per-token loop, copying the logits into a candidate array, the
-  top-1 pass, detokenising, its larger context). A same / differs / inconclusive verdict says whether it
-  lies within ±``min_effect``.
+  named factor explains (the server's per-token loop, copying the logits into a candidate array and the
+  top-1 pass over it, detokenising, its larger context). A same / differs / inconclusive verdict says
+  whether it lies within ±``min_effect``. Next to it, *one more vocabulary pass* (the top-1 chain with one
+  more scan of the vocabulary / without) shows what a single pass over the vocabulary costs per token.
 
 Every interval comes from the judge (:mod:`llamaforge.judge`): paired factors by
-:func:`~llamaforge.judge.paired`, the gap and the residual (server starts against llama-bench processes) by
+:func:`~llamaforge.judge.paired.paired`, the gap and the residual (server starts against llama-bench processes) by
 :func:`~llamaforge.judge.judge`. A factor's *share* of the gap is its logarithm over the gap's logarithm
 (the shares add up to 100 %); it is left out when the gap itself is under 0.5 %.
 """
@@ -53,6 +54,7 @@ class ServerStarts:
 
     default: list[list[float]]
     greedy: list[list[float]]
+    extra_pass: list[list[float]]
     stream: list[list[float]]
     stream_client: list[list[float]]
     overhead_ms: list[float]          # median per start of wall − (prompt + generation) time, default requests
@@ -78,6 +80,7 @@ class Decomposition:
     depth: Estimate | None
     sampler: Estimate
     residual: Judgement
+    vocab_pass: Estimate | None       # one more pass over the vocabulary / the top-1 chain (not in the product)
     stream_server: Estimate | None
     stream_client: Estimate | None
     overhead_ms: float | None
@@ -97,6 +100,7 @@ class Decomposition:
         return {"series": self.series, "ncmoe": self.ncmoe, "gap": self.gap.to_dict(),
                 "depth": self.depth.to_dict() if self.depth else None, "sampler": self.sampler.to_dict(),
                 "http": 1.0, "residual": self.residual.to_dict(),
+                "vocab_pass": self.vocab_pass.to_dict() if self.vocab_pass else None,
                 "stream_server": self.stream_server.to_dict() if self.stream_server else None,
                 "stream_client": self.stream_client.to_dict() if self.stream_client else None,
                 "overhead_ms": self.overhead_ms, "shares": self.shares(),
@@ -135,7 +139,7 @@ def _overhead(reqs: list[dict]) -> float | None:
 
 def server_starts(p: Point) -> ServerStarts | None:
     """The variants of every start of a server point that has both the default and the greedy requests."""
-    d, g, s, c, o = [], [], [], [], []
+    d, g, x, s, c, o = [], [], [], [], [], []
     prompt_n = None
     for rec in _start_records(p):
         reqs = [r for r in rec.get("requests") or [] if isinstance(r, dict)]
@@ -144,12 +148,13 @@ def server_starts(p: Point) -> ServerStarts | None:
             continue
         d.append(dv)
         g.append(gv)
+        x.append(_vals(reqs, "extra-pass"))
         s.append(_vals(reqs, "stream"))
         c.append(_vals(reqs, "stream", "client_tg_tps"))
         if (oh := _overhead(reqs)) is not None:
             o.append(oh)
         prompt_n = prompt_n or rec.get("prompt_n")
-    return ServerStarts(d, g, s, c, o, prompt_n) if d else None
+    return ServerStarts(d, g, x, s, c, o, prompt_n) if d else None
 
 
 def _per_launch(p: Point, test: str) -> dict[int, list[float]]:
@@ -205,13 +210,16 @@ def decompose(series: str, ncmoe: int, srv: Point, lb: Point, *, min_effect: flo
     sampler = paired(ss.greedy, ss.default)
     if gap is None or residual is None or sampler is None:
         return None
-    depth = paired(bs.xc, bs.matched)
-    stream = [(a, b) for a, b in zip(ss.default, ss.stream, strict=True) if b]
-    client = [(a, b) for a, b in zip(ss.default, ss.stream_client, strict=True) if b]
-    return Decomposition(series, ncmoe, gap, depth, sampler, residual,
-                         paired([a for a, _ in stream], [b for _, b in stream]) if stream else None,
-                         paired([a for a, _ in client], [b for _, b in client]) if client else None,
+    return Decomposition(series, ncmoe, gap, paired(bs.xc, bs.matched), sampler, residual,
+                         _paired_where(ss.greedy, ss.extra_pass), _paired_where(ss.default, ss.stream),
+                         _paired_where(ss.default, ss.stream_client),
                          statistics.median(ss.overhead_ms) if ss.overhead_ms else None, ss, bs)
+
+
+def _paired_where(a: list[list[float]], b: list[list[float]]) -> Estimate | None:
+    """:func:`~llamaforge.judge.paired` over the starts where ``b`` was measured (``None`` when none was)."""
+    both = [(x, y) for x, y in zip(a, b, strict=True) if y]
+    return paired([x for x, _ in both], [y for _, y in both]) if both else None
 
 
 def decompositions(data: ReportData, *, min_effect: float = 0.05) -> list[Decomposition]:
@@ -266,14 +274,16 @@ def gap_table(decs: list[Decomposition], min_effect: float = 0.05) -> Table | No
     if not decs:
         return None
     t = Table(["series", "ncmoe", "starts (server / llama-bench)", "gap: server / llama-bench tg", "depth",
-               "sampler chain", "HTTP", "residual", f"residual within ±{min_effect:.0%}", "streaming client"],
+               "sampler chain", "HTTP", "residual", f"residual within ±{min_effect:.0%}",
+               "one more vocabulary pass", "streaming client"],
               title="Engine gap: server tg / llama-bench tg = depth × sampler chain × HTTP × residual")
     for d in decs:
         sh = d.shares()
         t.rows.append([d.series, str(d.ncmoe), f"{len(d.server.default)} / {len(d.bench.xc)}", fmt_judgement(d.gap),
                        fmt_estimate(d.depth) + _share(sh, "depth"), fmt_estimate(d.sampler) + _share(sh, "sampler"),
                        "1 (outside the timing)", fmt_judgement(d.residual) + _share(sh, "residual"),
-                       d.residual.verdict + ("*" if d.residual.small else ""), fmt_estimate(d.stream_client)])
+                       d.residual.verdict + ("*" if d.residual.small else ""), fmt_estimate(d.vocab_pass),
+                       fmt_estimate(d.stream_client)])
         t.data.append(d.to_dict())
     t.note = note(decs)
     return t
@@ -291,14 +301,17 @@ def note(decs: list[Decomposition]) -> str:
         f"({d0.bench.matched_depth} tokens) / at the requested one ({d0.bench.xc_depth}), in the same process "
         f"(measured in {sum(d.bench.n_measured for d in decs)} of {sum(len(d.bench.xc) for d in decs)} processes; "
         "the others interpolated between depth 0 and the requested prompt).",
-        "sampler chain: the server's default chain / top-1 only, alternated in the same start (same tokens: "
-        "temperature 0).",
+        "sampler chain: the server's default chain / top-1 only, alternated in the same start (the same greedy "
+        "pick at temperature 0). Both still copy every logit into a candidate array and scan it; one more vocabulary "
+        "pass = the top-1 chain with one more scan / without it: the cost of one pass over the vocabulary, the order "
+        "of what the top-1 chain still spends per token (not a factor of the gap).",
         "HTTP: the server's tg is timed inside the server; per request, "
         + (f"{statistics.median(oh):,.1f} ms of wall time lay outside its prompt + generation timings (median)"
            if oh else "the wall time outside its timings was not recorded")
         + "; streaming client = tg from token arrival times on this side / the server's non-streamed tg "
           "(not part of the gap: the benchmark does not stream).",
-        "residual: the server with the top-1 chain / llama-bench at the matched depth.",
+        "residual: the server with the top-1 chain / llama-bench at the matched depth (the server's per-token loop, "
+        "its copy and scan of the vocabulary, detokenising).",
     ]
     return " ".join(parts)
 
