@@ -92,6 +92,21 @@ def test_a_server_that_rejects_a_variant_loses_the_variant_not_the_point(fake, s
     assert server_starts(p) is None                                 # nothing to pair: no decomposition
 
 
+def test_a_variant_the_server_ignored_is_not_counted() -> None:
+    """A server older than the per-request ``samplers`` field runs its default chain for the "greedy" request and
+    says so in ``generation_settings``: that request measured nothing of the variant."""
+    p = _server()
+    for launch in p.extra["launches"]:
+        for r in launch["engine_gap"]["requests"]:
+            r["samplers"] = ["top_k", "top_p", "temperature"] if r["variant"] == "greedy" else r.get("samplers")
+    assert server_starts(p) is None
+    ok = _server()
+    for launch in ok.extra["launches"]:
+        for r in launch["engine_gap"]["requests"]:
+            r["samplers"] = {"greedy": ["top_k"], "extra-pass": ["temperature", "top_k"]}.get(r["variant"])
+    assert len(server_starts(ok).greedy) == 3                          # type: ignore[union-attr]
+
+
 def test_stream_events_are_read_up_to_the_final_one() -> None:
     lines = [b": ping", b"data: {\"tokens\": [1], \"stop\": false}", b"", b"data: not json",
              b"data: {\"tokens\": [2, 3], \"stop\": false}",

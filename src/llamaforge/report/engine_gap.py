@@ -137,12 +137,22 @@ def _overhead(reqs: list[dict]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _took_effect(r: dict, variants: dict) -> bool:
+    """Whether the server ran the chain a request asked for: a server that ignores ``samplers`` (one older than
+    the field) reports its default chain, and such a request measures nothing of the variant."""
+    want = (variants.get(r.get("variant")) or {}).get("samplers")
+    got = r.get("samplers")
+    return want is None or not isinstance(got, list) or list(got) == list(want)
+
+
 def server_starts(p: Point) -> ServerStarts | None:
-    """The variants of every start of a server point that has both the default and the greedy requests."""
+    """The variants of every start of a server point that has both the default and the greedy requests
+    (requests whose chain did not take effect left out)."""
     d, g, x, s, c, o = [], [], [], [], [], []
     prompt_n = None
     for rec in _start_records(p):
-        reqs = [r for r in rec.get("requests") or [] if isinstance(r, dict)]
+        variants = rec.get("variants") or {}
+        reqs = [r for r in rec.get("requests") or [] if isinstance(r, dict) and _took_effect(r, variants)]
         dv, gv = _vals(reqs, "default"), _vals(reqs, "greedy")
         if not dv or not gv:
             continue
