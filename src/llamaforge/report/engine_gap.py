@@ -304,7 +304,7 @@ def note(decs: list[Decomposition]) -> str:
     d0 = decs[0]
     oh = [d.overhead_ms for d in decs if d.overhead_ms is not None]
     parts = [
-        "Factors multiply to the gap; `· n %` is a factor's share of the gap (log factor / log gap). Intervals: "
+        "Factors multiply to the gap; '· n %' is a factor's share of the gap (log factor / log gap). Intervals: "
         "[95 % CI] with ≥ 3 starts, (range) with 2, per the judge; * = fewer than 3 starts on a side, the verdict "
         "assumes a between-start spread.",
         f"depth: llama-bench tg at the server's actual prompt "
