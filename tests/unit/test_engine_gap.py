@@ -157,8 +157,11 @@ def _bench(levels=(1.1, 0.9, 1.0), depth_gain: float = 1.01, matched: tuple[int,
     return p
 
 
+TIGHT_SERVER, TIGHT_BENCH = [100.0, 99.5, 100.5], (1.0, 1.005, 0.995)
+
+
 def test_the_factors_multiply_to_the_gap_and_the_shares_add_up() -> None:
-    d = decompose("CPU", 0, _server(), _bench())
+    d = decompose("CPU", 0, _server(TIGHT_SERVER), _bench(TIGHT_BENCH))
     assert d is not None
     assert d.depth is not None and d.depth.centre == pytest.approx(1.01)
     assert d.sampler.centre == pytest.approx(1 / 1.08)
@@ -170,6 +173,13 @@ def test_the_factors_multiply_to_the_gap_and_the_shares_add_up() -> None:
     assert d.stream_client is not None and d.stream_client.centre == pytest.approx(0.95)
     assert d.overhead_ms == pytest.approx(4.0)                      # 112 + k − 10 − 100, median over starts
     assert d.bench.n_measured == 3 and d.to_dict()["server_starts"] == 3
+
+
+def test_no_shares_of_a_gap_whose_interval_includes_one() -> None:
+    """Starts far apart on both sides: the gap may be nothing, and splitting it would print noise as shares."""
+    d = decompose("CPU", 0, _server(levels=[100.0, 140.0, 70.0]), _bench(levels=(0.7, 1.3, 1.0)))
+    assert d is not None and d.gap.low < 1 < d.gap.high and d.shares() is None
+    assert "·" not in gap_table([d]).rows[0][4]                          # type: ignore[union-attr]
 
 
 def test_a_process_without_the_matched_depth_is_interpolated_and_counted() -> None:
@@ -187,7 +197,7 @@ def test_interpolation_is_linear_in_time_per_token_and_exact_at_both_ends() -> N
 
 def test_the_residual_verdict_says_same_only_when_its_interval_lies_within_the_margin() -> None:
     # greedy 1.08 × server 100 vs llama-bench 110 × 1.01 at matched depth: residual ≈ 0.97, starts tight → same
-    tight_s, tight_b = [100.0, 99.5, 100.5], (1.0, 1.005, 0.995)
+    tight_s, tight_b = TIGHT_SERVER, TIGHT_BENCH
     same = decompose("CPU", 0, _server(tight_s), _bench(tight_b), min_effect=0.05)
     assert same is not None and same.residual.verdict == "same" and abs(same.residual.ratio - 1) < 0.05
     off = decompose("CPU", 0, _server(tight_s, greedy=1.25), _bench(tight_b), min_effect=0.05)

@@ -25,7 +25,8 @@ typically a few percent below llama-bench's. What each start of a cross-check po
 Every interval comes from the judge (:mod:`llamaforge.judge`): paired factors by
 :func:`~llamaforge.judge.paired.paired`, the gap and the residual (server starts against llama-bench processes) by
 :func:`~llamaforge.judge.judge`. A factor's *share* of the gap is its logarithm over the gap's logarithm
-(the shares add up to 100 %); it is left out when the gap itself is under 0.5 %.
+(the shares add up to 100 %); they are left out when the gap's interval includes 1 (nothing established to
+split) or the gap is under 0.5 %.
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ class Decomposition:
     bench: BenchStarts
 
     def shares(self) -> dict[str, float] | None:
-        """Each factor's share of the gap (log factor / log gap), or ``None`` when the gap is too small to split."""
+        """Each factor's share of the gap (log factor / log gap), or ``None`` when there is no gap to split: its
+        interval includes 1 (a share of a gap that may be nothing is noise), or it is under 0.5 %."""
         lg = math.log(self.gap.ratio)
-        if abs(self.gap.ratio - 1) < MIN_GAP_FOR_SHARES:
+        if abs(self.gap.ratio - 1) < MIN_GAP_FOR_SHARES or self.gap.low <= 1 <= self.gap.high:
             return None
         parts = {"depth": self.depth.centre if self.depth else 1.0, "sampler": self.sampler.centre, "http": 1.0,
                  "residual": self.residual.ratio}
@@ -276,7 +278,7 @@ def fmt_judgement(j: Judgement, digits: int = 3) -> str:
 
 
 def _share(shares: dict[str, float] | None, key: str) -> str:
-    return "" if shares is None else f" · {shares[key]:.0%}"
+    return "" if shares is None else f" · {shares[key] + 0.0:.0%}"
 
 
 def gap_table(decs: list[Decomposition], min_effect: float = 0.05) -> Table | None:
