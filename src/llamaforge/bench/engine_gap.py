@@ -23,6 +23,16 @@ the same start** (so the start-to-start spread cancels, :mod:`llamaforge.judge.p
   depth equal to the server's actual prompt, in the same process (:func:`bench_depths`), once that prompt is
   known (the server of the build has been measured in this process).
 
+What each side times (llama.cpp 0c1e57098, ``tools/server/server-common.h`` and ``tools/llama-bench``):
+
+* llama-server: ``predicted_per_second`` = (n − 1) / (time from sampling the first token, which comes from the
+  prompt's logits, to sampling the last). Each of the n − 1 steps is one decode, the sampler chain over the
+  vocabulary (after copying every logit into a candidate array), detokenising and the stop checks; HTTP, JSON
+  and the task queue are outside the span. The KV length runs from prompt to prompt + n − 2.
+* llama-bench: ``tg N @ dD`` = N / (time of N decodes of one random token each, each followed by a
+  synchronise), after D tokens of prompt were processed untimed. The logits are computed and copied to the
+  host but never read: nothing is sampled. The KV length runs from D to D + N − 1.
+
 Each measured request of a cross-check start becomes a *round*: the measured (default) request and one of
 each :data:`VARIANTS`, in an order rotated from round to round so no variant always runs first. The default
 request stays the point's sample (the number every table reports); the round's other requests are kept in
