@@ -6,7 +6,8 @@ forever) | hang (healthy, /completion never answers) | crash-request (exits duri
 | portbusy-once (first start: bind error) | fit-refused (logs that fitting was refused because of
 tensor overrides, as newer servers do with -ncmoe, unless started with -c). | amx-crash (logs AMX/CPU_REPACK buffers and dies of
 SIGSEGV at load unless --no-repack is given, like gcc-12 builds on AMX CPUs) | crash-always
-(the same, whatever the arguments). Timings are fake but well-formed.
+(the same, whatever the arguments) | no-samplers (HTTP 400 for a request that sets ``samplers``). A request
+with ``samplers: ["top_k"]`` reports tg 110 instead of 100 (105 with ``["temperature", "top_k"]``); ``stream: true`` answers server-sent events. Timings are fake but well-formed.
 """
 
 import json
@@ -92,12 +93,31 @@ class H(BaseHTTPRequestHandler):
             if MODE == "crash-request":
                 print(json.dumps({"type": "log", "level": "error", "msg": "GGML_ASSERT(x) failed\n"}), flush=True)
                 os._exit(134)
+            if MODE == "no-samplers" and "samplers" in body:
+                return self._send(400, {"error": {"message": "unknown field samplers"}})
             pn = len(body["prompt"]) if isinstance(body["prompt"], list) else 10
-            return self._send(200, {"content": "x", "prompt": "echo", "timings": {
+            speed = {("top_k",): 110.0, ("temperature", "top_k"): 105.0}.get(tuple(body.get("samplers") or ()), 100.0)
+            final = {"content": "x", "prompt": "echo", "stop": True, "timings": {
                 "prompt_n": pn, "prompt_ms": pn / 2.0, "prompt_per_second": 2000.0 + pn % 7,
                 "predicted_n": body["n_predict"], "predicted_ms": body["n_predict"] * 10.0,
-                "predicted_per_second": 100.0}})
+                "predicted_per_second": speed},
+                "generation_settings": {"samplers": body.get("samplers") or ["top_k", "top_p", "temperature"]}}
+            if body.get("stream"):
+                return self._stream(body["n_predict"], final)
+            return self._send(200, final)
         self._send(404, {})
+
+    def _stream(self, n, final):
+        """Server-sent events: one event per token (a few ms apart), then the final one with the timings."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for i in range(n):
+            self.wfile.write(b"data: " + json.dumps({"content": "x", "tokens": [i], "stop": False}).encode() + b"\n\n")
+            self.wfile.flush()
+            time.sleep(0.002)
+        self.wfile.write(b"data: " + json.dumps({**final, "content": "", "tokens": []}).encode() + b"\n\n")
+        self.wfile.flush()
 
 
 srv = ThreadingHTTPServer(("127.0.0.1", port), H)

@@ -37,7 +37,7 @@ class _Session:
         self.failures = failures
         self.calls: list[list[int] | None] = []
 
-    def complete(self, prompt, n_predict, *, timeout, banned=None):
+    def complete(self, prompt, n_predict, *, timeout, banned=None, overrides=None):
         self.calls.append(banned)
         if self.failures and banned is None:
             raise self.failures.pop(0)

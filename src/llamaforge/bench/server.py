@@ -317,15 +317,72 @@ class ServerSession:
         return d.get("prompt") if isinstance(d, dict) else None
 
     def complete(self, prompt: list[int] | str, n_predict: int, *, timeout: float,
-                 banned: list[int] | None = None) -> dict:
+                 banned: list[int] | None = None, overrides: dict | None = None) -> dict:
         """One measured ``/completion``: greedy, no prompt cache, EOS ignored; ``banned`` token ids
-        are never generated (``logit_bias`` false; see :mod:`llamaforge.models.utf8`)."""
-        body: dict[str, Any] = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": False,
-                                "temperature": 0, "stream": False}
-        if banned:
-            body["logit_bias"] = [[int(t), False] for t in banned]
+        are never generated (``logit_bias`` false; see :mod:`llamaforge.models.utf8`); ``overrides``
+        replace fields of the request body (the engine-gap variants, :mod:`llamaforge.bench.engine_gap`)."""
+        body = completion_body(prompt, n_predict, banned, overrides)
+        if body.get("stream"):
+            return self._complete_stream(body, timeout=timeout)
         d = self._request("POST", "/completion", timeout=timeout, json=body)
         if not isinstance(d, dict) or "timings" not in d:
             raise PointFailure("bad-response", "/completion answered without timings",
                                read_log_tail(self.log_path))
         return d
+
+    def _complete_stream(self, body: dict, *, timeout: float) -> dict:
+        """A streamed ``/completion`` (server-sent events): the final event (with the server's ``timings``)
+        plus ``client``: when this client saw the first and the last generated token and how many it got."""
+        try:
+            with self._http.post(self.url + "/completion", json=body, timeout=timeout, stream=True) as r:
+                if r.status_code != 200:
+                    raise PointFailure("bad-response", f"/completion answered HTTP {r.status_code}: {r.text[:300]}",
+                                       read_log_tail(self.log_path))
+                final, client = read_events(r.iter_lines(chunk_size=None))
+        except requests.RequestException as e:
+            raise PointFailure("hang" if isinstance(e, requests.Timeout) else "bad-response",
+                               f"streamed /completion failed: {type(e).__name__}", read_log_tail(self.log_path)) from e
+        if final is None or "timings" not in final:
+            raise PointFailure("bad-response", "streamed /completion ended without timings", read_log_tail(self.log_path))
+        return {**final, "client": client}
+
+
+def completion_body(prompt: list[int] | str, n_predict: int, banned: list[int] | None = None,
+                    overrides: dict | None = None) -> dict[str, Any]:
+    """The body of a measured ``/completion`` (see :meth:`ServerSession.complete`)."""
+    body: dict[str, Any] = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": False,
+                            "temperature": 0, "stream": False}
+    if banned:
+        body["logit_bias"] = [[int(t), False] for t in banned]
+    body.update(overrides or {})
+    return body
+
+
+def read_events(lines: Any) -> tuple[dict | None, dict]:
+    """The final event of a server-sent-event stream of ``/completion`` and what the client saw: the
+    arrival times (monotonic s) of the first and the last event that carried tokens, the tokens in the
+    first such event and in all of them."""
+    final: dict | None = None
+    first = last = None
+    n_first = n_all = 0
+    for raw in lines:
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        if not line.startswith("data:"):
+            continue
+        try:
+            ev = json.loads(line[5:].strip())
+        except ValueError:
+            continue
+        if not isinstance(ev, dict):
+            continue
+        n = len(ev.get("tokens") or [])
+        if n:
+            now = time.monotonic()
+            if first is None:
+                first, n_first = now, n
+            last = now
+            n_all += n
+        if ev.get("stop"):
+            final = ev
+            break
+    return final, {"t_first": first, "t_last": last, "n_first": n_first, "n_tokens": n_all}

@@ -127,7 +127,8 @@ def _launch_record(one: Point, launch: int, seq: int) -> dict:
             "started": one.started, "finished": one.finished, "n_ctx": one.n_ctx, "rss_peak_mib": one.rss_peak_mib,
             "vram_self_mib": one.vram_self_mib, "vram_used_mib": one.vram_used_mib, "t_load_s": one.t_load_s,
             "telemetry": (one.extra or {}).get("telemetry"), "host_mem": (one.extra or {}).get("host_mem"),
-            "busy": (one.extra or {}).get("busy"), "machine": current_machine().to_json()}
+            "busy": (one.extra or {}).get("busy"), "machine": current_machine().to_json(),
+            "engine_gap": (one.extra or {}).get("engine_gap")}
 
 
 def _max(a: float | None, b: float | None) -> float | None:

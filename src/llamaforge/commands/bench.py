@@ -194,6 +194,10 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
             else:
                 run_id = run_sweep(plan, builds, store, command=command, name=name, allow_busy=bool(allow_busy))
         print_run(store, run_id)
+        if store.get_run(run_id).plan.get("engine") == "both":   # the cross-check: why the engines differ
+            from ..report.engine_gap import print_gap
+
+            print_gap(store, run_id)
         if store.get_run(run_id).plan.get("adaptive"):
             from ..bench.autosweep import print_adaptive
 

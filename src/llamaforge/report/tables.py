@@ -26,6 +26,7 @@ from . import analysis as an
 from .data import ReportData, Row, Series
 from .headline import headline_section
 from .matrix import matrix_section
+from .engine_gap import gap_tables
 from .replication import (
     drift_notes,
     launches_of,
@@ -726,6 +727,7 @@ def crosscheck_section(data: ReportData) -> Section | None:
         n = sum(1 for d in t.data if d["flagged"])
         sec.notes.append(f"{n} of {len(t.data)} point(s) have a server / llama-bench ratio outside 0.9–1.1.")
         sec.tables.append(t)
+        sec.tables += gap_tables(data)   # the gap split into depth, sampler chain, HTTP and a residual
     return sec
 
 

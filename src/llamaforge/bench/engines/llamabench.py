@@ -24,7 +24,7 @@ from ... import proc
 from ...builds.options import build_options
 from ...errors import BuildError
 from ...store import Point, Sample
-from .. import adjust
+from .. import adjust, engine_gap
 from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
@@ -156,10 +156,21 @@ class LlamaBenchEngine:
 
     def measure(self, ctx: MeasureContext) -> Measurement:
         plan = ctx.plan
-        if plan.engine == "both":
-            depth = adjust.prompt_tokens(ctx.build, plan)
-            plan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, depth}))
-        measure_llamabench(ctx.point, ctx.build, ctx.model_path, ctx.spec, plan, ctx.log_path, ctx.on_phase)
+        if plan.engine != "both":
+            measure_llamabench(ctx.point, ctx.build, ctx.model_path, ctx.spec, plan, ctx.log_path, ctx.on_phase)
+            return ctx.point
+        # the cross-check: tg at the requested prompt as depth, and at the server's actual prompt once known
+        # (the depth factor of the engine gap, bench.engine_gap)
+        depth = adjust.prompt_tokens(ctx.build, plan)
+        prompt = ctx.state.prompts.get(ctx.build.key)
+        actual = prompt.n_tokens if prompt is not None else None
+        depths = engine_gap.bench_depths(depth, actual)
+        plan = dataclasses.replace(plan, bench_depths=sorted({*plan.bench_depths, *depths}))
+        try:
+            measure_llamabench(ctx.point, ctx.build, ctx.model_path, ctx.spec, plan, ctx.log_path, ctx.on_phase)
+        finally:
+            ctx.point.extra = {**(ctx.point.extra or {}),
+                               "engine_gap": engine_gap.bench_record(depth, actual, plan.n_predict)}
         return ctx.point
 
 

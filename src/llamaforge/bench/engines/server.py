@@ -19,7 +19,7 @@ from ...console import notice
 from ...errors import BuildError
 from ...models.utf8 import incomplete_utf8_tokens
 from ...store import Point, Sample
-from .. import adjust
+from .. import adjust, engine_gap
 from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
@@ -67,12 +67,14 @@ def fit_status_of(build: BuildLike, plan: Plan) -> str:
 
 
 def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
-              state: SweepState, extra: dict) -> dict:
-    """One ``/completion``; when the server rejects its own output as malformed (not whole UTF-8),
-    retry once with the model's incomplete-UTF-8 tokens banned, and keep them banned for this build."""
+              state: SweepState, extra: dict, overrides: dict | None = None) -> dict:
+    """One ``/completion`` (``overrides``: an engine-gap variant's fields); when the server rejects its own
+    output as malformed (not whole UTF-8), retry once with the model's incomplete-UTF-8 tokens banned, and
+    keep them banned for this build."""
     banned = state.banned.get(build.key)
     try:
-        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned)
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned,
+                                overrides=overrides)
     except PointFailure as e:
         if banned is not None or e.cls != "bad-response" or not _OUTPUT_PARSE_ERROR.search(e.detail):
             raise
@@ -83,7 +85,8 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
         state.banned_why[build.key] = e.detail[:300]
         notice(f"{build.key}: llama-server rejected its own non-UTF-8 output ({e.detail[:120]}); "
                f"measuring with the model's {len(banned)} incomplete-UTF-8 tokens banned (logit_bias)")
-        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned)
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned,
+                                overrides=overrides)
     if banned is not None:
         extra["output_guard"] = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
                                  "how": "logit_bias false for tokens that are not whole UTF-8 (models.utf8)"}
@@ -206,15 +209,36 @@ def _requests(point: Point, session: ServerSession, build: BuildLike, model_path
         point.t_warmup_s = time.monotonic() - t0
         point.samples.append(_sample(0, True, resp))
     t0 = time.monotonic()
+    gap: list[dict] = []     # --engine both: each measured request is a round with the engine-gap variants
     for i in range(plan.repeats):
         on_phase(f"measuring {i + 1}/{plan.repeats}")
-        resp = _complete(session, build, model_path, prompt, plan, state, extra)
+        for variant in engine_gap.round_order(i) if plan.engine == "both" else [engine_gap.DEFAULT]:
+            gap.append(_request(point, session, build, model_path, prompt, plan, state, extra, i, variant))
+    if plan.engine == "both":
+        extra["engine_gap"] = engine_gap.record(gap, prompt_n=prompt.n_tokens, n_predict=plan.n_predict)
+    point.t_measure_s = time.monotonic() - t0
+
+
+def _request(point: Point, session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
+             state: SweepState, extra: dict, i: int, variant: str) -> dict:
+    """Request ``variant`` of round ``i``: the default one is the point's measured sample ``i + 1``; a variant
+    (:data:`.engine_gap.VARIANTS`) only goes into the returned record, and a server that rejects it
+    (HTTP error) costs the variant, not the point. Returns the request's engine-gap record."""
+    overrides = engine_gap.VARIANTS.get(variant)
+    try:
+        resp, wall_ms = engine_gap.timed(lambda: _complete(session, build, model_path, prompt, plan, state, extra,
+                                                           overrides))
+    except PointFailure as e:
+        if overrides is None or e.cls != "bad-response":
+            raise
+        return {"round": i + 1, "variant": variant, "error": e.detail[:300]}
+    if overrides is None:
         s = _sample(i + 1, False, resp)
         point.samples.append(s)
         if s.predicted_n is not None and s.predicted_n != plan.n_predict:
             extra.setdefault("warnings", []).append(
                 f"request {i + 1} generated {s.predicted_n} tokens, not {plan.n_predict}")
-    point.t_measure_s = time.monotonic() - t0
+    return engine_gap.request_record(i, variant, resp, wall_ms)
 
 
 def _record_breakdown(point: Point, log_path: Path) -> None:
