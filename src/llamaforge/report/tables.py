@@ -24,9 +24,9 @@ from ..metrics import LABELS
 from ..records import BuildManifest, Environment
 from . import analysis as an
 from .data import ReportData, Row, Series
+from .engine_gap import gap_tables
 from .headline import headline_section
 from .matrix import matrix_section
-from .engine_gap import gap_tables
 from .replication import (
     drift_notes,
     launches_of,
