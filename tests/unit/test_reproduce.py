@@ -262,3 +262,14 @@ def test_the_report_names_the_points_no_reproduce_run_measured_again(tmp_path):
     assert sorted(int(n.rsplit(" ", 1)[1]) for n in names) == sorted(p.ncmoe for p in left)
     _subset_child(store, parent, set(ncmoes))
     assert _reproduction_notes(store, parent)[-1] == "Every point of this run was re-measured by `reproduce`."
+
+
+def test_the_report_says_first_whether_its_numbers_survived_a_re_measurement(tmp_path):
+    """A sweep no `reproduce` run measured again says so where the report starts (not only in a README);
+    once re-measured it points at the Reproduction section; the re-run's own report does neither."""
+    store, parent = run_fake.build(tmp_path)
+    first = build_sections(rdata.load(store, parent), [])[0]
+    assert first.intro.startswith("**Not re-measured:**") and f"llamaforge reproduce {parent}" in first.intro
+    child = _child_run(store, parent, 1.0)
+    assert build_sections(rdata.load(store, parent), [])[0].intro.startswith("**Re-measured:**")
+    assert "re-measured" not in build_sections(rdata.load(store, child), [])[0].intro.lower()

@@ -545,6 +545,8 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     out: list[Section] = [h for h in (headline_section(data, min_effect),) if h is not None]
     out += [s for s in (matrix_section(data, min_effect),) if s is not None]   # bench --variant runs
     out.append(summary_section(data, full, min_effect))
+    if line := remeasure_line(full):   # first thing read: whether these numbers survived a re-measurement
+        out[0].intro = f"{line} {out[0].intro}".strip()
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows)), anomaly_section(full, found, min_effect)]
     out.append(Section("plots", "Plots", plots=list(plots),
@@ -786,6 +788,19 @@ def _change_cell(mc: dict) -> str:
     if j.get("p_differs") is None:   # < 3 starts on a side: no interval, the verdict assumes a spread
         return f"{mc['change']:+.1%} {j.get('verdict')}" + ("*" if j.get("verdict") != "inconclusive" else "")
     return f"{mc['change']:+.1%} [{j['low'] - 1:+.1%}, {j['high'] - 1:+.1%}] {j.get('verdict')}"
+
+
+def remeasure_line(data: ReportData) -> str | None:
+    """Whether this sweep's numbers survived a re-measurement, said where the report starts: a run that no
+    ``reproduce`` run measured again says so (its numbers rest on one session's server starts)."""
+    if data.run.kind != "sweep" or any(v["child"] == data.run.id for v in data.reproductions):
+        return None
+    if any(v["parent"] == data.run.id for v in data.reproductions):
+        return ("**Re-measured:** `llamaforge reproduce` measured points of this run again; see *Reproduction* for "
+                "which held and which did not.")
+    return ("**Not re-measured:** no `reproduce` run of this run is in the store, so every number below rests on "
+            "this run's own server starts (one session, one machine); sessions can differ by more than starts do. "
+            f"`llamaforge reproduce {data.run.id}` measures it again and judges each point.")
 
 
 def _not_remeasured_note(data: ReportData) -> str | None:
