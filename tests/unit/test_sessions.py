@@ -42,6 +42,10 @@ def test_five_sessions_give_the_what_holds_table_and_the_claims(h200_store):
     assert tg["held"] == tg["sessions"] == 5
     starts = next(c for c in claims.data if "server start of CUDA beats every start of Vulkan" in c["claim"])
     assert starts["held"] == 5
+    # the start rows pool the sweep's starts with its sentinels and reproduce re-runs: more starts than the
+    # point's K×R, which the row must say (the 12-01 second session's CUDA ncmoe 0: 2×2 in the sweep, 7 starts)
+    row = next(r for r in holds.rows if r[0].startswith("CUDA generation t/s at ncmoe 0, every server start"))
+    assert "sentinels" in row[0] and "reproduce" in row[0] and row[1].endswith("(7 starts)")
 
 
 def test_faster_across_sessions_means_beyond_the_margin(h200_store):

@@ -162,7 +162,8 @@ def _start_rows(store: Store, datas: Sequence[ReportData], t: Table, a: str, b: 
                          (f"{vals[0]:,.0f} (one start)" if vals else "–"))
             lows.setdefault(name, []).append(min(vals) if vals else None)
             highs.setdefault(name, []).append(max(vals) if vals else None)
-        t.rows.append([f"{name} {LABELS['tg']} at {datas[0].axis} {x0}, every server start (t/s)", *cells, ""])
+        t.rows.append([f"{name} {LABELS['tg']} at {datas[0].axis} {x0}, every server start of the session (t/s; the sweep's, "
+                       "its drift sentinels' and its reproduce re-runs')", *cells, ""])
     n = len(datas)
     known = [i for i in range(n) if None not in (lows[a][i], highs[a][i], lows[b][i], highs[b][i])]
     a_wins = sum(1 for i in known if lows[a][i] > highs[b][i])
