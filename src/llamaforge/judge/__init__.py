@@ -22,10 +22,10 @@ from .family import control
 from .pooled import PooledEffect, pooled_effect
 from .predict import PredictionInterval, next_start
 from .sequential import Policy, Stop, pair, point_stop
-from .spread import CONSERVATIVE, Spread, pooled
+from .spread import CONSERVATIVE, Spread, conservative, pooled
 from .starts import Starts
 from .verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, Judgement, assumptions_note, judge
 
 __all__ = ["CONSERVATIVE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Estimate", "Judgement", "Mode",
-           "Policy", "PooledEffect", "PredictionInterval", "Spread", "Starts", "Stop", "assumptions_note", "control", "estimate", "judge",
+           "Policy", "PooledEffect", "PredictionInterval", "Spread", "Starts", "Stop", "assumptions_note", "conservative", "control", "estimate", "judge",
            "next_start", "pair", "point_stop", "pooled", "pooled_effect"]

@@ -44,8 +44,14 @@ class Spread:
         return {"sd": self.sd, "df": self.df, "basis": self.basis}
 
 
-CONSERVATIVE = Spread(CONSERVATIVE_SD, None, f"no between-start spread measured for this build; assumed at most "
-                                             f"{CONSERVATIVE_SD:.0%} (above any spread llamaforge has measured)")
+def conservative(what: str = "this build") -> Spread:
+    """:data:`CONSERVATIVE_SD` as an assumed spread whose basis names ``what`` it stands in for (a report that
+    judges several series and metrics must say which one had no spread measured)."""
+    return Spread(CONSERVATIVE_SD, None, f"no between-start spread measured for {what} (assumed at most "
+                                         f"{CONSERVATIVE_SD:.0%}, above any spread llamaforge has measured)")
+
+
+CONSERVATIVE = conservative()
 
 
 def own(starts: Starts) -> Spread | None:

@@ -86,7 +86,10 @@ class Judgement:
         return m + ("*" if self.small and self.verdict != INCONCLUSIVE else "")
 
     def interval_text(self) -> str:
-        """``[1.35, 2.01]`` (a 95 % CI) or, at small K, ``starts 1.15–2.00`` (the range of start ratios)."""
+        """``[1.35, 2.01]`` (a 95 % CI) or, at small K, ``starts 1.15–2.00`` (the range of start ratios);
+        ``1 start each`` when there is no range (a one-start-each "1.86–1.86" would read as starts that agree)."""
+        if self.a.k == 1 and self.b.k == 1:
+            return "1 start each"
         if self.small:
             lo, hi = self.start_range
             return f"starts {lo:.2f}–{hi:.2f}"

@@ -52,7 +52,7 @@ def build_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float 
     if adaptive is not None:   # right after the summary
         sections.insert(after_summary, adaptive)
     if others:                 # right after the headline
-        sections.insert(1 if sections and sections[0].id == "headline" else 0, sessions_section(store, [data, *others]))
+        sections.insert(1 if sections and sections[0].id == "headline" else 0, sessions_section(store, [data, *others], min_effect))
     return data, sections
 
 

@@ -22,8 +22,8 @@ from typing import Any
 from ..bench.schedule import is_sentinel
 from ..builds.backends import display_name
 from ..errors import LlamaforgeError, StoreError
-from ..judge import Estimate, Spread, Starts, estimate, pooled
-from ..metrics import pick_test
+from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
+from ..metrics import LABELS, pick_test
 from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
 from ..store import Point, Probe, Run, Store
 
@@ -150,10 +150,12 @@ class Series:
     def rank(self) -> int:
         return backend_rank(self.backend)
 
-    def prior(self, metric: str) -> Spread | None:
-        """The between-start spread measured for this series' build over its points (``judge.pooled``):
-        what a verdict on a point with fewer than 3 starts assumes (``None``: not enough starts)."""
-        return pooled([r.starts(metric) for r in self.ok_rows], what=self.name)
+    def prior(self, metric: str) -> Spread:
+        """The between-start spread measured for this series' build over its points (``judge.pooled``), else
+        the conservative bound (``spread.assumed``): what a verdict on a point with fewer than 3 starts assumes.
+        Its basis names the series and the metric, since one report note lists the assumptions of both."""
+        what = f"{self.name} {LABELS.get(metric, metric)}"
+        return pooled([r.starts(metric) for r in self.ok_rows], what=what) or conservative(what)
 
 
 AXIS_LABELS = {"ncmoe": "ncmoe (layers whose MoE experts run on the CPU)",

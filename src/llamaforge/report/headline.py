@@ -50,10 +50,13 @@ def _direction_text(a: Series, b: Series, metric: str, cells: list) -> tuple[str
     faster = [c for c in cells if c[2].ratio > 1]
     lead, other = (a, b) if len(faster) * 2 >= n else (b, a)
     held = [c for c in cells if (c[2].ratio > 1) == (lead is a)]
-    every = sum(1 for c in held if c[2].separated)
+    # "every start" says something only where each side has several starts: one start each always "separates"
+    several = sum(1 for c in cells if min(c[2].a.k, c[2].b.k) >= 2)
+    every = sum(1 for c in held if c[2].separated and min(c[2].a.k, c[2].b.k) >= 2)
     verdicts = [c[2].verdict for c in cells]
     text = (f"{lead.name} {_VERB[metric]} faster than {other.name} at {len(held)}/{n} points"
-            + (f", every start faster at {every}" if every else ""))
+            + (f", every start faster at {every}" if every else "")
+            + (f" (of {several} with ≥ 2 starts a side)" if every and several < n else ""))
     counts = ", ".join(f"{k} {v}" for k, v in ((verdicts.count(DIFFERS), DIFFERS), (verdicts.count(SAME), SAME),
                                                 (verdicts.count(INCONCLUSIVE), INCONCLUSIVE)) if k)
     return text, counts
@@ -73,7 +76,7 @@ def _spread_notes(data: ReportData) -> list[str]:
     for s in data.series:
         for metric in ("tg", "pp"):
             pr = s.prior(metric)
-            if pr is not None and pr.sd > SPREAD_NOTE:
+            if not pr.assumed and pr.sd > SPREAD_NOTE:
                 out.append(f"{s.name} {LABELS[metric]}: starts of one point vary by {pr.sd:.0%} (SD of log start "
                            f"medians, {pr.df} df): a single server start says little; quote intervals, not starts.")
     return out
