@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for llamaforge: system packages (compilers, CMake, ninja,
 # ccache, Vulkan loader + Mesa lavapipe + glslc, Chromium for the HTML test, OpenSSH for the fleet test), the Python package
-# with its dependencies, and Vulkan headers new enough for llama.cpp (Debian 13's, unpacked into
+# with its dependencies (and the docs site's mkdocs), and Vulkan headers new enough for llama.cpp (Debian 13's, unpacked into
 # ~/.cache/llamaforge/vulkan-sdk — nothing is installed system-wide for that).
 # Idempotent; re-runs are quick.   Usage: scripts/setup.sh
 set -euo pipefail
@@ -16,6 +16,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+python3 -m pip install -q --disable-pip-version-check -e '.[dev,docs]'
 scripts/fetch-vulkan-headers.sh >/dev/null
 echo "setup done: $(python3 -c 'import llamaforge; print("llamaforge", llamaforge.__version__)')"
