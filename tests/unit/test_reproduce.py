@@ -269,7 +269,7 @@ def test_the_report_says_first_whether_its_numbers_survived_a_re_measurement(tmp
     once re-measured it points at the Reproduction section; the re-run's own report does neither."""
     store, parent = run_fake.build(tmp_path)
     first = build_sections(rdata.load(store, parent), [])[0]
-    assert first.intro.startswith("**Not re-measured:**") and f"llamaforge reproduce {parent}" in first.intro
+    assert first.intro.startswith("Not re-measured:") and f"llamaforge reproduce {parent}" in first.intro
     child = _child_run(store, parent, 1.0)
-    assert build_sections(rdata.load(store, parent), [])[0].intro.startswith("**Re-measured:**")
+    assert build_sections(rdata.load(store, parent), [])[0].intro.startswith("Re-measured:")
     assert "re-measured" not in build_sections(rdata.load(store, child), [])[0].intro.lower()

@@ -796,11 +796,11 @@ def remeasure_line(data: ReportData) -> str | None:
     if data.run.kind != "sweep" or any(v["child"] == data.run.id for v in data.reproductions):
         return None
     if any(v["parent"] == data.run.id for v in data.reproductions):
-        return ("**Re-measured:** `llamaforge reproduce` measured points of this run again; see *Reproduction* for "
-                "which held and which did not.")
-    return ("**Not re-measured:** no `reproduce` run of this run is in the store, so every number below rests on "
+        return ("Re-measured: llamaforge reproduce measured points of this run again; the Reproduction section "
+                "says which held and which did not.")
+    return ("Not re-measured: no reproduce run of this run is in the store, so every number below rests on "
             "this run's own server starts (one session, one machine); sessions can differ by more than starts do. "
-            f"`llamaforge reproduce {data.run.id}` measures it again and judges each point.")
+            f"'llamaforge reproduce {data.run.id}' measures it again and judges each point.")
 
 
 def _not_remeasured_note(data: ReportData) -> str | None:
