@@ -324,6 +324,17 @@ def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = Tr
         return res
     res.error = _describe(first)
     res.log_tail = "\n".join(p.log_tail for p in first.failed_parts())
+    if first.only_timed_out:   # a busy machine, or a slow first start (e.g. lavapipe's shaders): once more
+        notice(f"{build.key}: smoke run timed out ({res.error}); trying once more")
+        again = attempt(build, model, env, [], log_dir)
+        res.attempts.append(again)
+        if again.ok:
+            res.status, res.error, res.log_tail = "ok", "", ""
+            res.notes.append(f"the first smoke run timed out ({_describe(first)}); the second ran")
+            return res
+        first = again   # what the second attempt did decides (a crash there goes to the workarounds)
+        res.error = _describe(first)
+        res.log_tail = "\n".join(p.log_tail for p in first.failed_parts())
     if first.only_timed_out:
         res.status = "timeout"
         res.notes.append("the smoke run did not finish in time (a busy machine?); the build is not marked broken")

@@ -55,7 +55,9 @@ def test_every_build_is_smoke_run_through_server_and_llama_bench(any_build: Buil
         assert q["name"] == "no-repack" and q["evidence"]["signal"] and first["quirks"] == []
         assert a["quirks"] == ["no-repack"] and "--no-repack" in a["server"]["command"]
     else:
-        (a,) = sm["attempts"]
+        # one attempt; a second only after a first that merely timed out (a busy machine, a slow first start)
+        *before, a = sm["attempts"]
+        assert len(before) <= 1 and all(not b["server"]["ok"] or not b["bench"]["ok"] for b in before), sm
     assert a["server"]["ok"] and a["server"]["tokens"] == 4 and a["server"]["returncode"] is None
     assert a["bench"]["ok"] and a["bench"]["returncode"] == 0
     assert Path(sm["model"]).name.startswith("tiny-qwen35moe")

@@ -2,7 +2,7 @@
 """A fake ``llama-server`` for unit tests of the bench runner's error paths.
 
 Behaviour from FAKE_MODE: ok | oom (exit 1 at load with an allocation error) | unhealthy (503
-forever) | hang (healthy, /completion never answers) | crash-request (exits during /completion)
+forever) | hang (healthy, /completion never answers) | hang-once (hang on the first start, with FAKE_STATE) | crash-request (exits during /completion)
 | portbusy-once (first start: bind error) | fit-refused (logs that fitting was refused because of
 tensor overrides, as newer servers do with -ncmoe, unless started with -c). | amx-crash (logs AMX/CPU_REPACK buffers and dies of
 SIGSEGV at load unless --no-repack is given, like gcc-12 builds on AMX CPUs) | crash-always
@@ -88,7 +88,9 @@ class H(BaseHTTPRequestHandler):
             text = "".join(f"<|{m['role']}|>{m['content']}" for m in body["messages"]) + "<|assistant|>"
             return self._send(200, {"prompt": text})
         if self.path == "/completion":
-            if MODE == "hang":
+            if MODE == "hang" or (MODE == "hang-once" and STATE and not os.path.exists(STATE)):
+                if MODE == "hang-once":
+                    open(STATE, "w").close()
                 time.sleep(3600)
             if MODE == "crash-request":
                 print(json.dumps({"type": "log", "level": "error", "msg": "GGML_ASSERT(x) failed\n"}), flush=True)

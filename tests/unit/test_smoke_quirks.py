@@ -120,8 +120,9 @@ def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
     finally:
         smoke.SERVER_TIMEOUT_S = old
     # a run that only times out is not a crash: no workaround is tried, and the build is not marked
-    # broken (lavapipe on a busy machine compiles its pipelines slowly)
-    assert res.status == "timeout" and len(res.attempts) == 1
+    # broken (lavapipe on a busy machine compiles its pipelines slowly); it is tried once more as it was
+    assert res.status == "timeout" and len(res.attempts) == 2
+    assert all(a.quirks == [] for a in res.attempts)
     assert "did not answer" in res.error and res.attempts[0].server.returncode is None
     v = Verification(True)
     from llamaforge.builds.verify import _smoke_into
@@ -135,6 +136,23 @@ def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
     c = fake("amx-crash", key="fake-2")
     res = run_smoke(c, c.dir / "m.gguf", c.env, quirks=False)
     assert res.status == "failed" and len(res.attempts) == 1 and res.quirks == []
+
+
+def test_a_smoke_run_that_timed_out_once_is_tried_again_and_recorded(fake, tmp_path):
+    """A first start that only timed out (lavapipe compiling its pipelines on a busy machine) is not a
+    verdict on the binary: the second attempt decides, and both are recorded."""
+    from llamaforge import smoke
+
+    b = fake("hang-once")
+    old = smoke.SERVER_TIMEOUT_S
+    smoke.SERVER_TIMEOUT_S = 3
+    try:
+        res = run_smoke(b, b.dir / "m.gguf", {**b.env, "FAKE_STATE": str(tmp_path / "hung")})
+    finally:
+        smoke.SERVER_TIMEOUT_S = old
+    assert res.status == "ok" and len(res.attempts) == 2 and res.quirks == []
+    assert not res.attempts[0].ok and res.attempts[1].ok
+    assert any("timed out" in n and "the second ran" in n for n in res.notes)
 
 
 def test_failed_smoke_run_marks_the_manifest_and_raises_a_build_error_with_the_fix(fake):
@@ -356,3 +374,24 @@ def test_a_fault_in_the_smoke_machinery_skips_the_run_instead_of_breaking_the_bu
     v = Verification(True)
     _smoke_into(v, b, b.dir / "m.gguf", b.env, None, True)
     assert v.ok and v.smoke["status"] == "skipped" and "OSError" in v.smoke["error"]
+
+
+def test_a_cached_build_whose_smoke_run_timed_out_is_smoke_run_again(monkeypatch, tmp_path):
+    """A timeout is not a verdict: reusing the cached build smoke-runs it again (a build that never was is
+    smoke-run too); an ok or failed verdict is kept as it is."""
+    from llamaforge.builds import builder, verify
+    from llamaforge.builds.builder import BuildOptions
+
+    calls = []
+
+    def reverify(b, paths):
+        calls.append(b.manifest.get("smoke"))
+        return b
+
+    monkeypatch.setattr(verify, "reverify", reverify)
+    for smoke_status, again in ((None, True), ("timeout", True), ("ok", False)):
+        calls.clear()
+        m = {} if smoke_status is None else {"smoke": smoke_status}
+        b = FakeBuild("k", tmp_path, manifest=m)
+        builder._checked(b, BuildOptions(), None)
+        assert bool(calls) is again, smoke_status

@@ -231,10 +231,11 @@ def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
     smoke runs, or ``--no-verify``), and an error when it builds but does not run."""
     if not opts.verify:
         return b
-    if "smoke" not in b.manifest:
+    if b.manifest.get("smoke") in (None, "timeout"):
         from .verify import reverify
 
-        console.print(f"smoke-testing cached build {b.key} (never smoke-run)", soft_wrap=True)
+        why = "never smoke-run" if "smoke" not in b.manifest else "its last smoke run timed out"
+        console.print(f"smoke-testing cached build {b.key} ({why})", soft_wrap=True)
         b = reverify(b, paths)
     if b.manifest.get("smoke") == "failed":
         from .verify import raise_for
