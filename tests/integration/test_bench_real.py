@@ -89,12 +89,12 @@ def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_mode
     real_complete = server_mod.ServerSession.complete
     calls = {"n": 0}
 
-    def killing_complete(self, prompt, n_predict, *, timeout, banned=None):
+    def killing_complete(self, prompt, n_predict, *, timeout, **kw):
         if "--n-cpu-moe" in self.args and self.args[self.args.index("--n-cpu-moe") + 1] == "3":
             calls["n"] += 1
             if calls["n"] == 2:  # after the warm-up: kill the real server mid-measurement
                 os.killpg(self.proc.pid, signal.SIGKILL)
-        return real_complete(self, prompt, n_predict, timeout=timeout, banned=banned)
+        return real_complete(self, prompt, n_predict, timeout=timeout, **kw)
 
     monkeypatch.setattr(server_mod.ServerSession, "complete", killing_complete)
     points = [PointSpec(0), PointSpec(2, extra_args=("--no-such-flag",)), PointSpec(3), PointSpec(4)]
