@@ -129,11 +129,12 @@ def test_context_gained_vs_speed_lost_covers_any_knob_that_changes_the_context(s
     assert {w for w, _p in by} == {"fa-on vs fa-off", "q8 vs fa-on"}      # nkvo: not taken, same context
     fa0 = by[("fa-on vs fa-off", "ncmoe 0")]
     assert fa0[0] == "flash attention: on vs off" and fa0[3] == "1,024 → 4,096 (4.00×)" and fa0[4] == "2.0 → 2.0"
-    assert fa0[5] == "10 / 900 → 40 / 100" and fa0[7].startswith("1.30× [") and fa0[7].endswith("differs")
+    assert fa0[5] == "10 / 900 → 40 / 100" and fa0[6] == "5 → 5"
+    assert fa0[8].startswith("1.30× [") and fa0[8].endswith("differs")
     assert by[("fa-on vs fa-off", "ncmoe 4")][3] == "2,048 → native (≥4.00×)"
-    assert by[("fa-on vs fa-off", "ncmoe 4")][7].endswith(("same", "inconclusive"))
+    assert by[("fa-on vs fa-off", "ncmoe 4")][8].endswith(("same", "inconclusive"))
     q8 = by[("q8 vs fa-on", "ncmoe 0")]
-    assert q8[3] == "4,096 → native (≥2.00×)" and q8[4] == "2.0 → 1.0625" and q8[7].endswith("differs")
+    assert q8[3] == "4,096 → native (≥2.00×)" and q8[4] == "2.0 → 1.0625" and q8[8].endswith("differs")
     assert by[("q8 vs fa-on", "ncmoe 6")][3] == "native → native (both at the cap)"
 
 

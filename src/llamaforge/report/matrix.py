@@ -208,7 +208,7 @@ def h2h_points_table(m: Matrix) -> Table:
             t.rows.append([f"{b.name} / {a.name}", "context (fit)", *[_ctx_cell(m, b.name, a.name, k) for k in keys]])
             t.data.append({"a": a.name, "b": b.name, "metric": "context", "points": {
                 m.label(k): _ctx_data(m, b.name, a.name, k) for k in keys}})
-    t.note += (" context (fit): the n_ctx llama-server fitted at each start, second vs first and their ratio — "
+    t.note += (" Context (fit): the n_ctx llama-server fitted at each start, second vs first and their ratio — "
                f"the fit's result, not a sampled metric: no CI, no verdict; {_native_note(m)}.")
     if why := how_chosen(m.variants, list(m.rows.values())):
         t.note += f" Not every context here is a fit: {why}."
@@ -392,13 +392,16 @@ def context_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str
     if not chosen:
         return None
     t = Table(["knob", "variants (other vs base)", "point", "context base → other", "KV KiB/token base → other",
-               "device KV / compute MiB base → other", "pp other/base", "tg other/base"],
+               "device KV / compute MiB base → other", "host compute MiB base → other", "pp other/base",
+               "tg other/base"],
               title="Context gained vs speed lost",
               note="One-knob pairs whose fitted context differs somewhere (and every KV cache type pair). Context: the "
                    "n_ctx llama-server fitted into the memory budget at each start (/props), and other / base — the "
                    f"fit's result, not a sampled metric: no CI; {_native_note(m)}. KV KiB per token: llama.cpp's KV "
                    "cache size over its cells (log); device KV / compute MiB: the KV cache and compute buffers it "
-                   "allocated on the GPU devices (summed), what the fit trades context against. Speeds: the judge's "
+                   "allocated on the GPU devices (summed), what the fit trades context against; host compute MiB: "
+                   "the compute buffers it allocated in host memory, which the device's budget does not count. "
+                   "Speeds: the judge's "
                    f"ratio and verdict (Holm over the matrix's {len(m.verdicts)} comparisons, as in the head-to-head).")
     for kp in chosen:
         flag = statuses[(kp.base.name, kp.other.name)]
@@ -422,7 +425,7 @@ def _observed(r: Row) -> dict:
 
 
 def _context_cells(m: Matrix, kp: KnobPair, k: Key, why: str | None) -> list[str]:
-    """context, KV KiB/token, device KV / compute MiB (base → other), then pp and tg other / base."""
+    """context, KV KiB/token, device KV / compute MiB, host compute MiB (base → other), then pp and tg other / base."""
     ra, rb = m.rows[(kp.base.name, k)], m.rows[(kp.other.name, k)]
     sa, sb = side(ra), side(rb)
     nat = m.data.native_ctx if why is None else None
@@ -435,8 +438,9 @@ def _context_cells(m: Matrix, kp: KnobPair, k: Key, why: str | None) -> list[str
     fa, fb = _observed(ra), _observed(rb)
     kvt = f"{fa.get('kv_kib_per_token', '?')} → {fb.get('kv_kib_per_token', '?')}"
     mem = " → ".join(f"{r.gpu_mem.context:,.0f} / {r.gpu_mem.compute:,.0f}" if r.gpu_mem else "?" for r in (ra, rb))
+    host = " → ".join(f"{r.host_mem.compute:,.0f}" if r.host_mem else "?" for r in (ra, rb))
     speed = [_fmt_other_over_base(*_ordered(m, kp.base.name, kp.other.name, x, k)) for x in METRICS]
-    return [ctx, kvt, mem, *speed]
+    return [ctx, kvt, mem, host, *speed]
 
 
 def _fmt_other_over_base(j: Judgement | None, swapped: bool) -> str:
