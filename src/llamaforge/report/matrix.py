@@ -10,21 +10,26 @@
 * **Per-knob effects** — where two variants differ in exactly one knob: the knob's effect pooled over each run
   of neighbouring points whose verdicts agree (:mod:`llamaforge.judge.pooled`), e.g. "+4 % [+2, +6] at
   ncmoe 0–4; same beyond (ncmoe 6–8)".
-* **KV cache types** — pairs that differ only in the KV cache type: the context gained (fitted ``n_ctx``,
-  KV KiB per token from the log) against the speed lost.
+* **Context** — a knob's largest effect can be on the context llama-server fits, not on speed (``-fa off`` on
+  CUDA allocates an attention compute buffer that grows with the context, so the fit gives up context). Per-knob
+  effects and the head-to-head per point state both sides' fitted ``n_ctx`` and their ratio
+  (:mod:`.context_fit`: the fit's result, not a sampled metric, so no CI); every one-knob pair whose fitted
+  context differs somewhere (or that differs in the KV cache type) is shown as context gained against speed
+  lost, with the KV bytes per token and the device's KV / compute buffers that explain the difference.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, control, judge
+from ..judge.family import holm_reject
 from ..judge.pooled import PooledEffect, pooled_effect
-from ..judge.pooled import control as control_pooled
 from ..variants.model import Variant, knob_title
 from ..variants.status import KnobPair, one_knob_pairs, pair_status, single_statuses
 from ..variants.took import NOT_TAKEN, Status
+from .context_fit import compare, differs, how_chosen, ratio, side, word
 from .data import ReportData, Row, Series
 from .sections import Section, Table
 
@@ -43,6 +48,7 @@ class Matrix:
     verdicts: dict[tuple[str, str, str, Key], Judgement]     # (a, b, metric, point) → B over A… see judged()
     rows: dict[tuple[str, Key], Row]
     min_effect: float
+    raw: list[Judgement] = field(default_factory=list)      # the verdicts before Holm (see control_knobs)
 
     def points(self, a: str, b: str) -> list[Key]:
         return sorted({k for (n, k) in self.rows if n == a} & {k for (n, k) in self.rows if n == b})
@@ -74,7 +80,33 @@ def build_matrix(data: ReportData, min_effect: float) -> Matrix | None:
                     raw.append(judge(ra.starts(metric), rb.starts(metric), min_effect=min_effect,
                                      prior_a=series[a.name].prior(metric), prior_b=series[b.name].prior(metric)))
     m.verdicts = {kk: j for kk, j in zip(keys, control(raw), strict=True) if j is not None}
+    m.raw = [j for j in raw if j is not None]
     return m
+
+
+def control_knobs(m: Matrix, effects: Sequence[PooledEffect | None]) -> list[PooledEffect | None]:
+    """The per-knob effects with ``differs``/``same`` kept only where they survive Holm's method over one family:
+    these effects **and** the matrix's own comparisons. A pooled effect of one point is that point's comparison
+    again; judged in a smaller family of its own it could read "differs" where the head-to-head, judged over
+    the matrix, reads "inconclusive" (Holm is monotone: adding hypotheses never loosens a verdict)."""
+    present = [e for e in effects if e is not None]
+    if not present:
+        return list(effects)
+    alpha = present[0].alpha
+    keep_diff = holm_reject([e.p_differs for e in present] + [j.p_differs for j in m.raw], alpha)
+    keep_same = holm_reject([e.p_same for e in present] + [j.p_same for j in m.raw], alpha)
+    note = f"Holm over {len(present)} pooled effects and the matrix's {len(m.raw)} comparisons"
+    out: list[PooledEffect | None] = []
+    it = iter(range(len(present)))
+    for e in effects:
+        if e is None:
+            out.append(None)
+            continue
+        i, v = next(it), e.verdict
+        if (v == DIFFERS and not keep_diff[i]) or (v == SAME and not keep_same[i]):
+            v = INCONCLUSIVE
+        out.append(replace(e, verdict=v, adjusted=note))
+    return out
 
 
 def verdict_of(m: Matrix, a: str, b: str, metric: str, k: Key) -> Judgement | None:
@@ -115,28 +147,47 @@ def _wtl(m: Matrix, a: str, b: str, metric: str) -> tuple[int, int, int]:
     return w, t, lo
 
 
+def _ctx_counts(m: Matrix, a: str, b: str) -> tuple[int, int, int]:
+    """At how many common points ``a``'s fitted context was larger than, the same as, smaller than ``b``'s
+    (larger / smaller: every start of one side fitted more than every start of the other)."""
+    larger = same = smaller = 0
+    for k in m.points(a, b):
+        sa, sb = side(m.rows[(a, k)]), side(m.rows[(b, k)])
+        if sa is None or sb is None:
+            continue
+        larger, smaller = larger + (sa[0] > sb[1]), smaller + (sa[1] < sb[0])
+        same += sa[0] <= sb[1] and sa[1] >= sb[0]
+    return larger, same, smaller
+
+
 def h2h_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
     n = len(m.verdicts)
-    t = Table(["pair", "differs in", "points", "pp: wins–ties–losses", "tg: wins–ties–losses", "note"],
+    t = Table(["pair", "differs in", "points", "pp: wins–ties–losses", "tg: wins–ties–losses",
+               "context: larger–same–smaller", "note"],
               title="Head-to-head",
               note=(f"Wins, ties and losses of the first variant, per point, by the judge's verdict on server starts "
                     f"(differs beyond ±{m.min_effect:.0%}; same and inconclusive count as ties); Holm's method over the "
-                    f"matrix's {n} comparisons (pairs × points × metrics)."))
+                    f"matrix's {n} comparisons (pairs × points × metrics). Context: at how many points the first "
+                    "variant's fitted n_ctx was larger than, the same as, or smaller than the second's — the fit's "
+                    "result, not a verdict (values per point below)."))
     for i, a in enumerate(m.variants):
         for b in m.variants[i + 1:]:
             ka, kb = a.knobs(), b.knobs()
             diff = [knob_title(k) for k in dict.fromkeys([*ka, *kb]) if ka.get(k) != kb.get(k)]
             pts = m.points(a.name, b.name)
             bad = ineffective(m, a, b, statuses)
+            ctx = _ctx_counts(m, a.name, b.name)
             cells = [f"{w}–{ti}–{lo}" for w, ti, lo in (_wtl(m, a.name, b.name, x) for x in METRICS)]
+            cells.append("–".join(map(str, ctx)) if sum(ctx) else "–")
             note = ""
             if bad is not None:
-                cells = ["– (no effective difference)"] * 2
+                cells = ["– (no effective difference)"] * 3
                 note = f"⚠ {knob_title(bad.knob)} did not take effect ({bad.why}): not a difference"
             t.rows.append([f"{a.name} vs {b.name}", ", ".join(diff) or "nothing", str(len(pts)), *cells, note])
             t.data.append({"a": a.name, "b": b.name, "differs_in": diff, "points": len(pts),
                            **{x: dict(zip(("wins", "ties", "losses"), _wtl(m, a.name, b.name, x), strict=True))
-                              for x in METRICS}, "not_taken": bad.to_dict() if bad else None})
+                              for x in METRICS}, "context": dict(zip(("larger", "same", "smaller"), ctx, strict=True)),
+                           "not_taken": bad.to_dict() if bad else None})
     return t
 
 
@@ -154,9 +205,42 @@ def h2h_points_table(m: Matrix) -> Table:
                 t.rows.append([f"{b.name} / {a.name}", metric, *[j.fmt() if j else "–" for j in js]])
                 t.data.append({"a": a.name, "b": b.name, "metric": metric,
                                "points": {m.label(k): j.to_dict() if j else None for k, j in zip(keys, js, strict=True)}})
+            t.rows.append([f"{b.name} / {a.name}", "context (fit)", *[_ctx_cell(m, b.name, a.name, k) for k in keys]])
+            t.data.append({"a": a.name, "b": b.name, "metric": "context", "points": {
+                m.label(k): _ctx_data(m, b.name, a.name, k) for k in keys}})
+    t.note += (" Context (fit): the n_ctx llama-server fitted at each start, second vs first and their ratio — "
+               f"the fit's result, not a sampled metric: no CI, no verdict; {_native_note(m)}.")
+    if why := how_chosen(m.variants, list(m.rows.values())):
+        t.note += f" Not every context here is a fit: {why}."
     if note := assumptions_note(list(m.verdicts.values())):
         t.note += f" * {note}."
     return t
+
+
+def _native_note(m: Matrix) -> str:
+    n = f" ({m.data.native_ctx:,} tokens)" if m.data.native_ctx else ""
+    return (f"native = the model's training context{n}, where the fit stops, so a ratio against a side at native is a "
+            "bound (≥ / ≤)")
+
+
+def _fit_cap(m: Matrix, names: Sequence[str], rows: Sequence[Row]) -> int | None:
+    """The native context as the fit's cap — ``None`` where these contexts were not (all) fitted, since a
+    context set with ``-c`` is no bound of anything."""
+    vs = [v for v in m.variants if v.name in names]
+    return m.data.native_ctx if how_chosen(vs, rows) is None else None
+
+
+def _ctx_cell(m: Matrix, b: str, a: str, k: Key) -> str:
+    rb, ra = m.rows.get((b, k)), m.rows.get((a, k))
+    if rb is None or ra is None:
+        return "–"
+    return compare(rb, ra, _fit_cap(m, (a, b), (ra, rb))) or "–"
+
+
+def _ctx_data(m: Matrix, b: str, a: str, k: Key) -> dict | None:
+    rb, ra = m.rows.get((b, k)), m.rows.get((a, k))
+    sb, sa = (side(rb) if rb else None), (side(ra) if ra else None)
+    return {"a": list(sa), "b": list(sb)} if sa and sb else None
 
 
 def placement_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
@@ -226,13 +310,19 @@ def _where(m: Matrix, keys: list[Key]) -> str:
 
 
 def _effect_text(m: Matrix, keys: list[Key], pe: PooledEffect) -> str:
+    """One pooled effect in words; over several points with their own CIs, the range of the points' ratios too
+    (the pooled CI assumes one common effect there and can be narrower than the points' spread)."""
     where = _where(m, keys)
     n = f"{len(keys)} point{'s' if len(keys) > 1 else ''}"
+    pts = ""
+    if pe.n_points > 1 and not pe.small:
+        lo, hi = min(pe.point_ratios), max(pe.point_ratios)
+        pts = f"; points {(lo - 1) * 100:+.0f} to {(hi - 1) * 100:+.0f} %"
     if pe.verdict == DIFFERS:
-        return f"{pe.pct()} at {where} ({n})"
+        return f"{pe.pct()} at {where} ({n}{pts.replace('; points', ':')})"
     if pe.verdict == SAME:
-        return f"no difference at {where} ({pe.pct()}, within ±{m.min_effect:.0%})"
-    return f"inconclusive at {where} ({pe.pct()})"
+        return f"no difference at {where} ({pe.pct()}, within ±{m.min_effect:.0%}{pts})"
+    return f"inconclusive at {where} ({pe.pct()}{pts})"
 
 
 def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, str], Status]) -> Table:
@@ -243,13 +333,19 @@ def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, s
         per = {x: [(keys, _pooled(m, kp, x, keys)) for _c, keys in segments(m, kp, x)]
                for x in METRICS} if st.status != NOT_TAKEN else {}
         cells.append((kp, st, per))
-    flat = control_pooled([pe for _kp, _st, per in cells for x in METRICS for _k, pe in per.get(x, [])])
+    flat = control_knobs(m, [pe for _kp, _st, per in cells for x in METRICS for _k, pe in per.get(x, [])])
     it = iter(flat)
-    t = Table(["knob", "variants (other vs base)", "took effect?", "pp", "tg"], title="Per-knob effects",
+    t = Table(["knob", "variants (other vs base)", "took effect?", "pp", "tg", "context (fit)"], title="Per-knob effects",
               note=("Pairs of variants that differ in exactly one knob. The effect is other / base, pooled (fixed effect, weighted by starts) "
                     "over each run of neighbouring points whose verdicts agree, with its 95 % CI; "
-                    f"Holm's method over the table's pooled effects. 'No difference' = within ±{m.min_effect:.0%}. "
-                    "A knob that did not take effect is not reported as a difference."))
+                    f"Holm's method over one family: the table's {sum(e is not None for e in flat)} pooled effects and "
+                    f"the matrix's {len(m.raw)} comparisons (so a one-point effect never claims more than the "
+                    f"head-to-head, and an interval beyond the band can still read inconclusive). 'No difference' = within ±{m.min_effect:.0%}. "
+                    "A knob that did not take effect is not reported as a difference. Context (fit): the n_ctx "
+                    "llama-server fitted, other vs base, and their ratio, per point (neighbouring points that read "
+                    "alike merged) — the fit's result, one value per start (every start of a point fitted the "
+                    "same unless a range is shown), not a sampled metric: no CI and no verdict; "
+                    f"{_native_note(m)}."))
     for kp, st, per in cells:
         va, vb = kp.values
         took = st.status + (f" ({st.why})" if st.why else "")
@@ -260,35 +356,91 @@ def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, s
             texts[x] = "; ".join(_effect_text(m, keys, pe) for keys, pe in parts if pe is not None) or \
                 ("– (did not take effect)" if st.status == NOT_TAKEN else "–")
             rec[x] = [{"points": [m.label(k) for k in keys], **(pe.to_dict() if pe else {})} for keys, pe in parts]
+        ctx = knob_context(m, kp) if st.status != NOT_TAKEN else "– (did not take effect)"
         t.rows.append([f"{knob_title(kp.knob)}: {vb} vs {va}", f"{kp.other.name} vs {kp.base.name}", took,
-                       texts["pp"], texts["tg"]])
+                       texts["pp"], texts["tg"], ctx])
         t.data.append({"knob": kp.knob, "base": kp.base.name, "other": kp.other.name, "values": [va, vb],
-                       "status": st.to_dict(), **rec})
+                       "status": st.to_dict(), **rec, "context": [
+                           {"point": m.label(k), **(_ctx_data(m, kp.other.name, kp.base.name, k) or {})}
+                           for k in m.points(kp.base.name, kp.other.name)]})
     return t
 
 
-def kv_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, str], Status]) -> Table | None:
-    """KV cache types: context gained (fitted n_ctx, KV KiB per token) against speed lost, per common point."""
-    kv = [kp for kp in pairs if kp.knob == "kv-cache-type"]
-    if not kv:
+def knob_context(m: Matrix, kp: KnobPair) -> str:
+    """The knob's effect on the fitted context, other vs base per point (neighbouring points that read alike
+    merged): ``175,616 vs 69,376 (2.53×) at ncmoe 0; native vs 133,120 (≥1.92×) at ncmoe 8``."""
+    runs: list[tuple[str, list[Key]]] = []
+    keys = m.points(kp.base.name, kp.other.name)
+    for k in keys:
+        text = _ctx_cell(m, kp.other.name, kp.base.name, k)
+        if runs and runs[-1][0] == text and runs[-1][1][-1][1] == k[1]:
+            runs[-1][1].append(k)
+        else:
+            runs.append((text, [k]))
+    out = "; ".join(f"{text} at {_where(m, ks)}" for text, ks in runs)
+    rows = [m.rows[(n, k)] for n in (kp.base.name, kp.other.name) for k in keys]
+    if out and (why := how_chosen([kp.base, kp.other], rows)):
+        out += f" ({why})"
+    return out or "–"
+
+
+def context_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, str], Status]) -> Table | None:
+    """Context gained against speed lost, per common point, for every one-knob pair whose fitted context differs
+    at some point (flash attention, KV cache type, backend, …) and every pair that differs in the KV cache type."""
+    chosen = [kp for kp in pairs if kp.knob == "kv-cache-type" or any(
+        differs(m.rows[(kp.other.name, k)], m.rows[(kp.base.name, k)]) for k in m.points(kp.base.name, kp.other.name))]
+    if not chosen:
         return None
-    t = Table(["variants (other vs base)", "point", "context base → other", "KV KiB/token base → other",
-               "pp other/base", "tg other/base"], title="KV cache type: context gained vs speed lost",
-              note="Context: the fitted n_ctx each server reported (/props); KV KiB per token: llama.cpp's KV cache "
-                   "size over its cells (log). Speeds: the judge's ratio and verdict (Holm, as above).")
-    for kp in kv:
+    t = Table(["knob", "variants (other vs base)", "point", "context base → other", "KV KiB/token base → other",
+               "device KV / compute MiB base → other", "host compute MiB base → other", "pp other/base",
+               "tg other/base"],
+              title="Context gained vs speed lost",
+              note="One-knob pairs whose fitted context differs somewhere (and every KV cache type pair). Context: the "
+                   "n_ctx llama-server fitted into the memory budget at each start (/props), and other / base — the "
+                   f"fit's result, not a sampled metric: no CI; {_native_note(m)}. KV KiB per token: llama.cpp's KV "
+                   "cache size over its cells (log); device KV / compute MiB: the KV cache and compute buffers it "
+                   "allocated on the GPU devices (summed), what the fit trades context against; host compute MiB: "
+                   "the compute buffers it allocated in host memory, which the device's budget does not count. "
+                   "Speeds: the judge's "
+                   f"ratio and verdict (Holm over the matrix's {len(m.verdicts)} comparisons, as in the head-to-head).")
+    for kp in chosen:
         flag = statuses[(kp.base.name, kp.other.name)]
-        for k in m.points(kp.base.name, kp.other.name):
+        who = f"{kp.other.name} vs {kp.base.name}" + (" ⚠ did not take effect" if flag.status == NOT_TAKEN else "")
+        keys = m.points(kp.base.name, kp.other.name)
+        why = how_chosen([kp.base, kp.other], [m.rows[(n, k)] for n in (kp.base.name, kp.other.name) for k in keys])
+        for k in keys:
+            t.rows.append([f"{knob_title(kp.knob)}: {kp.values[1]} vs {kp.values[0]}", who, m.label(k),
+                           *_context_cells(m, kp, k, why)])
             ra, rb = m.rows[(kp.base.name, k)], m.rows[(kp.other.name, k)]
-            fa, fb = (dict(((r.point.extra or {}) if r.point else {}).get("observed") or {}) for r in (ra, rb))
-            gain = f" (×{rb.n_ctx / ra.n_ctx:.2f})" if ra.n_ctx and rb.n_ctx else ""
-            kvt = f"{fa.get('kv_kib_per_token', '?')} → {fb.get('kv_kib_per_token', '?')}"
-            speed = [_fmt_other_over_base(*_ordered(m, kp.base.name, kp.other.name, x, k)) for x in METRICS]
-            who = f"{kp.other.name} vs {kp.base.name}" + (" ⚠ did not take effect" if flag.status == NOT_TAKEN else "")
-            t.rows.append([who, m.label(k), f"{ra.n_ctx or '?'} → {rb.n_ctx or '?'}{gain}", kvt, *speed])
-            t.data.append({"base": kp.base.name, "other": kp.other.name, "point": m.label(k), "n_ctx": [ra.n_ctx, rb.n_ctx],
-                           "kv_kib_per_token": [fa.get("kv_kib_per_token"), fb.get("kv_kib_per_token")]})
+            fa, fb = (_observed(r) for r in (ra, rb))
+            t.data.append({"knob": kp.knob, "base": kp.base.name, "other": kp.other.name, "point": m.label(k),
+                           "n_ctx": [ra.n_ctx, rb.n_ctx], **(_ctx_data(m, kp.other.name, kp.base.name, k) or {}),
+                           "kv_kib_per_token": [fa.get("kv_kib_per_token"), fb.get("kv_kib_per_token")],
+                           "not_fitted": why})
     return t
+
+
+def _observed(r: Row) -> dict:
+    return dict(((r.point.extra or {}) if r.point else {}).get("observed") or {})
+
+
+def _context_cells(m: Matrix, kp: KnobPair, k: Key, why: str | None) -> list[str]:
+    """context, KV KiB/token, device KV / compute MiB, host compute MiB (base → other), then pp and tg other / base."""
+    ra, rb = m.rows[(kp.base.name, k)], m.rows[(kp.other.name, k)]
+    sa, sb = side(ra), side(rb)
+    nat = m.data.native_ctx if why is None else None
+    if sa is not None and sb is not None:
+        gain = ("both at the cap" if nat and sa[0] == nat else "same") if sa == sb and sa[0] == sa[1] else \
+            ratio(sb, sa, nat)
+        ctx = f"{word(sa, nat)} → {word(sb, nat)} ({gain})" + (f" ({why})" if why else "")
+    else:
+        ctx = "–"
+    fa, fb = _observed(ra), _observed(rb)
+    kvt = f"{fa.get('kv_kib_per_token', '?')} → {fb.get('kv_kib_per_token', '?')}"
+    mem = " → ".join(f"{r.gpu_mem.context:,.0f} / {r.gpu_mem.compute:,.0f}" if r.gpu_mem else "?" for r in (ra, rb))
+    host = " → ".join(f"{r.host_mem.compute:,.0f}" if r.host_mem else "?" for r in (ra, rb))
+    speed = [_fmt_other_over_base(*_ordered(m, kp.base.name, kp.other.name, x, k)) for x in METRICS]
+    return [ctx, kvt, mem, host, *speed]
 
 
 def _fmt_other_over_base(j: Judgement | None, swapped: bool) -> str:
@@ -332,8 +484,8 @@ def matrix_section(data: ReportData, min_effect: float = 0.05) -> Section | None
     statuses = pair_statuses(m, pairs)
     tables = [variants_table(m), h2h_table(m, statuses), h2h_points_table(m), placement_table(m, statuses)]
     tables.append(knob_table(m, pairs, statuses))
-    if (kv := kv_table(m, pairs, statuses)) is not None:
-        tables.append(kv)
+    if (ctx := context_table(m, pairs, statuses)) is not None:
+        tables.append(ctx)
     sec = Section("matrix", "Variant matrix", tables=tables,
                   intro=(f"{len(m.variants)} variants, one series each; every verdict is the judge's on server starts "
                          "(the start is the unit of replication). Whether a knob took effect is read from llama.cpp's "

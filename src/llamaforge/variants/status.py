@@ -74,12 +74,13 @@ def single_statuses(record: dict, facts: Sequence[dict]) -> list[Status]:
 
 
 def pair_status(kp: KnobPair, records: dict[str, dict], points: Sequence[Point]) -> Status:
-    """The knob of a one-knob pair, judged on both variants' logs at their common points."""
+    """The knob of a one-knob pair, judged on both variants' logs at their common points. Its ``why`` reads
+    other vs base ("flash_attn enabled vs flash_attn disabled"), the order in which reports name the pair."""
     fa, fb = facts_by_point(points, kp.base.name), facts_by_point(points, kp.other.name)
     common = sorted(set(fa) & set(fb))
     ra, rb = records.get(kp.base.name) or {}, records.get(kp.other.name) or {}
-    return pair(kp.knob, [fa[c] for c in common], [fb[c] for c in common], _listing(ra, rb, kp.base),
-                _listing(rb, ra, kp.other))
+    return pair(kp.knob, [fb[c] for c in common], [fa[c] for c in common], _listing(rb, ra, kp.other),
+                _listing(ra, rb, kp.base))
 
 
 def _listing(mine: dict, other: dict, v: Variant) -> dict | None:
