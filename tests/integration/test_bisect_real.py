@@ -157,7 +157,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     """`compare` on real builds of two commits of the fixture history: base = the commit before the
     slowdown, head = the slowdown commit. Generation must come out significantly worse."""
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare import CompareRequest, Side, comparisons, run_compare
+    from llamaforge.compare import CompareRequest, Side, comparisons, run_compare, verdict_word
     from llamaforge.report.kinds import compare as compare_kind
 
     fx = make_fixture(cpu_build.source_dir)
@@ -171,7 +171,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
         md = compare_kind.lead(store, store.get_run(run_id))
     tg = rows["tg"]
     assert tg["A"]["n_requests"] == 8 and tg["B"]["n_requests"] == 8   # every measured request kept, warm-ups not
-    assert tg["comparison"]["verdict"] == "worse", tg
+    assert tg["comparison"]["verdict"] == "differs" and verdict_word(tg["comparison"]) == "worse", tg
     assert tg["comparison"]["ratio"] < 0.8
     assert "worse" in md
 
