@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from llamaforge.bench import server as server_mod
 from llamaforge.bench.adjust import CPU_VULKAN_PROMPT_TOKENS
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
+from llamaforge.llamacpp import server as server_mod
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

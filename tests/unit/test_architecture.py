@@ -233,23 +233,55 @@ def test_type_checking_imports_are_not_cycle_edges(tmp_path):
     assert cycles(import_graph(mods, type_checking=True)) == [["pkg.a", "pkg.b"]]
 
 
-# Issue 24: today's tree has one strongly connected component of 16 modules; its cycles, as this test
-# names them (→ an import statement, ⇒ the package __init__ an import runs):
-#   bench → bench.sweep → variants.observe → builds.verify → smoke ⇒ bench
-#   bench.adjust ⇒ builds → builds.builder → builds.verify → smoke → bench.engines.llamabench → bench.adjust
-#   bench.engines → bench.engines.fit ⇒ builds → builds.builder → builds.verify → smoke ⇒ bench.engines
-#   bench.engines.llamabench ⇒ builds → builds.builder → builds.verify → smoke → bench.engines.llamabench
-#   bench.engines.llamabench → bench.engines.offload ⇒ builds → builds.builder → builds.verify → smoke
-#       → bench.engines.llamabench
-#   bench.engines → bench.engines.server ⇒ builds → builds.builder → builds.verify → smoke ⇒ bench.engines
-#   bench → bench.sweep → bench.sequential → variants.build ⇒ builds → builds.builder → builds.verify → smoke ⇒ bench
-#   builds → builds.builder → builds.verify → smoke ⇒ builds
-#   bench → bench.sweep ⇒ variants → variants.build ⇒ builds → builds.builder → builds.verify → smoke ⇒ bench
-#   bench → bench.sweep → variants.build ⇒ builds → builds.builder → builds.verify → smoke ⇒ bench
-@pytest.mark.xfail(strict=True, reason="issue 24: the builds → verify → smoke → bench ⇒ builds cycle (listed above)")
 def test_no_import_cycle_among_llamaforge_modules():
     found = cycle_paths(import_graph())
     assert not found, "import cycles (→ import, ⇒ a package __init__ it runs):\n  " + "\n  ".join(found)
+
+
+def _reaches(graph: dict[str, dict[str, str]], start: str) -> dict[str, str]:
+    """Every module ``start`` loads, directly or not → the module that imports it (for the message)."""
+    seen: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w in graph.get(v, ()):
+            if w not in seen and w != start:
+                seen[w] = v
+                queue.append(w)
+    return seen
+
+
+def _under(mod: str, names: tuple[str, ...]) -> bool:
+    return any(mod == f"{PKG}.{n}" or mod.startswith(f"{PKG}.{n}.") for n in names)
+
+
+#: the llama.cpp adapter floor: speaks to llama.cpp's binaries, sits on the foundations only
+FLOOR = "llamacpp"
+#: what the floor may load (itself included): the foundations it stands on
+FLOOR_MAY_LOAD = (FLOOR, "proc", "errors", "files", "console", "redact", "visible")
+
+
+def test_the_llamacpp_floor_loads_only_foundations():
+    """Issue 24: ``llamacpp/`` owns what speaks to llama.cpp (argv and ``--help``, the server session,
+    llama-bench output, quirks, devices); builds/verify, smoke, bench/engines and variants depend downward
+    on it, and importing any module of it — everything it loads, ``__init__``s included — loads no bench,
+    builds, smoke, variants or report module."""
+    graph = import_graph(type_checking=True)
+    floor = [m for m in MODULES if _under(m, (FLOOR,))]
+    assert floor, "no llamacpp package"
+    bad = sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} "
+                 f"(imported by {via.removeprefix(PKG + '.')})"
+                 for m in floor for t, via in _reaches(graph, m).items()
+                 if t != PKG and not _under(t, FLOOR_MAY_LOAD))
+    assert not bad, "the llamacpp floor climbs up: " + "; ".join(bad)
+
+
+def test_smoke_and_verify_do_not_climb_into_bench():
+    """The smoke run (and so build verification) speaks to llama.cpp through the floor, not through the bench."""
+    graph = import_graph(type_checking=True)
+    bad = sorted(f"{m} loads {t} (imported by {via})" for m in (f"{PKG}.smoke", f"{PKG}.builds.verify")
+                 for t, via in _reaches(graph, m).items() if _under(t, ("bench", "variants", "report")))
+    assert not bad, "; ".join(bad)
 
 
 def _long_functions() -> list[str]:

@@ -16,8 +16,9 @@ from llamaforge.builds.builder import (
     write_json_atomic,
 )
 from llamaforge.builds.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
-from llamaforge.builds.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
+from llamaforge.builds.verify import diagnose
 from llamaforge.errors import ConfigError, ToolchainError
+from llamaforge.llamacpp.devices import parse_devices, parse_version, parse_vulkan_lines
 
 
 def _tc(**kw) -> Toolchain:

@@ -19,13 +19,13 @@ from typing import Any
 from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..builds.incremental import IncrementalBuilder, build_facts
-from ..builds.options import build_options
 from ..config import SourceSpec
 from ..console import console, esc, notice
 from ..envinfo import collect_env
 from ..files import file_lock
 from ..judge.locate import change
 from ..judge.sequential import DEFAULT_MIN_STARTS
+from ..llamacpp.options import build_options
 from ..records import build_manifest
 from ..sources import first_parent_commits, resolve_commit
 from ..sources.mirror import Mirror

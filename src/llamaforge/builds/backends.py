@@ -106,7 +106,7 @@ class FlagOptions:
     cuda_archs: str | None = None        # e.g. "90" or "86;89"; None = native if a GPU is visible
     cuda_fa_all_quants: bool = False
     defines: dict[str, str] = field(default_factory=dict)   # extra -DKEY=VALUE
-    no_amx: bool = False                 # compile without AMX (gcc < 13 × AMX CPUs: see quirks.py)
+    no_amx: bool = False                 # compile without AMX (gcc < 13 × AMX CPUs: see llamacpp/quirks.py)
 
 
 def gpu_visible() -> bool:

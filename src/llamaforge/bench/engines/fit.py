@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import proc
-from ...builds.options import build_options
 from ...errors import BuildError
+from ...llamacpp.options import build_options
+from ...llamacpp.server import PointFailure, classify_failure
 from .. import adjust
 from ..fit import fitt_for
 from ..plan import BuildLike, PointSpec
-from ..server import PointFailure, classify_failure
 from .base import MeasureContext, Measurement
 from .offload import offload_args
 

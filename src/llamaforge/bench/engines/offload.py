@@ -1,7 +1,7 @@
 """The offload arguments every engine passes: ``-ncmoe`` (or its ``-ot`` equivalent), ``-ngl``,
 ``-fitt`` and ``-t`` — one encoding for llama-server, llama-bench and llama-fit-params.
 
-``-ncmoe`` comes from :meth:`~llamaforge.builds.options.BinaryOptions.ncmoe_args` for every
+``-ncmoe`` comes from :meth:`~llamaforge.llamacpp.options.BinaryOptions.ncmoe_args` for every
 point with experts on the CPU; at ncmoe 0 nothing is passed (llama.cpp's default, and a dense
 model's command line then carries no MoE option);
 ``-ngl`` only when the point sets it (``-1`` = llama.cpp's default, all layers); ``-fitt`` only
@@ -11,7 +11,7 @@ never gets one, see :mod:`.llamabench`).
 
 from __future__ import annotations
 
-from ...builds.options import BinaryOptions
+from ...llamacpp.options import BinaryOptions
 from ..plan import PointSpec
 
 

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...builds.options import build_options
 from ...console import notice
 from ...errors import BuildError
+from ...llamacpp.options import build_options
+from ...llamacpp.server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from ...models.utf8 import incomplete_utf8_tokens
 from ...store import Point, Sample
 from .. import adjust, engine_gap
@@ -24,7 +25,6 @@ from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
 from ..prompts import Prompt, build_prompt
-from ..server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from .base import MeasureContext, Measurement, PhaseFn, SweepState
 from .fit import fit_params
 from .offload import offload_args
@@ -36,7 +36,7 @@ _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
 def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, *,
                 ctx: int | None = None) -> list[str]:
     """The llama-server arguments of a point (without host/port), built from what this binary
-    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.builds.options`):
+    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.llamacpp.options`):
     the offload arguments (:func:`.offload.offload_args`; ``-fitt`` only where the server can fit),
     ``-c`` from ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
     blocked = adjust.blocked_reason(build, plan, "llama-server")

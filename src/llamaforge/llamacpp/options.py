@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,17 @@ def parse_help(text: str) -> list[str]:
         if m:
             out.update(_FLAG.findall(m.group(1)))
     return sorted(out)
+
+
+@lru_cache(maxsize=64)
+def _help(binary: str, env_items: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    return frozenset(parse_help(proc.run([binary, "--help"], env=dict(env_items), timeout=120).output))
+
+
+def help_flags(binary: Path, env: dict[str, str] | None = None) -> frozenset[str]:
+    """The options ``binary --help`` declares (cached per binary and environment); for a binary that
+    is not (yet) part of a build with a manifest — the smoke run's, before the manifest is written."""
+    return _help(str(binary), tuple(sorted((env or {}).items())))
 
 
 def ncmoe_overrides(n: int) -> list[str]:
