@@ -119,6 +119,24 @@ class BinaryOptions:
         raise BuildError(f"this {tool} has neither -ncmoe nor -ot (--override-tensor), so experts cannot be "
                          "kept on the CPU", "use a llama.cpp from April 2025 or later (pick another pin)")
 
+    def offload_args(self, tool: str, ncmoe: int, ngl: int, *, fitt: str | None = None,
+                     threads: int | None = None) -> list[str]:
+        """The offload arguments every engine passes, one encoding for llama-server, llama-bench and
+        llama-fit-params: ``-ncmoe`` (or its ``-ot`` equivalent, :meth:`ncmoe_args`) for a point with
+        experts on the CPU — at ncmoe 0 nothing (llama.cpp's default, so a dense model's command line
+        carries no MoE option); ``-ngl`` only when set (``-1`` = llama.cpp's default, all layers);
+        ``--fit-target`` only when the caller passes one (the decision is
+        :func:`llamaforge.bench.fit.fitt_for`'s; llama-bench never gets one); ``-t`` when given.
+        Raises :class:`BuildError` when the binary cannot keep experts on the CPU and ``ncmoe`` asks it to."""
+        args = self.ncmoe_args(tool, ncmoe) if ncmoe else []
+        if ngl != -1:
+            args += ["-ngl", str(ngl)]
+        if fitt is not None:
+            args += ["--fit-target", fitt]
+        if threads:
+            args += ["-t", str(threads)]
+        return args
+
     def to_dict(self) -> dict[str, list[str] | None]:
         return {"llama-server": sorted(self.server), "llama-bench": sorted(self.bench),
                 "llama-fit-params": sorted(self.fit_params) if self.fit_params is not None else None}

@@ -31,7 +31,6 @@ from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
 from .base import MeasureContext, Measurement, PhaseFn
 from .fit import fit_params
-from .offload import offload_args
 
 
 def samples_from(results: list[dict]) -> list[Sample]:
@@ -65,7 +64,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
     try:
-        args += offload_args(opts, "llama-bench", spec, threads=plan.threads)   # never -fitt (module doc)
+        args += opts.offload_args("llama-bench", spec.ncmoe, spec.ngl, threads=plan.threads)   # never -fitt (module doc)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
     if plan.bench_depths:
