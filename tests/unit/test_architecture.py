@@ -284,6 +284,53 @@ def test_smoke_and_verify_do_not_climb_into_bench():
     assert not bad, "; ".join(bad)
 
 
+#: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
+#: judge, trend, what stored runs say (``findings/``), the variant matrix's pure readers, and formatting foundations
+REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "trend", "findings", "variants.model", "variants.status",
+                     "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics", "machine")
+#: modules that measure, build, fetch or start processes: nothing the report (or ``findings/``) loads, directly or not
+MEASURING = ("bench", "builds", "bisect", "compare", "reproduce", "fleet", "smoke", "sources", "models", "commands",
+             "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build", "variants.check")
+
+
+def _is_package(mod: str) -> bool:
+    return MODULES[mod].name == "__init__.py"
+
+
+def report_imports_outside(graph: dict[str, dict[str, str]]) -> list[str]:
+    """``report.x → y`` for every import of ``report/`` outside :data:`REPORT_MAY_IMPORT` (a package whose
+    ``__init__`` imports nothing, such as ``variants``, is fine to pass through)."""
+    return sorted(f"{m.removeprefix(PKG + '.')} {kind} {t.removeprefix(PKG + '.')}"
+                  for m in graph if _under(m, ("report",)) for t, kind in graph[m].items()
+                  if t != PKG and not _under(t, REPORT_MAY_IMPORT)
+                  and not (kind == INIT and _is_package(t) and not graph[t]))
+
+
+def measuring_loaded_by(graph: dict[str, dict[str, str]], roots: tuple[str, ...]) -> list[str]:
+    """``a loads b (imported by c)`` for every measuring module a module under ``roots`` loads."""
+    return sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} (imported by {v.removeprefix(PKG + '.')})"
+                  for m in graph if _under(m, roots) for t, v in _reaches(graph, m).items() if _under(t, MEASURING))
+
+
+def test_the_report_rule_sees_a_measuring_import(tmp_path):
+    """A report module that imports a measuring module, even inside a function, breaks both rules."""
+    graph = import_graph(type_checking=True)
+    graph[f"{PKG}.report.data"] = {**graph[f"{PKG}.report.data"], f"{PKG}.reproduce": EXPLICIT}
+    assert "report.data → reproduce" in report_imports_outside(graph)
+    assert any(x.startswith("report.data loads reproduce") for x in measuring_loaded_by(graph, ("report",)))
+
+
+def test_the_report_imports_only_records_the_judge_trend_and_formatting():
+    """Issue 24: ``report/`` is a pure function of stored data. It imports only records, the store, the judge,
+    trend, ``findings/`` (what stored runs say, shared with the terminal) and formatting — never a measuring
+    module (``reproduce``, ``compare``, ``bench.adaptive``, ``bench.schedule``, the sweep …), and nothing it loads
+    is one."""
+    graph = import_graph(type_checking=True)
+    assert not report_imports_outside(graph), "report/ imports: " + "; ".join(report_imports_outside(graph))
+    found = measuring_loaded_by(graph, ("report", "findings"))
+    assert not found, "measuring modules loaded by report/ or findings/: " + "; ".join(found)
+
+
 def _long_functions() -> list[str]:
     out = []
     for mod, path in MODULES.items():
