@@ -34,10 +34,10 @@ from llamaforge.bench.sweep import measure_launch
 from llamaforge.bisect.quiet import QUIET_OPTIONS, Quiet, QuietRequest, physical_cores, settings
 from llamaforge.bisect.session import BisectRequest, bisect_plan
 from llamaforge.builds import BuildOptions, build
-from llamaforge.builds.options import build_options
 from llamaforge.config import load_pins
 from llamaforge.judge import estimate
 from llamaforge.judge.locate import n_probes, starts_needed
+from llamaforge.llamacpp.options import build_options
 from llamaforge.models import resolve_model
 from llamaforge.paths import Paths
 from llamaforge.store import Store

@@ -24,8 +24,8 @@ from llamaforge.bench.engines.server import server_args
 from llamaforge.bench.external import external_build
 from llamaforge.bench.plan import Plan, make_points, read_facts
 from llamaforge.bench.prompts import build_prompt
-from llamaforge.bench.server import ServerSession
 from llamaforge.bench.sweep import run_sweep
+from llamaforge.llamacpp.server import ServerSession
 from llamaforge.models import resolve_model
 from llamaforge.paths import Paths
 from llamaforge.store import Store

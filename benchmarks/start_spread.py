@@ -16,7 +16,7 @@ import argparse
 import statistics
 import sys
 
-from llamaforge.builds.backends import display_name
+from llamaforge.findings.labels import display_name
 from llamaforge.paths import Paths
 from llamaforge.store import Point, Store
 

@@ -10,7 +10,7 @@ warned about, but the build is not marked broken — on a busy machine a CPU Vul
 (lavapipe) compiles its pipelines slowly, and a false "broken" would block every later step.
 
 When a run crashes (the process died: a signal or an abnormal exit), the known workarounds of
-:mod:`llamaforge.quirks` are tried in order; the first one with which both binaries pass is
+:mod:`llamaforge.llamacpp.quirks` are tried in order; the first one with which both binaries pass is
 returned as the build's quirk, with its evidence. Nothing is recorded for a quirk that does not
 help. Logs go to ``<build>/smoke/``.
 """
@@ -20,13 +20,15 @@ from __future__ import annotations
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from . import proc
 from .console import notice
-from .quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
+from .llamacpp.llamabench import parse_results
+from .llamacpp.options import help_flags
+from .llamacpp.quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
+from .llamacpp.server import PointFailure, ServerSession, read_log_tail
 
 SMOKE_MODEL = "synth:tiny-qwen35moe"
 SMOKE_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
@@ -104,18 +106,6 @@ class SmokeResult:
 
 # ------------------------------------------------------------------------------------ parts
 
-@lru_cache(maxsize=64)
-def _help(binary: str, env_items: tuple[tuple[str, str], ...]) -> frozenset[str]:
-    from .builds.options import parse_help
-
-    return frozenset(parse_help(proc.run([binary, "--help"], env=dict(env_items), timeout=120).output))
-
-
-def help_flags(binary: Path, env: dict[str, str] | None = None) -> frozenset[str]:
-    """The options ``binary --help`` declares (cached per binary and environment)."""
-    return _help(str(binary), tuple(sorted((env or {}).items())))
-
-
 def _tail(text: str, n: int = 25) -> str:
     return "\n".join((text or "").rstrip().splitlines()[-n:])
 
@@ -124,8 +114,6 @@ def run_server(binary: Path, model: Path, env: dict[str, str], extra: list[str],
                timeout_s: float | None = None) -> Part:
     """Load ``model`` in llama-server and generate a few tokens."""
     timeout_s = timeout_s or SERVER_TIMEOUT_S
-    from .bench.server import PointFailure, ServerSession, read_log_tail
-
     flags = help_flags(binary, env)
     args = ["-m", str(model), "-np", "1", "-c", str(SMOKE_CTX)]
     if "--no-webui" in flags:
@@ -168,7 +156,6 @@ def run_bench(binary: Path, model: Path, env: dict[str, str], extra: list[str], 
               cpu_moe_layers: int | None = None, timeout_s: float | None = None) -> Part:
     """A one-repetition llama-bench of a short prompt and a few generated tokens."""
     timeout_s = timeout_s or BENCH_TIMEOUT_S
-    from .bench.engines.llamabench import parse_results
     # generation only (-p 0): the server part already processes a prompt, and every extra llama-bench
     # test costs a warm-up run and, on lavapipe, slow pipeline compiles
     args = [str(binary), "-m", str(model), "-p", "0", "-n", str(SMOKE_N_PREDICT), "-r", "1", "-o", "jsonl"]

@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from llamaforge.bench import server as server_mod
 from llamaforge.bench.adjust import CPU_VULKAN_PROMPT_TOKENS
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
+from llamaforge.llamacpp import server as server_mod
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow
@@ -237,7 +237,7 @@ def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, st
 def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_model, store, lf_paths, tmp_path):
     """K = 2 launches per point, interleaved, plus a drift sentinel, against the real CPU build; the
     report shows the clustered statistics. (Kept short: 2 points, tiny prompt, few tokens.)"""
-    from llamaforge.bench.schedule import SENTINEL_LABEL
+    from llamaforge.findings.labels import SENTINEL_LABEL
     from llamaforge.report import write_report
 
     n_layers = read_facts(tiny_model)["n_layers"]

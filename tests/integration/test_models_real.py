@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from llamaforge import proc
+from llamaforge.llamacpp.quirks import quirk_args
 from llamaforge.models import model_facts, synth, twin
-from llamaforge.quirks import quirk_args
 
 pytestmark = pytest.mark.slow
 

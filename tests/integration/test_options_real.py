@@ -14,7 +14,7 @@ import pytest
 
 from llamaforge.bench.plan import Plan, PointSpec, read_facts
 from llamaforge.bench.sweep import measure_point
-from llamaforge.builds.options import build_options, ncmoe_overrides, probe_build
+from llamaforge.llamacpp.options import build_options, ncmoe_overrides, probe_build
 
 pytestmark = pytest.mark.slow
 

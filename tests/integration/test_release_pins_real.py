@@ -19,8 +19,8 @@ import pytest
 from test_models_pypi_real import SMOLLM2
 
 from llamaforge.builds import BuildOptions, build
-from llamaforge.builds.options import build_options
 from llamaforge.config import load_pins
+from llamaforge.llamacpp.options import build_options
 from llamaforge.models import model_facts
 from llamaforge.models.refs import resolve_model
 from llamaforge.store import Store

@@ -19,10 +19,10 @@ import pytest
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.sweep import measure_point
 from llamaforge.builds import Build, BuildOptions, build
-from llamaforge.builds.options import build_options
 from llamaforge.builds.verify import apply_to_manifest, verify_build
 from llamaforge.config import load_pins
 from llamaforge.files import sha256_file
+from llamaforge.llamacpp.options import build_options
 from llamaforge.models import model_facts
 from llamaforge.store import Store
 

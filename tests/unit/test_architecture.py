@@ -1,13 +1,24 @@
 """The shape of the code: no import cycle among llamaforge's modules, no function over 80 lines.
 
-Imports are read from the source (``ast``), including function-local ones — a cycle hidden behind
-an import inside a function is still a cycle (issue 13). ``if TYPE_CHECKING:`` imports do not run
-and are not counted.
+The import graph is read from the source (``ast``) and counts what really runs when a module is imported:
+
+* every ``import``/``from … import`` of a llamaforge module, including function-local ones — a cycle
+  hidden behind an import inside a function is still a cycle (issues 13 and 24);
+* the implicit import of a package's ``__init__``: importing ``a.b.c`` runs ``a/__init__`` and
+  ``a/b/__init__`` first, so the importer depends on those too (``⇒`` in the messages below). A module
+  never gets such an edge to a package it is itself inside: Python has started that package before the
+  module runs, so it is not a dependency (``from . import x`` inside ``a/b`` does not need ``a/b/__init__``
+  to have finished; ``from a.b import X`` inside ``a/b/c.py`` is an explicit edge and still counts).
+
+``if TYPE_CHECKING:`` imports never run, so they cannot close an import cycle and are left out of the
+cycle graph; the layering rules below (what ``report/`` may import) count them, because a type named
+from a module is a dependency on it all the same.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -15,12 +26,14 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = "llamaforge"
 MAX_FUNCTION_LINES = 80
+#: how an edge arose: an import statement, or the implicit import of a package's ``__init__``
+EXPLICIT, INIT = "→", "⇒"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(src: Path = SRC, pkg: str = PKG) -> dict[str, Path]:
     out = {}
-    for p in sorted((SRC / PKG).rglob("*.py")):
-        parts = list(p.relative_to(SRC).with_suffix("").parts)
+    for p in sorted((src / pkg).rglob("*.py")):
+        parts = list(p.relative_to(src).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = p
@@ -36,12 +49,12 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST):
-    """Every Import/ImportFrom node that runs (skips ``if TYPE_CHECKING:`` bodies)."""
+def _imports(tree: ast.AST, *, type_checking: bool = False):
+    """Every Import/ImportFrom node that runs (``if TYPE_CHECKING:`` bodies only with ``type_checking``)."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -49,35 +62,54 @@ def _imports(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> set[str]:
+def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom,
+             modules: dict[str, Path] | None = None) -> set[str]:
+    """The modules ``node`` (in ``module``, file ``path``) names, as keys of ``modules``."""
+    modules = MODULES if modules is None else modules
+    root = module.split(".")[0]
     if isinstance(node, ast.Import):
-        return {a.name for a in node.names if a.name.split(".")[0] == PKG and a.name in MODULES}
+        return {a.name for a in node.names if a.name.split(".")[0] == root and a.name in modules}
     if node.level:
         base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
         base = base[:len(base) - (node.level - 1)]
         origin = ".".join(base + ([node.module] if node.module else []))
     else:
         origin = node.module or ""
-    if origin.split(".")[0] != PKG:
+    if origin.split(".")[0] != root:
         return set()
     out = set()
     for a in node.names:
         sub = f"{origin}.{a.name}"
-        out.add(sub if sub in MODULES else origin)
-    return {t for t in out if t in MODULES}
+        out.add(sub if sub in modules else origin)
+    return {t for t in out if t in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {}
-    for mod, path in MODULES.items():
+def _packages_of(module: str) -> list[str]:
+    """The packages whose ``__init__`` runs before ``module``: ``a.b.c`` → ``a``, ``a.b``."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_graph(modules: dict[str, Path] | None = None, *,
+                 type_checking: bool = False) -> dict[str, dict[str, str]]:
+    """module → {module it imports → EXPLICIT or INIT (the implicit import of a package ``__init__``)}."""
+    modules = MODULES if modules is None else modules
+    graph: dict[str, dict[str, str]] = {}
+    for mod, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        graph[mod] = set()
-        for node in _imports(tree):
-            graph[mod] |= _targets(mod, path, node) - {mod}
+        edges: dict[str, str] = {}
+        for node in _imports(tree, type_checking=type_checking):
+            for t in _targets(mod, path, node, modules) - {mod}:
+                edges[t] = EXPLICIT
+                inside = set(_packages_of(mod))
+                for pkg in _packages_of(t):
+                    if pkg in modules and pkg not in inside and pkg != mod:
+                        edges.setdefault(pkg, INIT)
+        graph[mod] = edges
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -112,6 +144,44 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _shortest_cycle(graph: dict[str, dict[str, str]], start: str, inside: set[str]) -> list[str]:
+    """The shortest import path from ``start`` back to itself within ``inside`` (breadth first)."""
+    prev: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w in sorted(graph[v]):
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(prev[path[-1]])
+                return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+            if w in inside and w not in prev:
+                prev[w] = v
+                queue.append(w)
+    return []
+
+
+def cycle_paths(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Every cycle the graph holds, as import paths: the shortest cycle through each module of each
+    strongly connected component (each cycle once), e.g. ``a → b ⇒ c → a``."""
+    out: list[str] = []
+    for comp in cycles(graph):
+        seen: set[tuple[str, ...]] = set()
+        for start in comp:
+            path = _shortest_cycle(graph, start, set(comp))
+            ring = path[:-1]
+            key = tuple(ring[ring.index(min(ring)):] + ring[:ring.index(min(ring))])
+            if key in seen:
+                continue
+            seen.add(key)
+            text = key[0]
+            for a, b in zip(key, key[1:] + key[:1], strict=True):
+                text += f" {graph[a][b]} {b}"
+            out.append(text.replace(f"{PKG}.", ""))
+    return out
+
+
 def test_the_cycle_finder_finds_a_hidden_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -127,9 +197,138 @@ def test_function_local_imports_are_edges():
 
 
 
+def _tree(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return _modules(root, "pkg")
+
+
+def test_a_package_init_is_an_edge_and_the_cycle_is_named_with_its_path(tmp_path):
+    """``pkg.a`` imports ``pkg.b.c`` (in a function): that runs ``pkg/b/__init__``, which imports ``pkg.a``.
+    No import statement closes the ring; the implicit ``__init__`` edge does."""
+    mods = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    from .b.c import x\n",
+                            "pkg/b/__init__.py": "from ..a import f\n", "pkg/b/c.py": "x = 1\n"})
+    g = import_graph(mods)
+    assert g["pkg.a"] == {"pkg.b.c": EXPLICIT, "pkg.b": INIT}
+    assert cycles(g) == [["pkg.a", "pkg.b"]]
+    assert cycle_paths(g) == [f"pkg.a {INIT} pkg.b {EXPLICIT} pkg.a"]
+
+
+def test_a_module_has_no_init_edge_to_its_own_package(tmp_path):
+    """``pkg/b/__init__`` imports ``pkg.b.c``, which imports its sibling ``pkg.b.d``: Python has started
+    ``pkg.b`` before ``c`` runs, so there is no cycle; an explicit ``from pkg.b import …`` is one."""
+    mods = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/b/__init__.py": "from .c import x\n",
+                            "pkg/b/c.py": "from .d import y\nx = y\n", "pkg/b/d.py": "y = 1\n"})
+    assert cycles(import_graph(mods)) == []
+    (tmp_path / "pkg/b/d.py").write_text("def f():\n    from pkg.b import x\n")
+    assert cycle_paths(import_graph(mods)) == [f"pkg.b {EXPLICIT} pkg.b.c {EXPLICIT} pkg.b.d {EXPLICIT} pkg.b"]
+
+
+def test_type_checking_imports_are_not_cycle_edges(tmp_path):
+    mods = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from .b import y\n",
+                            "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from .a import X\ny = 1\n"})
+    assert cycles(import_graph(mods)) == []
+    assert cycles(import_graph(mods, type_checking=True)) == [["pkg.a", "pkg.b"]]
+
+
 def test_no_import_cycle_among_llamaforge_modules():
-    found = cycles(import_graph())
-    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+    found = cycle_paths(import_graph())
+    assert not found, "import cycles (→ import, ⇒ a package __init__ it runs):\n  " + "\n  ".join(found)
+
+
+def _reaches(graph: dict[str, dict[str, str]], start: str) -> dict[str, str]:
+    """Every module ``start`` loads, directly or not → the module that imports it (for the message)."""
+    seen: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w in graph.get(v, ()):
+            if w not in seen and w != start:
+                seen[w] = v
+                queue.append(w)
+    return seen
+
+
+def _under(mod: str, names: tuple[str, ...]) -> bool:
+    return any(mod == f"{PKG}.{n}" or mod.startswith(f"{PKG}.{n}.") for n in names)
+
+
+#: the llama.cpp adapter floor: speaks to llama.cpp's binaries, sits on the foundations only
+FLOOR = "llamacpp"
+#: what the floor may load (itself included): the foundations it stands on
+FLOOR_MAY_LOAD = (FLOOR, "proc", "errors", "files", "console", "redact", "visible")
+
+
+def test_the_llamacpp_floor_loads_only_foundations():
+    """Issue 24: ``llamacpp/`` owns what speaks to llama.cpp (argv and ``--help``, the server session,
+    llama-bench output, quirks, devices); builds/verify, smoke, bench/engines and variants depend downward
+    on it, and importing any module of it — everything it loads, ``__init__``s included — loads no bench,
+    builds, smoke, variants or report module."""
+    graph = import_graph(type_checking=True)
+    floor = [m for m in MODULES if _under(m, (FLOOR,))]
+    assert floor, "no llamacpp package"
+    bad = sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} "
+                 f"(imported by {via.removeprefix(PKG + '.')})"
+                 for m in floor for t, via in _reaches(graph, m).items()
+                 if t != PKG and not _under(t, FLOOR_MAY_LOAD))
+    assert not bad, "the llamacpp floor climbs up: " + "; ".join(bad)
+
+
+def test_smoke_and_verify_do_not_climb_into_bench():
+    """The smoke run (and so build verification) speaks to llama.cpp through the floor, not through the bench."""
+    graph = import_graph(type_checking=True)
+    bad = sorted(f"{m} loads {t} (imported by {via})" for m in (f"{PKG}.smoke", f"{PKG}.builds.verify")
+                 for t, via in _reaches(graph, m).items() if _under(t, ("bench", "variants", "report")))
+    assert not bad, "; ".join(bad)
+
+
+#: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
+#: judge, trend, what stored runs say (``findings/``), the variant matrix's pure readers, and formatting foundations
+REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "trend", "findings", "variants.model", "variants.status",
+                     "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics", "machine")
+#: modules that measure, build, fetch or start processes: nothing the report (or ``findings/``) loads, directly or not
+MEASURING = ("bench", "builds", "bisect", "compare", "reproduce", "fleet", "smoke", "sources", "models", "commands",
+             "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build", "variants.check")
+
+
+def _is_package(mod: str) -> bool:
+    return MODULES[mod].name == "__init__.py"
+
+
+def report_imports_outside(graph: dict[str, dict[str, str]]) -> list[str]:
+    """``report.x → y`` for every import of ``report/`` outside :data:`REPORT_MAY_IMPORT` (a package whose
+    ``__init__`` imports nothing, such as ``variants``, is fine to pass through)."""
+    return sorted(f"{m.removeprefix(PKG + '.')} {kind} {t.removeprefix(PKG + '.')}"
+                  for m in graph if _under(m, ("report",)) for t, kind in graph[m].items()
+                  if t != PKG and not _under(t, REPORT_MAY_IMPORT)
+                  and not (kind == INIT and _is_package(t) and not graph[t]))
+
+
+def measuring_loaded_by(graph: dict[str, dict[str, str]], roots: tuple[str, ...]) -> list[str]:
+    """``a loads b (imported by c)`` for every measuring module a module under ``roots`` loads."""
+    return sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} (imported by {v.removeprefix(PKG + '.')})"
+                  for m in graph if _under(m, roots) for t, v in _reaches(graph, m).items() if _under(t, MEASURING))
+
+
+def test_the_report_rule_sees_a_measuring_import(tmp_path):
+    """A report module that imports a measuring module, even inside a function, breaks both rules."""
+    graph = import_graph(type_checking=True)
+    graph[f"{PKG}.report.data"] = {**graph[f"{PKG}.report.data"], f"{PKG}.reproduce": EXPLICIT}
+    assert "report.data → reproduce" in report_imports_outside(graph)
+    assert any(x.startswith("report.data loads reproduce") for x in measuring_loaded_by(graph, ("report",)))
+
+
+def test_the_report_imports_only_records_the_judge_trend_and_formatting():
+    """Issue 24: ``report/`` is a pure function of stored data. It imports only records, the store, the judge,
+    trend, ``findings/`` (what stored runs say, shared with the terminal) and formatting — never a measuring
+    module (``reproduce``, ``compare``, ``bench.adaptive``, ``bench.schedule``, the sweep …), and nothing it loads
+    is one."""
+    graph = import_graph(type_checking=True)
+    assert not report_imports_outside(graph), "report/ imports: " + "; ".join(report_imports_outside(graph))
+    found = measuring_loaded_by(graph, ("report", "findings"))
+    assert not found, "measuring modules loaded by report/ or findings/: " + "; ".join(found)
 
 
 def _long_functions() -> list[str]:
@@ -148,8 +347,8 @@ def test_no_function_is_longer_than_80_lines():
 
 
 if __name__ == "__main__":  # pragma: no cover - a map for humans
-    for c in cycles(import_graph()):
-        print("cycle:", " <-> ".join(c))
+    for c in cycle_paths(import_graph()):
+        print("cycle:", c)
     print("\n".join(_long_functions()))
     pytest.main([__file__, "-q"])
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from llamaforge.bench.engines.fit import parse_fit_output
-from llamaforge.bench.server import classify_failure, parse_memory_breakdown, read_log_tail
+from llamaforge.llamacpp.server import classify_failure, parse_memory_breakdown, read_log_tail
 
 
 @pytest.mark.parametrize("tail, rc, phase, want", [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge import proc
-from llamaforge.bench.server import ServerSession
+from llamaforge.llamacpp.server import ServerSession
 
 FAKE = Path(__file__).with_name("bench_fake_server.py")
 
@@ -38,6 +38,6 @@ def test_local_server_is_reached_directly_despite_a_proxy(tmp_path, dead_proxy):
 
 
 def test_local_session_ignores_the_environment(dead_proxy):
-    from llamaforge.bench.server import local_http_session
+    from llamaforge.llamacpp.server import local_http_session
 
     assert local_http_session().trust_env is False

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.builds.backends import FlagOptions, cmake_flags, get_backend, parse_backends, problems
+from llamaforge.builds.backends import (
+    BACKENDS,
+    FlagOptions,
+    cmake_flags,
+    get_backend,
+    parse_backends,
+    problems,
+)
 from llamaforge.builds.builder import (
     MANIFEST,
     MANIFEST_VERSION,
@@ -16,8 +23,10 @@ from llamaforge.builds.builder import (
     write_json_atomic,
 )
 from llamaforge.builds.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
-from llamaforge.builds.verify import diagnose, parse_devices, parse_version, parse_vulkan_lines
+from llamaforge.builds.verify import diagnose
 from llamaforge.errors import ConfigError, ToolchainError
+from llamaforge.findings.labels import DISPLAY_NAMES, display_name
+from llamaforge.llamacpp.devices import parse_devices, parse_version, parse_vulkan_lines
 
 
 def _tc(**kw) -> Toolchain:
@@ -54,6 +63,11 @@ def test_manifest_is_a_cache_hit_only_when_complete(tmp_path: Path):
     (tmp_path / MANIFEST).write_text(json.dumps(m)[:-5])          # torn write
     assert read_manifest(tmp_path) is None
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_every_backend_has_the_name_reports_give_it():
+    assert set(DISPLAY_NAMES) == set(BACKENDS)
+    assert (display_name("hip"), display_name(" CUDA "), display_name("npu"), display_name(None)) == ("ROCm", "CUDA", "npu", "?")
 
 
 def test_unknown_backend_lists_the_known_ones():

@@ -11,12 +11,19 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bench.engines.fit import fit_params
-from llamaforge.bench.engines.llamabench import bench_args, parse_results, samples_from
+from llamaforge.bench.engines.llamabench import bench_args, samples_from
 from llamaforge.bench.engines.server import fit_status_of, server_args
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec
 from llamaforge.bench.sweep import measure_point
-from llamaforge.builds.options import BinaryOptions, build_options, ncmoe_overrides, parse_help, probe_binary
 from llamaforge.errors import BuildError
+from llamaforge.llamacpp.llamabench import parse_results
+from llamaforge.llamacpp.options import (
+    BinaryOptions,
+    build_options,
+    ncmoe_overrides,
+    parse_help,
+    probe_binary,
+)
 
 FAKE = Path(__file__).with_name("bench_fake_server.py")
 
@@ -163,7 +170,7 @@ def test_argv_for_a_current_binary_uses_ncmoe_and_fit_target(tmp_path):
 
 
 def test_a_binary_with_neither_ncmoe_nor_ot_fails_the_point_with_the_fix(tmp_path):
-    from llamaforge.bench.server import PointFailure
+    from llamaforge.llamacpp.server import PointFailure
 
     ancient = "-m,    --model FNAME    model path\n-c,    --ctx-size N    context\n"
     b = _build(tmp_path, ancient, ancient, None)

@@ -14,8 +14,8 @@ from test_bench_runner import FAKE, FakeBuild, _plan
 
 from llamaforge.bench import engine_gap
 from llamaforge.bench.plan import PointSpec
-from llamaforge.bench.server import read_events
 from llamaforge.bench.sweep import measure_point, merge_launch
+from llamaforge.llamacpp.server import read_events
 from llamaforge.report.engine_gap import (
     bench_starts,
     decompose,

@@ -12,6 +12,7 @@ import pytest
 
 from llamaforge.bench.export import export_run
 from llamaforge.errors import ConfigError, FleetError, LlamaforgeError
+from llamaforge.findings.runs import fleet_children
 from llamaforge.fleet import run as fleet_run
 from llamaforge.fleet.config import Target, parse_fleet
 from llamaforge.fleet.jobs import LineSink, for_each_host
@@ -214,8 +215,8 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
         assert calls == ["b"]                       # a was done: not touched again
         run = store.get_run(fid)
         assert run.status == "done" and {h["status"] for h in run.summary["hosts"].values()} == {"ok"}
-        assert fleet_run.fleet_children(store, fid) == [("box-a", hosts["a"]["run"]),
-                                                        ("box-b", run.summary["hosts"]["b"]["run"])]
+        assert fleet_children(store, fid) == [("box-a", hosts["a"]["run"]),
+                                              ("box-b", run.summary["hosts"]["b"]["run"])]
 
         from llamaforge.report.data import load
 
@@ -310,7 +311,8 @@ def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
 
 def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_interleaved(tmp_path, monkeypatch):
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare import CompareRequest, Side, verdict_word, worse_rows
+    from llamaforge.compare import CompareRequest, Side, worse_rows
+    from llamaforge.findings.comparison import verdict_word
     from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
 
     f, paths = _fake_fleet(tmp_path)

@@ -19,9 +19,9 @@ from llamaforge.bench import adjust
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import Plan, PointSpec, make_points
 from llamaforge.bench.sweep import measure_point, run_sweep
-from llamaforge.builds.options import probe_build
+from llamaforge.llamacpp.options import probe_build
+from llamaforge.llamacpp.quirks import QUIRKS
 from llamaforge.paths import Paths
-from llamaforge.quirks import QUIRKS
 from llamaforge.smoke import Attempt, Part, _not_tried, run_smoke
 
 HERE = Path(__file__).parent

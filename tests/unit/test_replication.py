@@ -12,15 +12,9 @@ from invoke import Context
 
 from llamaforge.bench import sweep
 from llamaforge.bench.plan import Plan, make_points
-from llamaforge.bench.schedule import (
-    SENTINEL_LABEL,
-    Slot,
-    default_sentinel_every,
-    launch_order,
-    remaining,
-    sweep_schedule,
-)
-from llamaforge.bench.sentinel import drift_flags, drifted_points
+from llamaforge.bench.schedule import Slot, default_sentinel_every, launch_order, remaining, sweep_schedule
+from llamaforge.findings.drift import drift_flags, drifted_points
+from llamaforge.findings.labels import SENTINEL_LABEL
 from llamaforge.judge import CONSERVATIVE, Starts, estimate, next_start
 from llamaforge.store import Point, Sample, Store
 
@@ -318,7 +312,7 @@ def test_drift_table_names_the_points_in_between_per_series_compactly(tmp_path):
     series instead of listing 30 build keys; a partial stretch lists its offloads."""
     import run_fake
 
-    from llamaforge.bench.sentinel import DriftFlag
+    from llamaforge.findings.drift import DriftFlag
     from llamaforge.report.data import load
     from llamaforge.report.replication import between_cell
 

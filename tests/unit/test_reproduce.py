@@ -9,10 +9,11 @@ import pytest
 import run_fake
 
 from llamaforge.errors import BenchError
+from llamaforge.findings.reproduction import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.judge import judge
 from llamaforge.report import data as rdata
 from llamaforge.report.tables import build_sections
-from llamaforge.reproduce import MetricCheck, check_points, reproduce, select_points, sweep_run, verdict_for
+from llamaforge.reproduce import reproduce, select_points
 from llamaforge.store import Point, Sample
 
 
@@ -94,7 +95,7 @@ def test_the_verdict_lists_the_parent_points_the_child_did_not_measure():
 def test_sentinels_are_not_judged_as_points():
     """A reproduce run re-measures its reference point at the end (a sentinel), as the sweep did: the
     verdict is about the points, so the sentinel pair must not appear as a second "CUDA ncmoe 0"."""
-    from llamaforge.bench.schedule import SENTINEL_LABEL
+    from llamaforge.findings.labels import SENTINEL_LABEL
 
     def sentinel(tg: float) -> Point:
         p = _pt("cu", 0, tg, seed=7)
@@ -207,7 +208,7 @@ def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = 
 
 
 def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
-    from llamaforge.reproduce import verdict_between
+    from llamaforge.findings.reproduction import verdict_between
 
     store, first = run_fake.build(tmp_path)
     n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too

@@ -26,7 +26,7 @@ from llamaforge.builds.doctor import amx_gcc_warning, parse_gcc_major
 from llamaforge.builds.manifest import MANIFEST, MANIFEST_VERSION
 from llamaforge.builds.verify import Verification, apply_to_manifest, ensure_runnable, raise_for
 from llamaforge.errors import BenchError, BuildError
-from llamaforge.quirks import describe_failure, likely_cause, quirk_args, signal_name
+from llamaforge.llamacpp.quirks import describe_failure, likely_cause, quirk_args, signal_name
 from llamaforge.smoke import run_smoke
 
 HERE = Path(__file__).parent

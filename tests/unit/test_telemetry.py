@@ -12,6 +12,7 @@ from llamaforge import gpu, hostlock
 from llamaforge.bench import telemetry
 from llamaforge.bench.monitor import Monitor, proc_rss_split
 from llamaforge.errors import BenchError
+from llamaforge.findings import conditions
 
 
 def test_nvml_unavailable_means_empty_not_invented():
@@ -19,7 +20,7 @@ def test_nvml_unavailable_means_empty_not_invented():
     assert not n.ok and n.handles == []
     s = telemetry.TelemetrySampler(n)
     s.sample([])
-    assert "gpu" not in s.summary() and telemetry.flags(s.summary()) == []
+    assert "gpu" not in s.summary() and conditions.flags(s.summary()) == []
 
 
 def test_nvml_telemetry_fields_and_unsupported_query_stays_none():
@@ -58,21 +59,21 @@ def test_sampler_flags_throttled_and_shared_but_not_own_processes():
     assert summ["gpu"][0]["throttle_reasons"] == {"sw_power_cap": 1.0}
     assert [o["pid"] for o in summ["other_gpu_processes"]] == [424242]
     assert summ["gpu"][0]["power_w"] == {"min": 350.0, "median": 350.0, "max": 350.0}
-    assert telemetry.flags(summ)[:1] == ["throttled"] and "shared" in telemetry.flags(summ)
-    assert "PID 424242" in telemetry.describe(summ)
+    assert conditions.flags(summ)[:1] == ["throttled"] and "shared" in conditions.flags(summ)
+    assert "PID 424242" in conditions.describe(summ)
 
 
 def test_idle_or_settings_throttle_reasons_are_not_a_slowdown():
     s = telemetry.TelemetrySampler(gpu.Nvml(module=FakePynvml(throttle=0x1 | 0x2)))
     s.sample([])
-    assert "throttled" not in telemetry.flags(s.summary())
+    assert "throttled" not in conditions.flags(s.summary())
 
 
 def test_loaded_flag_from_other_processes_cpu_use():
     tel = {"host": {"other_cpu_cores": {"min": 0.9, "median": 1.2, "max": 1.9}}}
-    assert telemetry.flags(tel) == ["loaded"]
+    assert conditions.flags(tel) == ["loaded"]
     tel["host"]["other_cpu_cores"]["median"] = 0.1
-    assert telemetry.flags(tel) == []
+    assert conditions.flags(tel) == []
 
 
 def test_other_gpu_processes_excludes_given_pids():

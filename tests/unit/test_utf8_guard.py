@@ -8,7 +8,7 @@ import pytest
 
 from llamaforge.bench.engines import server as engine_server
 from llamaforge.bench.prompts import Prompt
-from llamaforge.bench.server import PointFailure
+from llamaforge.llamacpp.server import PointFailure
 from llamaforge.models.utf8 import incomplete_utf8_ids, token_bytes_bpe
 
 PARSE_500 = ('/completion answered HTTP 500: {"error":{"code":500,"message":"The model produced output that '

@@ -10,8 +10,8 @@ from pathlib import Path
 from test_bench_runner import FAKE, FakeBuild, _plan
 
 from llamaforge.bench.plan import Plan
-from llamaforge.bench.schedule import is_sentinel
 from llamaforge.bench.sweep import run_sweep
+from llamaforge.findings.labels import is_sentinel
 from llamaforge.variants.build import VariantBuild
 from llamaforge.variants.check import from_records
 from llamaforge.variants.model import Variant, parse_cli

@@ -381,20 +381,6 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
     return Conclusions(threshold, sweet, winner_regions(measured, domain, priors, min_effect), anomalies, suspects)
 
 
-def threshold_heading(axis: str) -> str:
-    """The heading of the threshold's column: the first ncmoe with native context, or the most layers
-    (``-ngl``) with native context."""
-    return "native context from ncmoe" if axis == "ncmoe" else f"native context up to {axis}"
-
-
-def anomaly_text(conclusions: Mapping, series: str) -> str:
-    """A recorded conclusion's anomalies of one series, then its suspects, as text for tables."""
-    text = ", ".join(map(str, (conclusions.get("anomalies") or {}).get(series) or [])) or "none"
-    sus = (conclusions.get("suspects") or {}).get(series) or []
-    return text + (f" (suspects, faster than the trend alone but not after the family control over the sweep: "
-                   f"{', '.join(map(str, sus))})" if sus else "")
-
-
 # ---------------------------------------------------------------------------------- the loop
 
 

@@ -1,6 +1,6 @@
 """Per-build runtime adjustments of a run: recorded quirks and CPU-Vulkan defaults.
 
-* **Quirks** recorded in a build's manifest (:mod:`llamaforge.quirks`: a workaround its smoke run
+* **Quirks** recorded in a build's manifest (:mod:`llamaforge.llamacpp.quirks`: a workaround its smoke run
   needed, e.g. ``--no-repack``) are added to that build's llama-server / llama-bench /
   llama-fit-params command lines — to each binary that accepts them (its ``--help`` options in the
   manifest). A binary that cannot take a needed workaround (llama-bench before ``--repack``
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..builds.backends import is_cpu_vulkan_name
 from ..console import notice
-from ..quirks import lacking, recorded
+from ..llamacpp.quirks import lacking, recorded
 from ..variants.build import variant_args
 from .plan import BuildLike, Plan
 

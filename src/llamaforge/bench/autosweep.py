@@ -31,18 +31,12 @@ from rich.table import Table
 
 from ..console import console, esc
 from ..errors import BenchError
+from ..findings.labels import anomaly_text, threshold_heading
 from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
 from ..store import Store
 from ..variants.build import series_key, series_label
-from .adaptive import (
-    AdaptiveOptions,
-    AdaptiveResult,
-    PointSummary,
-    adaptive_sweep,
-    anomaly_text,
-    threshold_heading,
-)
+from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
 from .fitmap import fit_point, fitting, open_fitmap, spec_text
 from .plan import BuildLike, Plan, PointSpec
 from .sequential import policy_of

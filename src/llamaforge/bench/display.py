@@ -18,13 +18,13 @@ from rich.progress import (
 from rich.table import Table
 
 from ..console import console, esc, notice
+from ..findings.conditions import describe as describe_telemetry
+from ..findings.conditions import flags as telemetry_flags
 from ..pathsafe import component
 from ..store import Point, Store
 from .plan import BuildLike, PointSpec
 from .schedule import Slot
 from .summary import fmt_metric, run_summary, shape
-from .telemetry import describe as describe_telemetry
-from .telemetry import flags as telemetry_flags
 
 
 class SweepDisplay:

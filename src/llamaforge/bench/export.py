@@ -18,8 +18,8 @@ import statistics
 import time
 from typing import Any
 
-from ..builds.backends import display_name
 from ..errors import StoreError
+from ..findings.labels import display_name
 from ..records import BuildManifest, Environment, RunPlan
 from ..store import Point, Store
 from .summary import point_summary

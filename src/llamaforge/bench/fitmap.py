@@ -16,10 +16,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ..builds.options import build_options
 from ..console import console, esc
 from ..envinfo import collect_env
 from ..errors import BenchError
+from ..llamacpp.options import build_options
+from ..llamacpp.server import PointFailure
 from ..pathsafe import component, run_log_dir
 from ..records import build_manifest
 from ..store import Point, Store
@@ -27,7 +28,6 @@ from .adjust import runtime_for
 from .engines import MeasureContext, engine
 from .fit import resolve_fit
 from .plan import BuildLike, Plan, PointSpec
-from .server import PointFailure
 
 
 def fit_point(build: BuildLike, plan: Plan, spec: PointSpec, run_id: str, log_dir: Path, label: str = "") -> Point:

@@ -41,16 +41,6 @@ DEFAULT_N_PREDICT = 128
 DEFAULT_LAUNCHES = 2
 
 
-#: how a point's context was chosen (``point.extra["fit_status"]``)
-FIT_STATUS_NOTES = {
-    "fitted": "llama-server fitted the context",
-    "fixed": "context fixed by --ctx",
-    "unsupported": "this build cannot fit (no --fit): llama.cpp's default context",
-    "refused": "llama-server refused to fit (tensor overrides); re-run with -c from llama-fit-params",
-    "refused-unfitted": "llama-server refused to fit (tensor overrides) and loaded unfitted",
-}
-
-
 @runtime_checkable
 class BuildLike(Protocol):
     """What the bench needs from a build (``llamaforge.builds.Build`` satisfies it)."""

@@ -108,7 +108,7 @@ def build_prompt(target_tokens: int, *, tokenize: Callable[[str], list[int]],
     """The longest story whose templated prompt has at most ``target_tokens`` tokens.
 
     ``tokenize`` and ``apply_template`` are a server's ``/tokenize`` and ``/apply-template``
-    (:class:`~llamaforge.bench.server.ServerSession` methods); the search needs ~12 calls.
+    (:class:`~llamaforge.llamacpp.server.ServerSession` methods); the search needs ~12 calls.
     """
     templated = True
 

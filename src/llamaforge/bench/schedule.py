@@ -10,8 +10,8 @@ Pure functions of (number of items, K, seed, N): the same arguments always give 
   An item never runs twice in a row (the only exception: a plan with a single item).
 * **Sentinels.** Every ``sentinel_every`` measured launches and once at the end, the reference
   point of every build (the build's first point in the plan) is measured again in one more launch,
-  labelled ``sentinel``. Its median is compared with the reference point's own CI afterwards
-  (:mod:`llamaforge.bench.sentinel`).
+  labelled ``sentinel`` (:func:`llamaforge.findings.labels.sentinel_label`). Its median is compared
+  with the reference point's own CI afterwards (:mod:`llamaforge.findings.drift`).
 """
 
 from __future__ import annotations
@@ -23,23 +23,6 @@ from dataclasses import dataclass
 SENTINEL_AUTO_ABOVE = 10
 #: the default interval (measured launches between sentinels) when they are on by default
 SENTINEL_DEFAULT_EVERY = 10
-SENTINEL_LABEL = "sentinel"
-
-
-def sentinel_label(label: str = "") -> str:
-    """The label of a series' sentinel point: ``sentinel``, or ``sentinel@NAME`` for a variant's series."""
-    return f"{SENTINEL_LABEL}@{label}" if label else SENTINEL_LABEL
-
-
-def is_sentinel(label: str | None) -> bool:
-    return label == SENTINEL_LABEL or str(label or "").startswith(SENTINEL_LABEL + "@")
-
-
-def regular_label(label: str) -> str:
-    """The label of the series a sentinel point belongs to (``sentinel@fa-on`` → ``fa-on``)."""
-    return label.partition("@")[2] if is_sentinel(label) else label
-
-
 @dataclass(frozen=True)
 class Slot:
     """One server start: ``item`` indexes the plan's (build, point) list; ``launch`` is 1..K for a

@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from ..findings.labels import is_sentinel
 from ..judge import INCONCLUSIVE, Policy, Starts, estimate, judge, point_stop
 from ..judge.sequential import Stop
 from ..metrics import FIELDS, pick_test
 from ..store import Point, Store
 from ..variants.build import series_label
-from .schedule import is_sentinel
 
 Item = tuple  # (build, PointSpec, engine), as in bench.sweep
 

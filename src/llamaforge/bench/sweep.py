@@ -24,17 +24,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..builds.options import build_options
 from ..console import notice, warning
 from ..envinfo import collect_env
 from ..errors import BenchError
+from ..findings.conditions import flags as telemetry_flags
+from ..findings.drift import drift_flags, print_drift
+from ..findings.labels import sentinel_label
 from ..gpu import other_gpu_processes
 from ..hostlock import HostLock, describe, holder
+from ..llamacpp.options import build_options
+from ..llamacpp.quirks import describe_failure
+from ..llamacpp.server import PointFailure, read_log_tail
 from ..locks import run_lock
 from ..machine import current as current_machine
 from ..machine import describe_counts, hosts_of, launch_machines
 from ..pathsafe import component, run_log_dir
-from ..quirks import describe_failure
 from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
 from ..store import Point, Store
 from ..variants.build import VariantBuild, series_label
@@ -45,12 +49,9 @@ from .engines import MeasureContext, PhaseFn, SweepState
 from .engines import engine as get_engine
 from .fit import resolve_fit
 from .plan import BuildLike, Plan, PointSpec
-from .schedule import default_sentinel_every, remaining, sentinel_label, sweep_schedule
-from .sentinel import drift_flags, print_drift
+from .schedule import default_sentinel_every, remaining, sweep_schedule
 from .sequential import extend
-from .server import PointFailure, read_log_tail
 from .summary import run_summary
-from .telemetry import flags as telemetry_flags
 
 Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)
 #: measures a list of items with a plan into the run (see run_sweep's ``driver``)

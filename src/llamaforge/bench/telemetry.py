@@ -7,9 +7,7 @@ and the CPU cores that processes *outside* the measured process tree and llamafo
 server's own threads from someone else's compile.
 
 :meth:`TelemetrySampler.summary` is what a point stores (``extra["telemetry"]``);
-:func:`flags` turns it into the report's marks: ``throttled`` (an NVML slowdown reason in any
-sample), ``loaded`` (other processes used ≥ ``LOADED_CORES`` cores on median), ``shared`` (another
-process computed on the GPU).
+:func:`llamaforge.findings.conditions.flags` turns it into the terminal's and the report's marks.
 """
 
 from __future__ import annotations
@@ -22,10 +20,8 @@ from typing import Any
 
 import psutil
 
-from ..gpu import SLOWDOWN_REASONS, Nvml, throttle_names
+from ..gpu import Nvml, throttle_names
 
-#: other processes using at least this many CPU cores (median over the point) mark it "loaded"
-LOADED_CORES = 0.5
 _GPU_FIELDS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "gpu_util_pct", "mem_util_pct")
 
 
@@ -114,34 +110,3 @@ class TelemetrySampler:
         return out
 
 
-def flags(tel: dict | None) -> list[str]:
-    """``throttled`` / ``loaded`` / ``shared`` for a stored telemetry summary (empty when clean or unknown)."""
-    if not tel:
-        return []
-    out = []
-    if any(r in (d.get("throttle_reasons") or {}) for d in tel.get("gpu") or [] for r in SLOWDOWN_REASONS):
-        out.append("throttled")
-    cores = ((tel.get("host") or {}).get("other_cpu_cores") or {}).get("median")
-    if cores is not None and cores >= LOADED_CORES:
-        out.append("loaded")
-    if tel.get("other_gpu_processes"):
-        out.append("shared")
-    return out
-
-
-def describe(tel: dict | None) -> str:
-    """One line for tables: the flags with their evidence."""
-    if not tel:
-        return "–"
-    parts = []
-    for d in tel.get("gpu") or []:
-        slow = [r for r in SLOWDOWN_REASONS if r in (d.get("throttle_reasons") or {})]
-        if slow:
-            parts.append("throttled: " + ", ".join(f"{r} {d['throttle_reasons'][r]:.0%}" for r in slow))
-    cores = ((tel.get("host") or {}).get("other_cpu_cores") or {}).get("median")
-    if cores is not None and cores >= LOADED_CORES:
-        parts.append(f"loaded: other processes used {cores:.1f} cores")
-    others = tel.get("other_gpu_processes") or []
-    if others:
-        parts.append("shared: " + ", ".join(f"PID {o['pid']}" for o in others[:3]))
-    return "; ".join(parts) or "clean"

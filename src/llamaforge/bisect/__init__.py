@@ -3,7 +3,8 @@
 * :mod:`.search` — the binary search, pure (two callables: build and measure), testable without
   building anything;
 * :mod:`.session` — ``bisect`` for real: commits from the mirror, incremental builds
-  (:mod:`llamaforge.builds.incremental`), llama-bench measurements and probes into the store;
+  (:mod:`llamaforge.builds.incremental`), llama-bench measurements and probes into the store (read back,
+  for the terminal and the report, by :mod:`llamaforge.findings.bisection`);
 * :mod:`.git_run` — ``bisect-run``, the ``git bisect run`` helper (0 good / 1 bad / 125 skip).
 """
 
@@ -18,8 +19,8 @@ from .search import (
     policy_for,
     search,
 )
-from .session import BisectRequest, bisect_plan, print_result, probe_rows, run_bisect
+from .session import BisectRequest, bisect_plan, print_result, run_bisect
 
 __all__ = ["BisectError", "BisectRefused", "BisectRequest", "ProbeResult", "RunOnce", "SearchResult", "bisect_plan",
            "bisect_run_once", "bisect_run_verdict", "check_metric", "max_measured", "policy_for", "print_result",
-           "probe_rows", "run_bisect", "search"]
+           "run_bisect", "search"]

@@ -29,11 +29,11 @@ from typing import Any
 from ..bench.plan import PointSpec, resolve_model
 from ..bench.sweep import measure_launch
 from ..builds import BuildOptions, build
-from ..builds.options import build_options
 from ..config import Pin
 from ..errors import BuildError, LlamaforgeError
 from ..judge import Starts
 from ..judge.locate import ABOVE, BELOW, OPEN, Side, side, side_alpha
+from ..llamacpp.options import build_options
 from ..sources import head_tree
 from ..store import Store
 from .quiet import settings

@@ -10,7 +10,7 @@ On the CPU backend a bisection runs llama-bench with
   processes preempt them less) and ``--poll 50`` (threads spin on work before sleeping; llama-bench's
   own default, written out so the run's command line and plan say it),
 
-each only where that binary's ``--help`` (probed once per build, :mod:`llamaforge.builds.options`)
+each only where that binary's ``--help`` (probed once per build, :mod:`llamaforge.llamacpp.options`)
 lists the option. What each buys on a machine is measured by ``benchmarks/bisect_noise.py`` (the
 between-start spread with and without); what a run used is recorded in its plan (``bisect.quiet``)
 and on every commit's probe where a build lacked an option.

@@ -19,17 +19,17 @@ from typing import Any
 from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..builds.incremental import IncrementalBuilder, build_facts
-from ..builds.options import build_options
 from ..config import SourceSpec
 from ..console import console, esc, notice
 from ..envinfo import collect_env
 from ..files import file_lock
-from ..judge.locate import change
+from ..findings.bisection import result_lines
 from ..judge.sequential import DEFAULT_MIN_STARTS
+from ..llamacpp.options import build_options
 from ..records import build_manifest
 from ..sources import first_parent_commits, resolve_commit
 from ..sources.mirror import Mirror
-from ..store import Point, Probe, Run, Store
+from ..store import Point, Probe, Store
 from .quiet import Quiet, QuietRequest, settings
 from .search import (
     BisectError,
@@ -223,27 +223,6 @@ def _color(verdict: str) -> str:
     return {"good": "green", "endpoint-good": "green", "bad": "red", "endpoint-bad": "red"}.get(verdict, "yellow")
 
 
-def result_lines(s: dict, subjects: dict) -> list[str]:
-    """What ``bisect`` prints at the end (and the report leads with), from the run's summary."""
-    out: list[str] = []
-    c = s.get("culprit") or {}
-    if s.get("first_bad"):
-        out.append(f"first bad commit: {s['first_bad']}  {s.get('subject') or ''}")
-    elif s.get("status") == "skipped":
-        out.append(f"{s.get('reason')}; the first bad commit is one of:")
-        out += [f"  {x}  {subjects.get(x, '')}" for x in s.get("candidates") or []]
-    elif s.get("reason"):
-        out.append(("refused: " if s.get("status") == "refused" else "") + str(s["reason"]))
-        if s.get("status") == "undecided" and s.get("candidates"):
-            out.append("candidates: " + ", ".join(x[:12] for x in s["candidates"]))
-    j = c.get("judgement") or {}
-    if c.get("confirmed") and j:
-        out.append(f"commit {str(c.get('bad'))[:12]}: {s.get('metric', 'tg')} "
-                   f"{change(j['ratio'], j['low'], j['high'])} against {str(c.get('good'))[:12]} "
-                   f"(95 % CI, {j['a']['k']}+{j['b']['k']} starts, ABBA)")
-    return out
-
-
 def print_result(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "bisect")
     s = run.summary or {}
@@ -254,19 +233,4 @@ def print_result(store: Store, run_id: str) -> None:
     console.print(esc(f"{s.get('builds')} builds, {s.get('measured')} commits measured, {s.get('starts')} starts"
                       + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else "")))
 
-
-def probe_rows(store: Store, run: Run) -> list[dict]:
-    """Probes of a bisect run in commit order with their starts and verdicts (from the stored summary)."""
-    b = run.plan.get("bisect", {})
-    order = {sha: i for i, sha in enumerate(b.get("commits", []))}
-    meds = {p["sha"]: p for p in (run.summary or {}).get("probes", [])}
-    rows = []
-    for pr in store.probes(run.id):
-        d = meds.get(pr.commit_sha, {})
-        rows.append({"index": order.get(pr.commit_sha), "sha": pr.commit_sha, "subject": pr.subject or "",
-                     "verdict": pr.verdict, "median": d.get("median"), "values": d.get("values", []),
-                     "starts": d.get("starts") or [], "estimate": d.get("estimate"), "placement": d.get("placement"),
-                     "build_s": pr.build_s, "measure_s": d.get("measure_s", pr.measure_s), "incremental": pr.incremental,
-                     "note": pr.note or "", "seq": pr.seq})
-    return rows
 

@@ -49,25 +49,18 @@ class Backend:
     flags: dict[str, str] = field(default_factory=dict)
     tested: bool = True
     note: str = ""
-    display: str = ""             # how reports and exports name it (llama-bench's "backends" names)
 
 
+#: how reports and exports name each backend: :data:`llamaforge.findings.labels.DISPLAY_NAMES`
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", None, {}, display="CPU"),
-    "cuda": Backend("cuda", "CUDA", {"GGML_CUDA": "ON"}, display="CUDA"),
-    "vulkan": Backend("vulkan", "Vulkan", {"GGML_VULKAN": "ON"}, display="Vulkan"),
-    "hip": Backend("hip", "ROCm", {"GGML_HIP": "ON"}, tested=False, note="needs ROCm; set --define AMDGPU_TARGETS=gfx1100",
-                   display="ROCm"),
+    "cpu": Backend("cpu", None, {}),
+    "cuda": Backend("cuda", "CUDA", {"GGML_CUDA": "ON"}),
+    "vulkan": Backend("vulkan", "Vulkan", {"GGML_VULKAN": "ON"}),
+    "hip": Backend("hip", "ROCm", {"GGML_HIP": "ON"}, tested=False, note="needs ROCm; set --define AMDGPU_TARGETS=gfx1100"),
     "sycl": Backend("sycl", "SYCL", {"GGML_SYCL": "ON", "CMAKE_C_COMPILER": "icx", "CMAKE_CXX_COMPILER": "icpx"},
-                    tested=False, note="needs oneAPI (source setvars.sh first)", display="SYCL"),
-    "metal": Backend("metal", "MTL", {"GGML_METAL": "ON"}, tested=False, note="macOS only", display="Metal"),
+                    tested=False, note="needs oneAPI (source setvars.sh first)"),
+    "metal": Backend("metal", "MTL", {"GGML_METAL": "ON"}, tested=False, note="macOS only"),
 }
-
-
-def display_name(backend: str | None) -> str:
-    """``cuda`` → ``CUDA``, ``hip`` → ``ROCm`` (llama.cpp's own names); an unknown backend as given, or ``?``."""
-    b = BACKENDS.get((backend or "").strip().lower())
-    return b.display if b is not None else (backend or "?")
 
 
 _CPU_VULKAN = re.compile(r"llvmpipe|lavapipe|swiftshader", re.I)
@@ -106,7 +99,7 @@ class FlagOptions:
     cuda_archs: str | None = None        # e.g. "90" or "86;89"; None = native if a GPU is visible
     cuda_fa_all_quants: bool = False
     defines: dict[str, str] = field(default_factory=dict)   # extra -DKEY=VALUE
-    no_amx: bool = False                 # compile without AMX (gcc < 13 × AMX CPUs: see quirks.py)
+    no_amx: bool = False                 # compile without AMX (gcc < 13 × AMX CPUs: see llamacpp/quirks.py)
 
 
 def gpu_visible() -> bool:

@@ -39,13 +39,14 @@ from ..config import Pin
 from ..console import console, esc, notice
 from ..errors import BuildError
 from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (write_json_atomic: re-exported)
+from ..llamacpp.options import probe_build
 from ..paths import Paths
 from ..redact import redact_text
+from . import verify
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
 from .manifest import MANIFEST, MANIFEST_VERSION, Build, read_manifest
-from .options import probe_build
 from .toolchain import Toolchain, discover
 
 
@@ -232,15 +233,11 @@ def _checked(b: Build, opts: BuildOptions, paths: Paths) -> Build:
     if not opts.verify:
         return b
     if b.manifest.get("smoke") in (None, "timeout"):
-        from .verify import reverify
-
         why = "never smoke-run" if "smoke" not in b.manifest else "its last smoke run timed out"
         console.print(f"smoke-testing cached build {b.key} ({why})", soft_wrap=True)
-        b = reverify(b, paths)
+        b = verify.reverify(b, paths)
     if b.manifest.get("smoke") == "failed":
-        from .verify import raise_for
-
-        raise_for(b.manifest.get("verification") or {}, b)
+        verify.raise_for(b.manifest.get("verification") or {}, b)
     return b
 
 
@@ -358,16 +355,12 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
 def _finish(d: Path, manifest: dict, opts: BuildOptions, paths: Paths, done: str) -> Build:
     """Probe the binaries' options, verify (smoke run), write the manifest atomically; a verification
     that fails is raised after the manifest is written (the build exists, it just does not run)."""
-    # verify → smoke → bench imports llama.cpp engines (and through them the build package): imported
-    # when a build finishes, not when the build package loads
-    from .verify import apply_to_manifest, raise_for, verify_build
-
     b = Build.from_manifest(d, manifest)
     # what each binary accepts (its --help), so command lines are built from it; a --help we
     # cannot read is a BuildError here, before any manifest is written
     manifest["options"] = probe_build(b)
     if opts.verify:
-        apply_to_manifest(manifest, verify_build(b, paths=paths))
+        verify.apply_to_manifest(manifest, verify.verify_build(b, paths=paths))
     try:
         write_json_atomic(d / MANIFEST, manifest)
     except OSError as e:
@@ -377,7 +370,7 @@ def _finish(d: Path, manifest: dict, opts: BuildOptions, paths: Paths, done: str
     console.print(done)
     b = Build.from_manifest(d, manifest)
     if opts.verify and not manifest["verification"]["ok"]:
-        raise_for(manifest["verification"], b)
+        verify.raise_for(manifest["verification"], b)
     return b
 
 

@@ -65,7 +65,7 @@ def parse_gcc_major(version_output: str) -> int | None:
 
 def amx_gcc_warning(cpu: dict, gcc: int | None) -> tuple[str, str] | None:
     """(problem, fix) when an AMX CPU meets GCC < 13: builds made so crashed on every CPU load
-    (GP fault at ldtilecfg in ggml_backend_amx_mul_mat; see quirks.py)."""
+    (GP fault at ldtilecfg in ggml_backend_amx_mul_mat; see llamacpp/quirks.py)."""
     if gcc is None or gcc >= 13 or not has_amx(cpu):
         return None
     return (f"AMX CPU with gcc {gcc}: llama.cpp's AMX path crashed on load in gcc-12 builds",

@@ -13,13 +13,12 @@
   ``fp16``, ``bf16``), CUDA compute capability.
 * A smoke run, model or not (:mod:`llamaforge.smoke`): the tiny synthetic model (or the given one)
   loads and generates a few tokens through llama-server and llama-bench; a crash is retried with
-  the known workarounds (:mod:`llamaforge.quirks`), and one that helps becomes a recorded quirk.
+  the known workarounds (:mod:`llamaforge.llamacpp.quirks`), and one that helps becomes a recorded quirk.
   A build that builds but does not run fails verification.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,69 +26,8 @@ from typing import Any
 from .. import proc
 from ..console import notice
 from ..errors import BuildError, VerifyError
+from ..llamacpp.devices import Device, list_devices, parse_cuda_lines, parse_version, parse_vulkan_lines
 from .backends import BACKENDS, is_cpu_vulkan_name
-
-_DEV = re.compile(r"^\s+([A-Za-z]+)(\d+): (.*?)(?: \((\d+) MiB, (\d+) MiB free\))?\s*$")
-_VK_LINE = re.compile(r"ggml_vulkan: (\d+) = (.*?) \| (.*)$")
-_CUDA_LINE = re.compile(r"Device (\d+): (.*?), compute capability (\d+\.\d+)")
-_VERSION = re.compile(r"version: (\S+) \(build (\d+), commit ([0-9a-fA-F]+|unknown)\)|version: (\d+) \(([0-9a-fA-F]+|unknown)\)")
-
-
-@dataclass
-class Device:
-    backend: str      # "CUDA", "Vulkan", ...
-    index: int
-    name: str
-    memory_total_mib: int | None = None
-    memory_free_mib: int | None = None
-
-
-def parse_devices(text: str) -> list[Device]:
-    """Devices from ``--list-devices`` output (``  CUDA0: NVIDIA H200 (143155 MiB, 142629 MiB free)``)."""
-    out: list[Device] = []
-    in_list = False
-    for line in text.splitlines():
-        if line.startswith("Available devices"):
-            in_list = True
-            continue
-        if in_list:
-            m = _DEV.match(line)
-            if m:
-                out.append(Device(m.group(1), int(m.group(2)), m.group(3),
-                                  int(m.group(4)) if m.group(4) else None, int(m.group(5)) if m.group(5) else None))
-    return out
-
-
-def parse_version(text: str) -> dict[str, Any]:
-    m = _VERSION.search(text)
-    if not m:
-        return {}
-    if m.group(1):
-        return {"version": m.group(1), "build_number": int(m.group(2)), "commit": m.group(3)}
-    return {"version": m.group(4), "build_number": int(m.group(4)), "commit": m.group(5)}
-
-
-def parse_vulkan_lines(text: str) -> list[dict[str, Any]]:
-    """``ggml_vulkan: 0 = NVIDIA H200 (NVIDIA) | uma: 0 | fp16: 1 | bf16: 1 | warp size: 32 | shared
-    memory: 49152 | int dot: 1 | matrix cores: NV_coopmat2`` → dicts."""
-    out = []
-    for line in text.splitlines():
-        m = _VK_LINE.search(line)
-        if not m:
-            continue
-        d: dict[str, Any] = {"index": int(m.group(1)), "name": m.group(2).strip()}
-        for part in m.group(3).split("|"):
-            k, _, v = part.partition(":")
-            k, v = k.strip().replace(" ", "_"), v.strip()
-            if k:
-                d[k] = int(v) if v.isdigit() else v
-        out.append(d)
-    return out
-
-
-def parse_cuda_lines(text: str) -> list[dict[str, Any]]:
-    return [{"index": int(m.group(1)), "name": m.group(2), "compute_capability": m.group(3)}
-            for m in _CUDA_LINE.finditer(text)]
 
 
 @dataclass
@@ -107,11 +45,6 @@ class Verification:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def _list_devices(exe: Path, env: dict[str, str]) -> tuple[list[Device], str]:
-    r = proc.run([exe, "--list-devices"], env=env, timeout=120)
-    return parse_devices(r.output), r.output
 
 
 def diagnose(backend: str, expected_commit: str, version: dict, devices: list[Device]) -> tuple[list[str], list[str]]:
@@ -155,12 +88,12 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     # llama-bench also prints the backends' init lines (`ggml_vulkan: 0 = ... | matrix cores: ...`,
     # `Device 0: ..., compute capability 9.0`), which llama-server keeps quiet about
     lister = build.binary("llama-bench")
-    devices, listing = _list_devices(lister, env)
+    devices, listing = list_devices(lister, env)
     prefix = BACKENDS[build.backend].device_prefix
     cpu_vulkan = False
     if build.backend == "vulkan" and not any(d.backend == prefix for d in devices) and "GGML_VK_VISIBLE_DEVICES" not in env:
         env2 = dict(env, GGML_VK_VISIBLE_DEVICES="0")
-        devs2, listing2 = _list_devices(lister, env2)
+        devs2, listing2 = list_devices(lister, env2)
         if any(d.backend == prefix for d in devs2):
             notice(f"only a CPU Vulkan device is present ({devs2[0].name}); using it with GGML_VK_VISIBLE_DEVICES=0")
             env, devices, listing = env2, devs2, listing2

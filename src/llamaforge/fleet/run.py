@@ -262,13 +262,3 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
     return fleet_run
 
 
-def fleet_children(store: Store, fleet_run: str) -> list[tuple[str, str]]:
-    """(machine, imported run id) of every host of a fleet run that has a run, in the plan's host order."""
-    run = store.get_run(fleet_run)
-    state = (run.summary or {}).get("hosts") or {}
-    out = []
-    for host in ((run.plan.get("fleet") or {}).get("hosts") or {}):
-        s = state.get(host) or {}
-        if s.get("run"):
-            out.append((str(s.get("machine") or host), str(s["run"])))
-    return out

@@ -8,7 +8,7 @@ with hollow markers, see :mod:`.plots`).
 
 from __future__ import annotations
 
-from ..bench.adaptive import anomaly_text, threshold_heading
+from ..findings.labels import anomaly_text, threshold_heading
 from .data import ReportData
 from .sections import Section, Table
 

@@ -19,9 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bench.schedule import is_sentinel
-from ..builds.backends import display_name
 from ..errors import LlamaforgeError, StoreError
+from ..findings.labels import display_name, is_sentinel
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
 from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
@@ -280,7 +279,7 @@ def load(store: Store, run_id: str) -> ReportData:
 
     groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points:
-        if is_sentinel(p.label):   # drift sentinels are a check, not a series (see bench.sentinel)
+        if is_sentinel(p.label):   # drift sentinels are a check, not a series (see findings.drift)
             continue
         groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
 
@@ -343,7 +342,7 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
     the first host's run (model, options) plus the fleet's, and an environment per machine."""
     import dataclasses
 
-    from ..fleet.run import fleet_children
+    from ..findings.runs import fleet_children
 
     builds: list[dict] = []
     points: list[Point] = []
@@ -371,7 +370,7 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
 
 def _reproductions(store: Store, run: Run) -> list[dict]:
     """Verdicts of ``llamaforge reproduce`` where this run is the first run or the re-run."""
-    from ..reproduce import verdict_for
+    from ..findings.reproduction import verdict_for
 
     pairs: list[tuple[Run, Run]] = []
     if run.parent_run:

@@ -6,14 +6,14 @@ from ≥ 3 server starts, the range of 2, or one start's value with the spread u
 starts (only from ≥ 3 starts: from 2 it is noise), both modes where the starts are bimodal, and —
 for ``--launches auto`` — the K the point stopped at and why.
 
-Drift sentinels (:mod:`llamaforge.bench.sentinel`) are listed with the points measured between the
+Drift sentinels (:mod:`llamaforge.findings.drift`) are listed with the points measured between the
 previous sentinel and the one that drifted.
 """
 
 from __future__ import annotations
 
-from ..bench.schedule import is_sentinel
-from ..bench.sentinel import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..findings.drift import DRIFT_MIN_EFFECT, DriftFlag, drift_flags
+from ..findings.labels import is_sentinel
 from ..judge import Estimate, Starts, estimate
 from ..machine import describe_counts, hosts_of, launch_machines, mixed_note
 from ..metrics import FIELDS

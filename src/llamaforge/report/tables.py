@@ -17,8 +17,8 @@ import dataclasses
 import json
 from typing import Any
 
-from ..bench.sentinel import drift_flags
-from ..builds.backends import display_name
+from ..findings.drift import drift_flags
+from ..findings.labels import display_name
 from ..judge import Judgement, Starts, assumptions_note, control, estimate, judge
 from ..metrics import LABELS
 from ..records import BuildManifest, Environment
@@ -103,7 +103,7 @@ def fit_status_of(r: Row) -> str | None:
 
 def context_notes(data: ReportData) -> list[str]:
     """One line per series whose contexts were not fitted by llama-server (old builds, --ctx, refusals)."""
-    from ..bench.plan import FIT_STATUS_NOTES
+    from ..findings.labels import FIT_STATUS_NOTES
 
     out = []
     for s in data.series:
@@ -576,7 +576,7 @@ CROSSCHECK_BAND = (0.9, 1.1)
 
 def row_flags(r: Row) -> list[str]:
     """``throttled`` / ``loaded`` / ``shared`` from the point's telemetry, ``allow-busy`` when it was let through."""
-    from ..bench.telemetry import flags
+    from ..findings.conditions import flags
 
     out = flags(r.telemetry)
     if r.busy:
@@ -593,7 +593,7 @@ def _st(tel: dict | None, *path: str) -> float | None:
 
 def conditions_table(data: ReportData) -> Table | None:
     """Per point: GPU clocks / power / temperature / utilisation (device 0), host load, and the flags."""
-    from ..bench.telemetry import describe
+    from ..findings.conditions import describe
 
     rows = [(s, r) for s in data.series for r in s.rows if r.telemetry or r.busy]
     if not rows:

@@ -10,9 +10,7 @@
 
 The matrix report (head-to-head verdicts, placements, per-knob effects) is :mod:`llamaforge.report.matrix`;
 its statistics are the judge's (:mod:`llamaforge.judge`).
+
+This ``__init__`` imports nothing: the report reads :mod:`.model`, :mod:`.status` and :mod:`.took` without
+loading what a sweep measures (:mod:`.build`, :mod:`.check`).
 """
-
-from .build import VariantBuild, series_label, variant_args
-from .model import Variant, parse_cli
-
-__all__ = ["Variant", "VariantBuild", "parse_cli", "series_label", "variant_args"]

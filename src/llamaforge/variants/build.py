@@ -73,7 +73,7 @@ class VariantBuild:
         also gets ``-lv 4``: at its default verbosity it does not log the resolved settings (flash attention,
         KV types and buffers) that show whether a knob took effect (:mod:`.observe`); measured here, that adds
         ~17 log lines per request and no measurable cost."""
-        from ..builds.options import build_options
+        from ..llamacpp.options import build_options
 
         if binary == "llama-bench":
             return list(self.variant.args)

@@ -7,7 +7,7 @@ Each check fails with one line naming the variant and the fix, and nothing is me
   backend sets gets a build without it) — builds are found, never made here (``llamaforge build``);
 * every environment variable must be on the allow-list (:mod:`.knobs`) and act on the variant's backend;
 * every argument must be an option the binary's probed ``--help`` lists (the same check the recorded
-  quirks go through, :func:`llamaforge.quirks.lacking`): llama-server's for the server engine, also
+  quirks go through, :func:`llamaforge.llamacpp.quirks.lacking`): llama-server's for the server engine, also
   llama-bench's for ``--engine llama-bench|both``; options the sweep sets itself (the model, port,
   offload, fit) are refused.
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import proc
 from ..errors import BenchError, BuildError, ConfigError
-from ..quirks import lacking
+from ..llamacpp.quirks import lacking
 from .build import VariantBuild
 from .knobs import env_knob
 from .model import Variant, parse_args
@@ -48,7 +48,7 @@ def check_env(v: Variant) -> None:
 
 def check_args(v: Variant, build: Any, engines: Sequence[str], *, sweeps_ngl: bool = False) -> None:
     """The variant's arguments against the probed ``--help`` of the binaries the run uses."""
-    from ..builds.options import build_options
+    from ..llamacpp.options import build_options
 
     opts = [o for o, _v in parse_args(list(v.args))]
     owned = [o for o in opts if o in SWEEP_OWNED or (sweeps_ngl and o in ("-ngl", "--n-gpu-layers", "--gpu-layers"))]

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..builds.verify import parse_devices, parse_vulkan_lines
+from ..llamacpp.devices import parse_devices, parse_vulkan_lines
 
 Facts = dict[str, Any]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..bench.schedule import is_sentinel
+from ..findings.labels import is_sentinel
 from ..store import Point
 from .model import Variant
 from .took import NOT_TAKEN, Status, pair, single

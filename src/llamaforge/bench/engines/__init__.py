@@ -4,7 +4,8 @@
 * ``llama-bench`` (:mod:`.llamabench`): one ``llama-bench -o jsonl`` call;
 * ``fit`` (:mod:`.fit`): one ``llama-fit-params`` call (the fitted context, no samples).
 
-All build their offload arguments with :func:`.offload.offload_args`. :func:`engine` is the
+All build their offload arguments with
+:meth:`llamaforge.llamacpp.options.BinaryOptions.offload_args`. :func:`engine` is the
 registry the sweep and the fit map pick from by the point's ``engine`` name.
 """
 

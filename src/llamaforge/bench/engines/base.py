@@ -2,7 +2,7 @@
 
 An engine measures one point on one build in one launch: it fills the context's unstored
 :class:`~llamaforge.store.Point` (samples, memory, context, command) and returns it, or raises
-:class:`~llamaforge.bench.server.PointFailure` after filling what it could. The sweep
+:class:`~llamaforge.llamacpp.server.PointFailure` after filling what it could. The sweep
 (:mod:`llamaforge.bench.sweep`) creates the point, picks the engine from the registry
 (:mod:`llamaforge.bench.engines`), stores the result and folds launches together.
 """

@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import proc
-from ...builds.options import build_options
 from ...errors import BuildError
+from ...llamacpp.options import build_options
+from ...llamacpp.server import PointFailure, classify_failure
 from .. import adjust
 from ..fit import fitt_for
 from ..plan import BuildLike, PointSpec
-from ..server import PointFailure, classify_failure
 from .base import MeasureContext, Measurement
-from .offload import offload_args
 
 _FIT_LINE = re.compile(r"^-c\s+\d+\s+-ngl\s+-?\d+.*$", re.M)
 
@@ -102,7 +101,7 @@ def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str
         return FitResult(ok=False, output="this build has no llama-fit-params (llama.cpp before Dec 2025)")
     args = [str(build.binary("llama-fit-params")), "-m", str(model_path)]
     try:
-        args += offload_args(opts, "llama-fit-params", spec, fitt=fitt, threads=threads)
+        args += opts.offload_args("llama-fit-params", spec.ncmoe, spec.ngl, fitt=fitt, threads=threads)
     except BuildError as e:
         return FitResult(ok=False, output=e.message)
     args += list(extra_args or []) + list(spec.extra_args)

@@ -15,99 +15,30 @@ llama-bench itself runs with a context of just prompt + generated tokens).
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 import time
 from pathlib import Path
 
 from ... import proc
-from ...builds.options import build_options
 from ...errors import BuildError
+from ...llamacpp.llamabench import int_field, parse_results, rates, test_name
+from ...llamacpp.options import build_options
+from ...llamacpp.server import PointFailure, classify_failure, die_with_parent
 from ...store import Point, Sample
 from .. import adjust, engine_gap
 from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
-from ..server import PointFailure, classify_failure, die_with_parent
 from .base import MeasureContext, Measurement, PhaseFn
 from .fit import fit_params
-from .offload import offload_args
-
-
-def _int(obj: dict, key: str) -> int:
-    """An integer field that older llama-bench versions may lack (or write as null)."""
-    try:
-        return int(obj.get(key) or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def test_name(obj: dict) -> str:
-    """llama-bench's own naming: ``pp512``, ``tg128``, ``pp512 @ d4096``."""
-    n_prompt, n_gen, depth = _int(obj, "n_prompt"), _int(obj, "n_gen"), _int(obj, "n_depth")
-    if n_prompt and n_gen:
-        name = f"pp{n_prompt}+tg{n_gen}"
-    elif n_prompt:
-        name = f"pp{n_prompt}"
-    else:
-        name = f"tg{n_gen}"
-    return name + (f" @ d{depth}" if depth else "")
-
-
-_RESULT_KEYS = ("samples_ts", "samples_ns", "avg_ts", "avg_ns")
-
-
-def parse_results(text: str) -> list[dict]:
-    """The result objects in llama-bench ``-o jsonl`` (or ``-o json``) output: every object with
-    at least one timing field (``samples_ts``, or what older versions wrote: ``samples_ns``,
-    ``avg_ts``, ``avg_ns``)."""
-    text = text.strip()
-    if text.startswith("["):
-        try:
-            return [o for o in json.loads(text) if isinstance(o, dict) and any(k in o for k in _RESULT_KEYS)]
-        except ValueError:
-            pass
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and any(k in obj for k in _RESULT_KEYS):
-            out.append(obj)
-    return out
-
-
-def _rates(obj: dict) -> tuple[list[float], list[float | None], str]:
-    """Per-repeat tokens/s and ns of one result, and where they came from.
-
-    ``samples_ts`` when present; else computed from ``samples_ns`` the way llama-bench does
-    (``1e9 * (n_prompt + n_gen) / ns``); else the single average (``avg_ts`` or from ``avg_ns``),
-    marked as such in the sample — older llama-bench versions do not print every repeat."""
-    n_tokens = _int(obj, "n_prompt") + _int(obj, "n_gen")
-    ns = [float(x) for x in (obj.get("samples_ns") or []) if x]
-    ts = [float(x) for x in (obj.get("samples_ts") or [])]
-    if ts:
-        return ts, [*ns, *([None] * (len(ts) - len(ns)))][:len(ts)], "samples_ts"
-    if ns and n_tokens:
-        return [1e9 * n_tokens / x for x in ns], list(ns), "samples_ns"
-    if obj.get("avg_ts"):
-        avg_ns = float(obj["avg_ns"]) if obj.get("avg_ns") else None
-        return [float(obj["avg_ts"])], [avg_ns], "avg_ts"
-    if obj.get("avg_ns") and n_tokens:
-        return [1e9 * n_tokens / float(obj["avg_ns"])], [float(obj["avg_ns"])], "avg_ns"
-    return [], [], "none"
 
 
 def samples_from(results: list[dict]) -> list[Sample]:
     out: list[Sample] = []
     for obj in results:
         test = test_name(obj)
-        ts, ns, origin = _rates(obj)
-        n_prompt, n_gen = _int(obj, "n_prompt"), _int(obj, "n_gen")
+        ts, ns, origin = rates(obj)
+        n_prompt, n_gen = int_field(obj, "n_prompt"), int_field(obj, "n_gen")
         base = {k: v for k, v in obj.items() if k not in ("samples_ts", "samples_ns")}
         for i, v in enumerate(ts):
             ms = ns[i] / 1e6 if ns[i] is not None else None
@@ -133,7 +64,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
     try:
-        args += offload_args(opts, "llama-bench", spec, threads=plan.threads)   # never -fitt (module doc)
+        args += opts.offload_args("llama-bench", spec.ncmoe, spec.ngl, threads=plan.threads)   # never -fitt (module doc)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
     if plan.bench_depths:

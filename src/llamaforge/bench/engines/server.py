@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...builds.options import build_options
 from ...console import notice
 from ...errors import BuildError
+from ...llamacpp.options import build_options
+from ...llamacpp.server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from ...models.utf8 import incomplete_utf8_tokens
 from ...store import Point, Sample
 from .. import adjust, engine_gap
@@ -24,10 +25,8 @@ from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
 from ..prompts import Prompt, build_prompt
-from ..server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from .base import MeasureContext, Measurement, PhaseFn, SweepState
 from .fit import fit_params
-from .offload import offload_args
 
 #: what a llama-server whose output parser rejects invalid UTF-8 answers (llama.cpp 78d2f5246 and near it)
 _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
@@ -36,9 +35,9 @@ _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
 def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, *,
                 ctx: int | None = None) -> list[str]:
     """The llama-server arguments of a point (without host/port), built from what this binary
-    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.builds.options`):
-    the offload arguments (:func:`.offload.offload_args`; ``-fitt`` only where the server can fit),
-    ``-c`` from ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
+    supports (its ``--help`` options in the build manifest, see :mod:`llamaforge.llamacpp.options`):
+    the offload arguments (:meth:`~llamaforge.llamacpp.options.BinaryOptions.offload_args`; ``-fitt``
+    only where the server can fit), ``-c`` from ``ctx`` (a fit-refused re-run) or the plan's ``--ctx``."""
     blocked = adjust.blocked_reason(build, plan, "llama-server")
     if blocked:
         raise PointFailure("error", blocked)
@@ -49,7 +48,7 @@ def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
             args.append(flag)
     fitt = fitt_for(build, plan) if opts.server_fit else None
     try:
-        args += offload_args(opts, "llama-server", spec, fitt=fitt, threads=plan.threads)
+        args += opts.offload_args("llama-server", spec.ncmoe, spec.ngl, fitt=fitt, threads=plan.threads)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
     ctx = ctx if ctx is not None else plan.ctx

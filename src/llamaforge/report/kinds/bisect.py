@@ -13,9 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ...bisect import probe_rows  # noqa: E402
-from ...bisect.session import result_lines  # noqa: E402
 from ...files import atomic_path  # noqa: E402
+from ...findings.bisection import probe_rows, result_lines  # noqa: E402
 from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
 from ...records import BisectSection  # noqa: E402

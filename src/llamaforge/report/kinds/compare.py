@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...compare import compare_note, fmt_cmp, fmt_side
+from ...findings.comparison import compare_note, fmt_cmp, fmt_side
 from ...mdtext import md_code, md_text
 from ...records import CompareSection, CompareSide
 from ...store import Run, Store

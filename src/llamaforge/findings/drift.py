@@ -28,7 +28,7 @@ from ..console import console, esc
 from ..judge import Starts, next_start, pooled
 from ..metrics import FIELDS
 from ..store import Point
-from .schedule import is_sentinel, regular_label
+from .labels import is_sentinel, regular_label
 
 DRIFT_MIN_EFFECT = 0.03
 

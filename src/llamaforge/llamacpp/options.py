@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,17 @@ def parse_help(text: str) -> list[str]:
         if m:
             out.update(_FLAG.findall(m.group(1)))
     return sorted(out)
+
+
+@lru_cache(maxsize=64)
+def _help(binary: str, env_items: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    return frozenset(parse_help(proc.run([binary, "--help"], env=dict(env_items), timeout=120).output))
+
+
+def help_flags(binary: Path, env: dict[str, str] | None = None) -> frozenset[str]:
+    """The options ``binary --help`` declares (cached per binary and environment); for a binary that
+    is not (yet) part of a build with a manifest — the smoke run's, before the manifest is written."""
+    return _help(str(binary), tuple(sorted((env or {}).items())))
 
 
 def ncmoe_overrides(n: int) -> list[str]:
@@ -106,6 +118,24 @@ class BinaryOptions:
             return ["--override-tensor" if "--override-tensor" in flags else "-ot", sep.join(ncmoe_overrides(n))]
         raise BuildError(f"this {tool} has neither -ncmoe nor -ot (--override-tensor), so experts cannot be "
                          "kept on the CPU", "use a llama.cpp from April 2025 or later (pick another pin)")
+
+    def offload_args(self, tool: str, ncmoe: int, ngl: int, *, fitt: str | None = None,
+                     threads: int | None = None) -> list[str]:
+        """The offload arguments every engine passes, one encoding for llama-server, llama-bench and
+        llama-fit-params: ``-ncmoe`` (or its ``-ot`` equivalent, :meth:`ncmoe_args`) for a point with
+        experts on the CPU — at ncmoe 0 nothing (llama.cpp's default, so a dense model's command line
+        carries no MoE option); ``-ngl`` only when set (``-1`` = llama.cpp's default, all layers);
+        ``--fit-target`` only when the caller passes one (the decision is
+        :func:`llamaforge.bench.fit.fitt_for`'s; llama-bench never gets one); ``-t`` when given.
+        Raises :class:`BuildError` when the binary cannot keep experts on the CPU and ``ncmoe`` asks it to."""
+        args = self.ncmoe_args(tool, ncmoe) if ncmoe else []
+        if ngl != -1:
+            args += ["-ngl", str(ngl)]
+        if fitt is not None:
+            args += ["--fit-target", fitt]
+        if threads:
+            args += ["-t", str(threads)]
+        return args
 
     def to_dict(self) -> dict[str, list[str] | None]:
         return {"llama-server": sorted(self.server), "llama-bench": sorted(self.bench),

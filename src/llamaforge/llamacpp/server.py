@@ -6,7 +6,7 @@ SIGKILL after a grace period — a graceful stop lets it print its final ``fit_m
 Its output goes to a per-point log file; failures become a :class:`PointFailure` with a class
 (``oom``, ``crash``, ``hang``, ``unhealthy``, ``bad-response``, ``error``) and the log tail.
 
-Arguments are built from the binary's ``--help`` options (:mod:`llamaforge.builds.options`), so we
+Arguments are built from the binary's ``--help`` options (:mod:`llamaforge.llamacpp.options`), so we
 never pass unknown ones.
 """
 

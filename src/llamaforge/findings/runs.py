@@ -1,0 +1,19 @@
+"""The runs a stored run is made of: a fleet run's per-host runs (imported from each host after the run), which
+its report merges into one.
+"""
+
+from __future__ import annotations
+
+from ..store import Store
+
+
+def fleet_children(store: Store, fleet_run: str) -> list[tuple[str, str]]:
+    """(machine, imported run id) of every host of a fleet run that has a run, in the plan's host order."""
+    run = store.get_run(fleet_run)
+    state = (run.summary or {}).get("hosts") or {}
+    out = []
+    for host in ((run.plan.get("fleet") or {}).get("hosts") or {}):
+        s = state.get(host) or {}
+        if s.get("run"):
+            out.append((str(s.get("machine") or host), str(s["run"])))
+    return out
