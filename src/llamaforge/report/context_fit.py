@@ -70,7 +70,7 @@ def differs(b: Row, a: Row) -> bool:
 
 def how_chosen(variants: Sequence[Variant], rows: Sequence[Row]) -> str | None:
     """Why these points' contexts are not (all) llama-server's fit — ``None`` when every one was fitted."""
-    from ..bench.plan import FIT_STATUS_NOTES
+    from ..findings.labels import FIT_STATUS_NOTES
 
     if any("--ctx-size" in v.knobs() for v in variants):
         return "set with -c in a variant, not fitted"
