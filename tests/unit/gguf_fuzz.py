@@ -284,8 +284,8 @@ def main(examples: int, work: Path) -> int:
 
 def _peak_rss_mib() -> float:
     """This process's own peak resident memory: ``VmHWM`` belongs to the address space made at exec.
-    (``ru_maxrss`` would not do: Linux carries it over ``execve``, so a child forked from a large pytest
-    process reports the parent's size — 272 MB in a full test run for a reader that peaked at 120.)"""
+    (``ru_maxrss`` may carry a forked parent's size over ``execve``.) The caller runs a short warm-up
+    first, so that hypothesis's first-use Unicode table is not counted as the reader's memory.)"""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
