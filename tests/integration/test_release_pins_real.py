@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from test_models_pypi_real import SMOLLM2
 
+from judged import assert_coherent
 from llamaforge.builds import BuildOptions, build
 from llamaforge.config import load_pins
 from llamaforge.llamacpp.options import build_options
@@ -102,7 +103,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
         for c in cmp.values():
             assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8, c          # every measured request, no warm-up
             assert c["A"]["k"] == 4 and c["B"]["k"] == 4, c              # four server starts a side
-            assert c["comparison"]["verdict"] in ("better", "worse", "same")
+            assert_coherent(c["comparison"])     # inconclusive is a valid verdict from 4 starts on a shared machine
     assert oldest.name in r.stdout and newest.name in r.stdout
 
 
@@ -129,4 +130,4 @@ def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, l
         assert set(cmp) == {(0, "pp"), (0, "tg")}, run.summary
         for c in cmp.values():
             assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8 and c["A"]["centre"] > 0 and c["B"]["centre"] > 0, c
-            assert c["comparison"]["verdict"] in ("better", "worse", "same")
+            assert_coherent(c["comparison"])     # inconclusive is a valid verdict from 4 starts on a shared machine
