@@ -19,7 +19,7 @@ SEED_MAX = 2**63 - 1
 
 def _range_text(minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
-        return f"from {minimum:g} to {maximum:g}" if isinstance(minimum, float) else f"from {minimum} to {maximum}"
+        return f"{minimum:g}..{maximum:g}" if isinstance(minimum, float) else f"{minimum}..{maximum}"
     if minimum is not None:
         return f"at least {minimum:g}" if isinstance(minimum, float) else f"at least {minimum}"
     if maximum is not None:

@@ -39,7 +39,7 @@ def test_each_task_help_is_the_tables_or_its_declared_own(task):
     t = ns[task]
     for name in co.TASKS[task].names:
         want = co.TASKS[task].help.get(name, co.OPTIONS[name].help)
-        assert t.help.get(name) == want, (task, name)
+        assert t.option_help.get(name) == want, (task, name)
     for name in co.TASKS[task].help:
         assert name in co.TASKS[task].names, f"{task}: help of {name}, which it does not take"
         assert co.TASKS[task].help[name] != co.OPTIONS[name].help, f"{task}: {name}'s own help is the table's"
@@ -107,7 +107,7 @@ def test_the_number_parser_states_the_range_and_the_example():
     assert e.value.message == "--ctx 0 is out of range" and e.value.fix == "give --ctx a whole number at least 16; e.g. --ctx 8192"
     with pytest.raises(ConfigError) as e:
         as_int("12", "--launches", minimum=1, maximum=10)
-    assert e.value.fix == "give --launches a whole number from 1 to 10"
+    assert e.value.fix == "give --launches a whole number 1..10"
     assert as_int(" 1_000 ", "--n") == 1000 and as_float("2.5", "--x", positive=True) == 2.5
     with pytest.raises(ConfigError, match="not a whole number"):
         as_int(True, "--n")

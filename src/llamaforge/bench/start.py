@@ -4,8 +4,8 @@
   resolved and read, the points made); ``bench``, ``fitmap`` and ``demo`` all build their plan here.
 * :func:`start_bench` — ``bench``: a new sweep (backends × pins, or variants; ``--ncmoe/--ngl auto``: the
   adaptive sweep) or ``--resume RUN``, measured into the store; returns the run id.
-* :func:`finish_bench` — what ``bench`` prints after a run (the points, the engine cross-check, the adaptive
-  conclusions, knobs that did not take effect) and the refusal of a run whose every point failed.
+* :func:`check_run` — after a run: the variant knobs that did not take effect, and the refusal of a run whose
+  every point failed.
 * :func:`start_fitmap` — ``fitmap``: the context llama.cpp fits at every point, as a stored run.
 """
 
@@ -17,10 +17,9 @@ from pathlib import Path
 from ..builds import find_build
 from ..builds.backends import get_backend
 from ..builds.verify import ensure_runnable
-from ..console import esc, info, warning
+from ..console import warning
 from ..errors import BenchError
 from ..paths import Paths
-from ..report.engine_gap import print_gap
 from ..store import Store
 from ..values import csv_list
 from ..variants.check import from_records, resolve
@@ -28,9 +27,8 @@ from ..variants.files import VARIANTS_FILE, choose
 from ..variants.model import knob_title
 from ..variants.status import not_taken
 from .adaptive import AdaptiveOptions
-from .autosweep import auto_axis, print_adaptive, resume_auto, run_auto
+from .autosweep import auto_axis, resume_auto, run_auto
 from .cli_options import BenchOptions
-from .display import print_run
 from .external import external_build
 from .fitmap import run_fitmap
 from .plan import FitOptions, Plan, make_points, read_facts, resolve_model
@@ -82,16 +80,9 @@ def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str
     return run_sweep(plan, builds, store, command=command, name=o.name, allow_busy=o.allow_busy)
 
 
-def finish_bench(store: Store, run_id: str) -> None:
-    """The run's table (and the engine cross-check, the adaptive conclusions), its id, a warning per variant
-    knob that did not take effect; a run whose every point failed ends with an error."""
-    print_run(store, run_id)
-    plan = store.get_run(run_id).plan
-    if plan.get("engine") == "both":   # the cross-check: why the engines differ
-        print_gap(store, run_id)
-    if plan.get("adaptive"):
-        print_adaptive(store, run_id)
-    info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
+def check_run(store: Store, run_id: str) -> None:
+    """After a run: a warning per variant knob that did not take effect; a run whose every point failed ends
+    with an error (its points stay stored)."""
     _warn_not_taken(store, run_id)
     _refuse_all_failed(store, run_id)
 

@@ -41,13 +41,29 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
     (see bench.adaptive); the report marks which points were measured and which interpolated. --ngl auto does
     the same over the layers on the GPU of a dense model.
     """
-    from ..bench.start import finish_bench, start_bench
+    from ..bench.start import check_run, start_bench
 
     options = bench_options(**task_values("bench", locals()))   # every value checked before anything runs
     p = paths()
     with Store(p.store_db) as store:
         run_id = start_bench(options, p, store, command=" ".join(sys.argv))
-        finish_bench(store, run_id)
+        _show_run(store, run_id)
+        check_run(store, run_id)
+
+
+def _show_run(store: Store, run_id: str) -> None:
+    """The run's table, the engine cross-check (why the engines differ) or the adaptive conclusions, its id."""
+    from ..bench.autosweep import print_adaptive
+    from ..bench.display import print_run
+    from ..report.engine_gap import print_gap
+
+    print_run(store, run_id)
+    plan = store.get_run(run_id).plan
+    if plan.get("engine") == "both":
+        print_gap(store, run_id)
+    if plan.get("adaptive"):
+        print_adaptive(store, run_id)
+    info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
 
 
 @lf_task(help=help_for("fitmap"))
