@@ -300,7 +300,7 @@ def convert(values: Mapping[str, Any], names: Iterable[str] | None = None) -> di
 
 
 # ---------------------------------------------------------------------------------- the typed result
-@dataclass
+@dataclass(frozen=True)
 class BenchOptions:
     """A sweep's options, converted (``None``: not given, the run's default applies); what
     :func:`llamaforge.bench.start.start_bench` takes. ``launches`` is the sequential-starts group
