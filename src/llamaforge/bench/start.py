@@ -90,7 +90,7 @@ def check_run(store: Store, run_id: str) -> None:
 def start_fitmap(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str:
     """``fitmap``: one fit per point (default: every -ncmoe from 0 to the layer count; a dense model: 0)."""
     if not o.model:
-        raise BenchError("no model given", "pass --model PATH")
+        raise BenchError("no model given", "pass --model PATH")   # (the task says so before opening the store)
     backend_list = csv_list(o.backends, what="backend")
     pin_list = csv_list(o.pins, what="pin") if o.pins else [None]
     ncmoe = o.ncmoe

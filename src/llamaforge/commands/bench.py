@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..bench.cli_options import bench_options, convert, help_for, parse_launches, task_values
 from ..console import console, esc, info, notice
-from ..errors import StoreError
+from ..errors import BenchError, StoreError
 from ..store import Store
 from ..visible import visible
 from ._common import lf_task, paths, write_output
@@ -78,6 +78,8 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
     from ..bench.start import start_fitmap
 
     options = bench_options(**task_values("fitmap", locals()), repeats=1, launches=1)
+    if not model:      # before the store is opened (or created)
+        raise BenchError("no model given", "pass --model PATH")
     p = paths()
     with Store(p.store_db) as store:
         run_id = start_fitmap(options, p, store, command=" ".join(sys.argv))
