@@ -214,7 +214,7 @@ def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: d
     while one of its verdicts is inconclusive. Returns, per point index, where it stopped and why."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .bench import measure_point
+    from .bench import sweep
 
     pol = req.policy
     open_points = list(range(len(plan.points)))
@@ -229,7 +229,7 @@ def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: d
                 spec = plan.points[i]
                 prog.update(task, description=f"round {rnd} ncmoe={spec.ncmoe} side {s}")
                 t0 = time.monotonic()
-                p = measure_point(by_side[s], model_path, spec, plan, store, run_id, label=f"{s}.{rnd}")
+                p = sweep.measure_point(by_side[s], model_path, spec, plan, store, run_id, label=f"{s}.{rnd}")
                 spent[s] += time.monotonic() - t0
                 if p.status != "ok":
                     notice(f"side {s} round {rnd} ncmoe={spec.ncmoe} failed: {p.failure_class}: {p.failure_detail}")

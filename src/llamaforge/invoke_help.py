@@ -47,6 +47,8 @@ class LfTask(Task):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["auto_shortflags"] = False
         super().__init__(*args, **kwargs)
+        #: the ``help=`` it was declared with (Invoke pops ``self.help`` while it builds the arguments)
+        self.option_help: dict[str, str] = dict(self.help)
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)

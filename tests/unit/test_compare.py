@@ -83,7 +83,7 @@ def _fake_measure(speeds: dict[str, tuple[float, float]], calls: list[tuple[str,
 def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, monkeypatch) -> None:
     a, b = _build("aaaa"), _build("bbbb")
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr("llamaforge.bench.measure_point",
+    monkeypatch.setattr("llamaforge.bench.sweep.measure_point",
                         _fake_measure({a.key: (1000.0, 100.0), b.key: (1003.0, 80.0)}, calls))
     req = CompareRequest(Side("A", "aaaa", "cpu"), Side("B", "bbbb", "cpu"), "synth:x", [PointSpec(0), PointSpec(2)],
                          repeats=6, rounds=4)
@@ -112,7 +112,7 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
 def test_two_backends_of_one_commit_are_two_sides(paths, monkeypatch) -> None:
     a, b = _build("cccc", "cpu"), _build("cccc", "vulkan")
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr("llamaforge.bench.measure_point", _fake_measure({a.key: (500.0, 50.0), b.key: (900.0, 70.0)}, calls))
+    monkeypatch.setattr("llamaforge.bench.sweep.measure_point", _fake_measure({a.key: (500.0, 50.0), b.key: (900.0, 70.0)}, calls))
     req = CompareRequest(Side("A", "cccc", "cpu"), Side("B", "cccc", "vulkan"), "synth:x", [PointSpec(0)], repeats=6)
     with Store(paths.store_db) as store:
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
@@ -127,7 +127,7 @@ def test_requests_of_one_server_are_not_independent_samples(paths, monkeypatch) 
     themselves do not support. Here starts spread ±20 % while requests inside a start agree within 0.1 %:
     a request-level test calls B's −10 % significant; the judge, on 3 starts a side, says inconclusive."""
     a, b = _build("aaaa"), _build("bbbb")
-    monkeypatch.setattr("llamaforge.bench.measure_point", _fake_measure(
+    monkeypatch.setattr("llamaforge.bench.sweep.measure_point", _fake_measure(
         {a.key: (1000.0, 100.0), b.key: (1000.0, 90.0)}, [], between=0.2, within=0.001))
     req = CompareRequest(Side("A", "aaaa", "cpu"), Side("B", "bbbb", "cpu"), "synth:x", [PointSpec(0)], repeats=6, rounds=3)
     with Store(paths.store_db) as store:

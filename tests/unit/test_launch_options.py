@@ -1,5 +1,5 @@
 """The sequential-starts options (``--launches auto|K``, ``--max-launches``, ``--precision``): parsed once
-(commands/launches.py) for bench, compare, reproduce and demo, and bad values are one line through the CLI."""
+(bench/cli_options.py) for bench, compare, reproduce and demo, and bad values are one line through the CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.commands.launches import parse_launches
+from llamaforge.bench.cli_options import parse_launches
 from llamaforge.errors import ConfigError
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -274,7 +274,7 @@ def test_samples_of_old_stores_count_as_one_launch(tmp_path):
                                          ({"max_launches": "2"}, "--max-launches 2 leaves --launches auto no room"),
                                          ({"launches": "3", "max_launches": "5"}, "only applies to --launches auto"),
                                          ({"precision": "lots"}, "--precision"),
-                                         ({"sentinel_every": "-1"}, "--sentinel-every must be at least 0")])
+                                         ({"sentinel_every": "-1"}, "--sentinel-every -1 is out of range")])
 def test_bad_launch_options_are_one_line(tmp_path, monkeypatch, capsys, kw, message):
     from llamaforge.commands.bench import bench
 

@@ -299,6 +299,10 @@ def test_component_keeps_ordinary_ids_and_keeps_different_ids_apart():
     (["--model=m.gguf", "--extra=--log-file /tmp/x"], "cpu", "does not allow: '--log-file'"),
     (["--model=m.gguf"], "cpu,--upload-pack=x", "unknown backend"),
     ("--model=m.gguf", "cpu", "no stored host options"),
+    # values through the bench options table
+    (["--model=m.gguf", "--repeats=abc", "--allow-busy"], "cpu", "--repeats 'abc' is not a whole number"),
+    (["--model=m.gguf", "--seed=-1"], "cpu", "--seed -1 is out of range"),
+    (["--model=m.gguf", "--launches=0"], "cpu", "--launches 0 is out of range"),
 ])
 def test_a_resumed_fleet_run_checks_its_stored_host_command_lines(store, tmp_path, args, backends, match):
     from test_fleet import _fake_fleet
@@ -345,3 +349,4 @@ def test_reproduce_of_an_external_build_runs_only_the_folder_the_user_names(ws, 
     with Store(ws / "results" / "llamaforge.sqlite") as s:
         child = [x for x in s.list_runs() if x.parent_run == "20261201-000000-beef"]
         assert len(child) == 1 and s.points(child[0].id)[0].build_key == key
+

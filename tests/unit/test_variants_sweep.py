@@ -131,7 +131,7 @@ def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
         store.record_point(p)
         return p
 
-    monkeypatch.setattr("llamaforge.bench.measure_point", measure_point)
+    monkeypatch.setattr("llamaforge.bench.sweep.measure_point", measure_point)
     req = CompareRequest(Side("A", "default", "cpu"), Side("B", "default", "cpu"), "synth:x", [PointSpec(0)],
                          repeats=2, rounds=3)
     paths = Paths(tmp_path)

@@ -1,11 +1,11 @@
 """Helpers shared by every command module: the task decorator that turns LlamaforgeError into
-one red line and a non-zero exit, and small option parsers."""
+one red line and a non-zero exit, output paths checked up front; the number and list parsers are
+:mod:`llamaforge.values` (re-exported here)."""
 
 from __future__ import annotations
 
 import errno
 import functools
-import math
 import os
 import sqlite3
 import sys
@@ -20,6 +20,10 @@ from ..console import debug_enabled, harden_streams, print_error, quiet_broken_p
 from ..errors import ConfigError, LlamaforgeError
 from ..invoke_help import ERROR_EXIT, LfTask
 from ..paths import Paths
+from ..values import SEED_MAX, as_float, as_int, csv_list
+
+__all__ = ["SEED_MAX", "as_float", "as_int", "csv_list", "lf_task", "os_error", "paths", "pins", "writable_dir",
+           "write_output"]
 
 
 def lf_task(*dargs: Any, **dkwargs: Any) -> Callable:
@@ -121,10 +125,6 @@ def check_option_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
                                   f"give {what} as plain text (UTF-8, no control characters)")
 
 
-#: the largest --seed (a signed 64-bit integer: what the store and every RNG take)
-SEED_MAX = 2**63 - 1
-
-
 def paths() -> Paths:
     return Paths.default()
 
@@ -187,37 +187,3 @@ def write_output(value: Any, text: str, what: str) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
-
-
-def csv_list(value: str | None, *, what: str = "value") -> list[str]:
-    if value is None:
-        return []
-    items = [v.strip() for v in str(value).split(",") if v.strip()]
-    if not items:
-        raise ConfigError(f"empty {what} list", f"give a comma-separated list of {what}s")
-    return items
-
-
-def as_int(value: Any, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer option (``--repeats 3``) or a ConfigError naming the option and the valid range."""
-    rng = (f"{minimum}..{maximum}" if maximum is not None else f"≥ {minimum}") if minimum is not None else None
-    try:
-        n = int(str(value).strip().replace("_", ""), 10) if not isinstance(value, int) else value
-    except ValueError:
-        raise ConfigError(f"{what} {value!r} is not a whole number",
-                          f"give {what} a whole number" + (f" ({rng})" if rng else "")) from None
-    if (minimum is not None and n < minimum) or (maximum is not None and n > maximum):
-        raise ConfigError(f"{what} {n} is out of range", f"give {what} a whole number {rng}")
-    return n
-
-
-def as_float(value: Any, what: str, *, minimum: float | None = None, positive: bool = False) -> float:
-    """A number option (``--vram-budget 24``, ``--load-timeout 600``) or a ConfigError with the fix."""
-    need = "a number > 0" if positive else (f"a number ≥ {minimum:g}" if minimum is not None else "a number")
-    try:
-        x = float(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"{what} {value!r} is not a number", f"give {what} {need}") from None
-    if not math.isfinite(x) or (positive and x <= 0) or (minimum is not None and x < minimum):
-        raise ConfigError(f"{what} {value!r} is out of range", f"give {what} {need}")
-    return x

@@ -5,14 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..bench.cli_options import LAUNCH_HELP, parse_launches
 from ..console import console, esc, info, notice, print_error
 from ..effect import parse_effect
 from ..errors import LlamaforgeError
 from ..pathsafe import under
 from ..store import Store
 from ._common import as_float, as_int, lf_task, paths, writable_dir
-from .launches import HELP as LAUNCH_HELP
-from .launches import parse_launches
 
 
 def _source(value) -> str | None:  # noqa: ANN001

@@ -10,15 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..bench.cli_options import bench_options, convert, help_for, parse_launches
 from ..builds import BuildOptions
 from ..builds import build as do_build
 from ..builds.backends import parse_backends
 from ..builds.doctor import check
 from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError, ModelError
-from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
-from .launches import HELP as LAUNCH_HELP
-from .launches import parse_launches
+from ._common import csv_list, lf_task, paths, pins, writable_dir
 
 
 def available_backends() -> list[str]:
@@ -35,24 +34,16 @@ def available_backends() -> list[str]:
     return out
 
 
-@lf_task(help={"backends": "comma-separated backends (default: every backend this machine can build and run)",
-               "model": "model reference (default synth:tiny-qwen35moe)",
-               "ncmoe": "offload points (default: 0, half and all of the model's layers)",
-               "repeats": "measured requests per point (default 2; a warm-up is always discarded)",
-               "prompt_tokens": "prompt size (default 192: lavapipe processes ~20 tokens/s)",
-               "n_predict": "tokens generated per request (default 16)",
-               "out": "report folder (default results/demo)",
-               "launches": LAUNCH_HELP["launches"],
-               "max_launches": "with --launches auto: the most starts per point (default 4 here, to keep the demo short)"})
+@lf_task(help=help_for("demo", out="report folder (default results/demo)"))
 def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, prompt_tokens=192, n_predict=16,
          out=None, launches="auto", max_launches=4):
     """Build, verify, synthesize, sweep and report — the default pin on this machine's backends."""
     from ..bench.display import print_run
+    from ..bench.start import build_plan
     from ..bench.sweep import run_sweep
     from ..models import model_facts, resolve_model
     from ..report import write_report
     from ..store import Store
-    from .bench import _plan_from_options
 
     lo = parse_launches(launches, max_launches if str(launches).strip().lower() == "auto" else None)
     t0 = time.monotonic()
@@ -77,11 +68,9 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
     console.print(esc(f"model: {model_path.name} — {facts.arch}, {facts.n_layers} layers, "
                       f"{facts.n_experts} experts ({facts.n_experts_used} used), {facts.file_bytes / 2**20:.0f} MiB"))
     points = ncmoe or f"0,{facts.n_layers // 2},{facts.n_layers}"
-    plan = _plan_from_options(p, model=model, backends=[b.backend for b in builds], pin_names=[pin.name],
-                              ncmoe=points, ngl=None, repeats=repeats, engine="server",
-                              prompt_tokens=prompt_tokens, n_predict=n_predict, vram_budget=None, fitt=None,
-                              extra=None, threads=None, depths=None, load_timeout=600, request_timeout=900,
-                              launches=lo)
+    options = bench_options(model=model, ncmoe=points, repeats=repeats, prompt_tokens=prompt_tokens,
+                            n_predict=n_predict, launches=lo)
+    plan = build_plan(p, options, backends=[b.backend for b in builds], pins=[pin.name])
     if not plan.points:
         raise BenchError("no points to measure", "give --ncmoe")
     t1 = time.monotonic()
@@ -101,9 +90,7 @@ def _check_early(p, *, model: str, ncmoe: str | None, repeats: object, prompt_to
     """Every option that can be checked without a build, checked before the builds (minutes) start."""
     from ..bench.plan import make_points
 
-    as_int(repeats, "--repeats", minimum=1, maximum=10_000)
-    as_int(prompt_tokens, "--prompt-tokens", minimum=1, maximum=10_000_000)
-    as_int(n_predict, "--n-predict", minimum=1, maximum=10_000_000)
+    convert({"repeats": repeats, "prompt_tokens": prompt_tokens, "n_predict": n_predict})
     if ncmoe is not None:
         make_points(ncmoe)
     if out is not None:

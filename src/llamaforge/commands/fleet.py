@@ -9,11 +9,10 @@ from pathlib import Path
 
 from rich.table import Table
 
+from ..bench.cli_options import HOST_OPTIONS, convert, help_for, task_values
 from ..console import console, esc, info
 from ..errors import FleetError
-from ..fleet import BENCH_PASS as _BENCH_PASS
-from ._common import SEED_MAX, as_float, as_int, csv_list, lf_task, paths
-from .launches import parse_launches
+from ._common import as_int, csv_list, lf_task, paths
 
 _COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
                 "fleet": "the fleet file (default: fleet.toml next to pins.toml)"}
@@ -131,21 +130,9 @@ def build(c, backends=None, pins=None, jobs=None, rebuild=False, no_verify=False
     _failures(outs, "build")
 
 
-
-
-def _bench_help() -> dict[str, str]:
-    from .bench import _BENCH_HELP
-
-    h = {k: _BENCH_HELP[k] for k in _BENCH_PASS if k in _BENCH_HELP}
-    return {**h, **_COMMON_HELP,
-            "backends": "comma-separated builds (default: each host's backends in fleet.toml, else cpu)",
-            "name": "a name for the fleet run",
-            "resume": "continue fleet run RUN: only the hosts (and, on each, the points) not done yet",
-            "detach": "start the sweeps in their own sessions and return (they outlive the connection); "
-                      "collect them later with --resume"}
-
-
-@lf_task(help=_bench_help())
+@lf_task(help=help_for("fleet.bench", **_COMMON_HELP,
+                       detach="start the sweeps in their own sessions and return (they outlive the connection); "
+                              "collect them later with --resume"))
 def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats=None, launches=None,
           max_launches=None, precision=None, engine=None,
           prompt_tokens=None, n_predict=None, vram_budget=None, fitt=None, extra=None, threads=None, depths=None,
@@ -161,21 +148,9 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
 
     if not resume and not model:
         raise FleetError("no model given", "pass --model PATH-on-the-hosts or a reference (synth:tiny-qwen35moe, hf:...)")
-    if launches is not None or max_launches is not None or precision is not None:
-        parse_launches(launches, max_launches, precision)      # checked here, before any host is contacted
-    for opt, lo in (("repeats", 1), ("prompt_tokens", 1), ("n_predict", 1), ("threads", 1),
-                    ("fitt", 0), ("seed", 0), ("sentinel_every", 0), ("ctx", 16)):
-        v = locals()[opt]
-        if v is not None:
-            as_int(v, "--" + opt.replace("_", "-"), minimum=lo, maximum=SEED_MAX if opt == "seed" else None)
-    for opt in ("vram_budget", "load_timeout", "request_timeout"):
-        if locals()[opt] is not None:
-            as_float(locals()[opt], "--" + opt.replace("_", "-"), positive=True)
-    options = {k: v for k, v in locals().items() if k in _BENCH_PASS}
-    if extra is not None:
-        from ..bench.plan import split_extra
-
-        split_extra(extra)   # the allow-list, here before any host is reached (each host checks it again)
+    options = task_values("fleet.bench", locals())
+    convert(options)          # every value checked here, before any host is contacted (each host checks again)
+    options = {k: v for k, v in options.items() if k in HOST_OPTIONS}
     f, hs = _hosts(fleet, hosts)
     _check_backends(backends, hs)
     p = paths()

@@ -10,8 +10,9 @@ Modules, one job each:
   run.py      fleet build / bench / doctor: the per-host work and the fleet run that links the imports
 """
 
-#: the ``llamaforge bench`` options ``fleet.bench`` passes to every host (stored in the fleet run as ``bench_args``
-#: and checked against this list when the run is resumed: :func:`llamaforge.fleet.run.check_stored_bench_args`)
-BENCH_PASS = ("model", "pins", "ncmoe", "ngl", "repeats", "launches", "max_launches", "precision", "engine",
-              "prompt_tokens", "n_predict", "vram_budget", "fitt", "extra", "threads", "depths", "load_timeout",
-              "request_timeout", "ctx", "seed", "sentinel_every", "allow_busy", "allow_broken", "no_quirks")
+from ..bench.cli_options import HOST_OPTIONS
+
+#: the ``llamaforge bench`` options ``fleet.bench`` passes to every host (the rows of the bench options table marked
+#: ``host``; stored in the fleet run as ``bench_args`` and checked against this list when the run is resumed:
+#: :func:`llamaforge.fleet.run.check_stored_bench_args`)
+BENCH_PASS = HOST_OPTIONS

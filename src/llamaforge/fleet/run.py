@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..bench.cli_options import convert
 from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
@@ -110,21 +111,20 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
 def check_stored_bench_args(run_id: str, plan: dict) -> None:
     """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
     ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
-    from ..bench.plan import split_extra
     from ..builds.backends import parse_backends
 
     fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
     args = plan.get("bench_args")
     if not isinstance(args, list):
         raise FleetError(f"fleet run {run_id} has no stored host options", fix)
-    allowed = {"--" + k.replace("_", "-") for k in BENCH_PASS}
+    allowed = {"--" + k.replace("_", "-"): k for k in BENCH_PASS}
     for a in args:
-        flag, _, value = str(a).partition("=")
+        flag, eq, value = str(a).partition("=")
         if flag not in allowed:
             raise FleetError(f"fleet run {run_id}'s stored host options include {str(a)[:80]!r}, which "
                              "fleet.bench never passes", fix)
-        if flag == "--extra":
-            split_extra(value)
+        if eq:       # a value: through its row of the bench options table (numbers in bounds, --extra allow-listed)
+            convert({allowed[flag]: value})
     for backends in (plan.get("host_backends") or {}).values():
         parse_backends(str(backends))
 

@@ -87,13 +87,13 @@ def moved_layers(lo: int, hi: int) -> range:
     return range(lo, hi)
 
 
-def direction(rows: Sequence[Row], metric: str, min_effect: float = 0.05) -> int:
+def direction(rows: Sequence[Row], metric: str, min_effect: float = trend.MIN_EFFECT) -> int:
     """``RISES`` / ``FALLS`` / ``FLAT`` (1 / -1 / 0): how ``metric`` goes with offload over ``rows``, from the
     two ends, judged by their starts (:func:`llamaforge.trend.direction`)."""
     return trend.direction({r.offload: r.starts(metric) for r in rows}, min_effect=min_effect)
 
 
-def anomalies(rows: Sequence[Row], *, min_effect: float = 0.05, full_attn_layers: Sequence[int] = (),
+def anomalies(rows: Sequence[Row], *, min_effect: float = trend.MIN_EFFECT, full_attn_layers: Sequence[int] = (),
               metrics: Sequence[str] = ("tg", "pp"), priors: Mapping[tuple[str, str], Spread | None] | None = None
               ) -> list[Anomaly]:
     """Rows that break their series' trend (same series, same other option): :func:`llamaforge.trend.breaks`,

@@ -1,0 +1,72 @@
+"""The one parser of option values that are numbers or lists: a whole number or a number within bounds,
+a comma-separated list. Anything unusable is one :class:`~llamaforge.errors.ConfigError` line naming the
+option and the value, with a fix that states the valid range (and the option's example, where it has one).
+
+Every task uses these (through the bench options table, :mod:`llamaforge.bench.cli_options`, for the
+bench options); there is no other integer parser for options.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import ConfigError
+
+#: the largest --seed (a signed 64-bit integer: what the store and every RNG take)
+SEED_MAX = 2**63 - 1
+
+
+def _range_text(minimum: float | None, maximum: float | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{minimum:g}..{maximum:g}" if isinstance(minimum, float) else f"{minimum}..{maximum}"
+    if minimum is not None:
+        return f"at least {minimum:g}" if isinstance(minimum, float) else f"at least {minimum}"
+    if maximum is not None:
+        return f"at most {maximum:g}" if isinstance(maximum, float) else f"at most {maximum}"
+    return ""
+
+
+def _fix(what: str, need: str, example: str | None) -> str:
+    return f"give {what} {need}" + (f"; {example}" if example else "")
+
+
+def as_int(value: Any, what: str, *, minimum: int | None = None, maximum: int | None = None,
+           example: str | None = None) -> int:
+    """``value`` (``3``, ``"3"``, ``" 1_000 "``) as an int within ``minimum``..``maximum`` (either may be
+    ``None``), or a ConfigError naming ``what`` with the valid range (and ``example``) as its fix."""
+    rng = _range_text(minimum, maximum)
+    need = "a whole number" + (f" {rng}" if rng else "")
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} {value!r} is not a whole number", _fix(what, need, example))
+    try:
+        n = value if isinstance(value, int) else int(str(value).strip().replace("_", ""), 10)
+    except ValueError:
+        raise ConfigError(f"{what} {value!r} is not a whole number", _fix(what, need, example)) from None
+    if (minimum is not None and n < minimum) or (maximum is not None and n > maximum):
+        shown = str(n) if len(str(n)) <= 24 else str(n)[:20] + "…"
+        raise ConfigError(f"{what} {shown} is out of range", _fix(what, need, example))
+    return n
+
+
+def as_float(value: Any, what: str, *, minimum: float | None = None, positive: bool = False,
+             example: str | None = None) -> float:
+    """``value`` as a finite float (``> 0`` with ``positive``, ``≥ minimum``), or a ConfigError with the fix."""
+    need = "a number > 0" if positive else (f"a number ≥ {minimum:g}" if minimum is not None else "a number")
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{what} {value!r} is not a number", _fix(what, need, example)) from None
+    if not math.isfinite(x) or (positive and x <= 0) or (minimum is not None and x < minimum):
+        raise ConfigError(f"{what} {value!r} is out of range", _fix(what, need, example))
+    return x
+
+
+def csv_list(value: str | None, *, what: str = "value") -> list[str]:
+    """``"a, b,c"`` → ``["a", "b", "c"]`` (``None`` → ``[]``); a list with no item is a ConfigError."""
+    if value is None:
+        return []
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"empty {what} list", f"give a comma-separated list of {what}s")
+    return items
