@@ -9,20 +9,12 @@ from pathlib import Path
 import pytest
 import run_fake
 from gguf import GGUFValueType as VT
-from models_fake import fake_vocab
 
 from llamaforge.bench.plan import make_points
 from llamaforge.errors import BenchError
 from llamaforge.models import facts_from_plan, model_facts, read_plan, synth, synth_plan
 from llamaforge.models.plan import KV
 from llamaforge.store import Point, Sample
-
-
-@pytest.fixture(scope="module")
-def vocab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("vocab")
-    fake_vocab(d / "ggml-vocab-qwen2.gguf")
-    return d
 
 
 @pytest.fixture(scope="module")
