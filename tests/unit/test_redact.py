@@ -59,6 +59,13 @@ def test_store_neither_keeps_nor_shows_url_secrets(tmp_path):
     assert raw and _clean(json.dumps(raw))
 
 
+def _write_raw(store, table: str, columns: dict[str, object], where: str, *args: object) -> None:
+    """Write ``columns`` of ``table`` straight into the database, past the store's redaction (as versions
+    before it did)."""
+    sets = ", ".join(f"{c}=?" for c in columns)
+    store.db.execute(f"UPDATE {table} SET {sets} WHERE {where}", (*columns.values(), *args))
+
+
 @pytest.fixture
 def old_store_with_secrets(tmp_path):
     """A run written before redaction existed: the secrets sit in the database itself."""
@@ -66,8 +73,8 @@ def old_store_with_secrets(tmp_path):
     plan = store.get_run(run_id).plan
     plan["model"]["ref"] = PRESIGNED + "#frag_secret"
     plan["fit"] = {}          # a real plan's shape (the fake's ``True`` is enough for reports, not for jsonl)
-    store.db.execute("UPDATE runs SET plan_json=?, command=? WHERE id=?",
-                     (json.dumps(plan), f"llamaforge bench --model '{PRESIGNED}'", run_id))
+    _write_raw(store, "runs", {"plan_json": json.dumps(plan), "command": f"llamaforge bench --model '{PRESIGNED}'"},
+               "id=?", run_id)
     yield store, run_id, tmp_path
     store.close()
 
@@ -198,10 +205,10 @@ def old_store_with_secret_points(tmp_path, monkeypatch):
     (tmp_path / "results").mkdir()
     store, run_id = run_fake.build(tmp_path, db="results/llamaforge.sqlite")
     cmd = json.dumps(["llama-server", "--model-url", SIGNED, "--hf-token", HF_VALUE])
-    store.db.execute("UPDATE points SET failure_detail=?, log_tail=?, command_json=? WHERE status='failed'",
-                     (_hostile_text(), _hostile_text(), cmd))
+    _write_raw(store, "points", {"failure_detail": _hostile_text(), "log_tail": _hostile_text(), "command_json": cmd},
+               "status='failed'")
     manifest = store.builds_for_run(run_id)[0] | {"source": {"origin": GIT_ORIGIN}}
-    store.db.execute("UPDATE builds SET manifest_json=? WHERE key=?", (json.dumps(manifest), manifest["key"]))
+    _write_raw(store, "builds", {"manifest_json": json.dumps(manifest)}, "key=?", manifest["key"])
     raw = "\n".join(store.db.iterdump())
     assert not _clean22(raw)          # the secrets really are in the file
     yield store, run_id, tmp_path
