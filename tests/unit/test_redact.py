@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 import run_fake
@@ -66,6 +67,13 @@ def _write_raw(store, table: str, columns: dict[str, object], where: str, *args:
     store.db.execute(f"UPDATE {table} SET {sets} WHERE {where}", (*columns.values(), *args))
 
 
+def _report_and_exports(store, run_id: str, out: Path) -> dict[str, str]:
+    """The run's report (``md``, ``html``) and every export (``json``, ``csv``, ``jsonl``), by name."""
+    rp = write_report(store, run_id, out)
+    return {"md": rp.md.read_text(), "html": rp.html.read_text(),
+            **{fmt: export_run(store, run_id, fmt) for fmt in ("json", "csv", "jsonl")}}
+
+
 @pytest.fixture
 def old_store_with_secrets(tmp_path):
     """A run written before redaction existed: the secrets sit in the database itself."""
@@ -81,11 +89,9 @@ def old_store_with_secrets(tmp_path):
 
 def test_reports_and_exports_of_an_old_store_show_no_url_secret(old_store_with_secrets):
     store, run_id, tmp = old_store_with_secrets
-    rp = write_report(store, run_id, tmp / "out")
-    assert _clean(rp.md.read_text()) and _clean(rp.html.read_text())
-    assert "cdn.example:8443/models/m.gguf" in rp.md.read_text()     # redacted, not dropped
-    for fmt in ("json", "csv", "jsonl"):
-        assert _clean(export_run(store, run_id, fmt)), fmt
+    texts = _report_and_exports(store, run_id, tmp / "out")
+    assert [name for name, text in texts.items() if not _clean(text)] == []
+    assert "cdn.example:8443/models/m.gguf" in texts["md"]     # redacted, not dropped
     assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
 
 
@@ -221,10 +227,8 @@ def test_reports_exports_and_runs_failed_of_an_old_store_show_no_secret(old_stor
     import sys
 
     store, run_id, tmp = old_store_with_secret_points
-    rp = write_report(store, run_id, tmp / "out")
-    assert _clean22(rp.md.read_text()) and _clean22(rp.html.read_text())
-    for fmt in ("json", "csv", "jsonl"):
-        assert _clean22(export_run(store, run_id, fmt)), fmt
+    texts = _report_and_exports(store, run_id, tmp / "out")
+    assert [name for name, text in texts.items() if not _clean22(text)] == []
     env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(tmp), "LLAMAFORGE_RESULTS": str(tmp / "results"),
            "COLUMNS": "400"}
     r = subprocess.run([sys.executable, "-m", "llamaforge", "runs", "--run", run_id, "--failed"], cwd=tmp, env=env,
