@@ -89,10 +89,10 @@ def old_store_with_secrets(tmp_path):
 
 def test_reports_and_exports_of_an_old_store_show_no_url_secret(old_store_with_secrets):
     store, run_id, tmp = old_store_with_secrets
+    assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
     texts = _report_and_exports(store, run_id, tmp / "out")
     assert [name for name, text in texts.items() if not _clean(text)] == []
     assert "cdn.example:8443/models/m.gguf" in texts["md"]     # redacted, not dropped
-    assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
 
 
 def _html_of(md: str) -> str:
