@@ -241,8 +241,8 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
 def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
     import run_fake
 
+    from llamaforge.report.contents import build_sections
     from llamaforge.report.data import load
-    from llamaforge.report.tables import build_sections
     from llamaforge.store import Point, Sample
 
     st, run = run_fake.build(tmp_path, backends=("cpu",), points=False)

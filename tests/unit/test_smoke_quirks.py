@@ -231,7 +231,7 @@ def test_report_provenance_lists_the_applied_quirks():
     from types import SimpleNamespace
 
     from llamaforge.records import RunPlan
-    from llamaforge.report.tables import runtime_table
+    from llamaforge.report.provenance import runtime_table
 
     series = [SimpleNamespace(name="cpu 0c1e570", key=("k-cpu",)), SimpleNamespace(name="vulkan", key=("k-vk",))]
     data = SimpleNamespace(series=series, plan=RunPlan.from_json({"runtime": {

@@ -17,11 +17,11 @@ from ..files import write_problem
 from ..store import Store
 from . import html, kinds, markdown
 from .adaptive import adaptive_section
+from .contents import build_sections
 from .data import ReportData, ReportError, load
 from .plots import make_plots
 from .sections import Section
 from .sessions import load_sessions, sessions_section
-from .tables import build_sections
 
 __all__ = ["ReportError", "ReportPaths", "write_report", "build_report"]
 
