@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
-from test_bench_runner import _plan
+from test_bench_sweep import _plan
 
 from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import engine_gap

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_bench_runner import _plan
+from test_bench_sweep import _plan
 
 from fakes import FakeBuild, fake_binaries
 from llamaforge.bench.plan import Plan
