@@ -170,7 +170,7 @@ def test_report_of_a_layer_sweep_uses_ngl_as_its_axis(tmp_path):
     from llamaforge.report.plots import make_plots
     from llamaforge.report.provenance import commands_table
     from llamaforge.report.roofline import roofline_table
-    from llamaforge.report.summary import summary_table
+    from llamaforge.report.scenarios import summary_table
 
     store, run_id = _ngl_run(tmp_path)
     d = rdata.load(store, run_id)
@@ -193,7 +193,7 @@ def test_report_of_a_layer_sweep_uses_ngl_as_its_axis(tmp_path):
 
 def test_report_of_an_ncmoe_sweep_keeps_the_ncmoe_axis(tmp_path):
     from llamaforge.report import data as rdata
-    from llamaforge.report.summary import summary_table
+    from llamaforge.report.scenarios import summary_table
 
     store, run_id = run_fake.build(tmp_path)
     d = rdata.load(store, run_id)

@@ -4,7 +4,7 @@ One schema, many renderers (like llama-bench's printers): :func:`build_sections`
 :class:`~.data.ReportData` into :class:`~.sections.Section` objects holding :class:`~.sections.Table`
 objects whose ``rows`` are display strings and whose ``data`` keeps the unformatted numbers behind each row
 (tests check those against the store). ``html.py`` and ``markdown.py`` only lay sections out. Each section
-has its module (:mod:`.summary`, :mod:`.points`, :mod:`.anomalies`, :mod:`.provenance` …); cell formats are
+has its module (:mod:`.scenarios`, :mod:`.points`, :mod:`.anomalies`, :mod:`.provenance` …); cell formats are
 in :mod:`.format`; a run kind's own sections come from :mod:`.kinds` (the sweep's: replication).
 
 Every speed is shown with its interval and its shape (``Estimate.fmt``: centre with a 95 % CI from
@@ -20,19 +20,19 @@ import dataclasses
 from . import analysis as an
 from . import kinds
 from .anomalies import anomaly_section
-from .conditions import conditions_section
 from .crosscheck import crosscheck_section
 from .data import ReportData
 from .headline import headline_section
 from .host_memory import host_memory_section
 from .kinds.sweep import remeasure_line
 from .matrix import matrix_section
+from .measurement_conditions import conditions_section
 from .points import failed_section, point_flags, points_section
 from .provenance import probes_table, provenance_section
-from .reproduction import reproduction_section
+from .remeasurement import reproduction_section
 from .roofline import roofline_section
+from .scenarios import summary_section
 from .sections import Section
-from .summary import summary_section
 from .sweet_spots import sweet_spot_section
 
 

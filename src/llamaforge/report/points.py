@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from . import analysis as an
-from .conditions import row_flags
 from .data import ReportData, Row, Series
 from .format import first_line, fmt_int, fmt_mib, fmt_speed
+from .measurement_conditions import row_flags
 from .replication import machine_flag
 from .sections import Section, Table
 

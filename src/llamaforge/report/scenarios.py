@@ -6,9 +6,9 @@ from __future__ import annotations
 from ..findings.drift import drift_flags
 from ..judge import assumptions_note, control, judge
 from . import analysis as an
-from .conditions import row_flags
 from .data import ReportData, Row, Series
 from .format import fmt_int, fmt_mib, fmt_ratio, fmt_speed
+from .measurement_conditions import row_flags
 from .points import fit_status_of
 from .replication import drift_notes, launches_of, machine_notes
 from .sections import Section, Table
