@@ -6,15 +6,17 @@ from .data import ReportData
 from .format import fmt_mib
 from .sections import Section, Table
 
+#: what the section says above its table: why peak RSS alone overstates the RAM a point needs
+INTRO = ("Peak RSS counts the model file's pages that llama.cpp mmaps, including those of layers that run on the "
+         "GPU and were only read once at load: the kernel can drop such file-backed pages and re-read them. "
+         "Anonymous memory (buffers, KV cache, anything copied) it cannot drop. So: RAM needed ≈ peak anonymous "
+         "memory + the CPU-side weights (llama.cpp's host model buffer; file-backed with mmap) — below that the "
+         "CPU-side experts are re-read from disk on every token. `--mlock` keeps the mapped weights resident and "
+         "`--no-mmap` copies them into anonymous memory; both are options (`--extra`), not the default.")
+
 
 def host_memory_section(data: ReportData) -> Section:
-    sec = Section("host-memory", "Host memory: how much RAM is needed", intro=(
-        "Peak RSS counts the model file's pages that llama.cpp mmaps, including those of layers that run on the "
-        "GPU and were only read once at load: the kernel can drop such file-backed pages and re-read them. "
-        "Anonymous memory (buffers, KV cache, anything copied) it cannot drop. So: RAM needed ≈ peak anonymous "
-        "memory + the CPU-side weights (llama.cpp's host model buffer; file-backed with mmap) — below that the "
-        "CPU-side experts are re-read from disk on every token. `--mlock` keeps the mapped weights resident and "
-        "`--no-mmap` copies them into anonymous memory; both are options (`--extra`), not the default."))
+    sec = Section("host-memory", "Host memory: how much RAM is needed", intro=INTRO)
     t = Table(["series", "ncmoe", "peak RSS MiB", "anonymous MiB", "file-backed MiB", "CPU-side weights MiB",
                "≈ RAM needed MiB"], title="Host memory per point (peaks over the point, process tree)")
     for s in data.series:
