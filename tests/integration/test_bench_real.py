@@ -155,7 +155,7 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
     from llamaforge.machine import OVERRIDE_ENV
     from llamaforge.records import Environment
     from llamaforge.report import data as rdata
-    from llamaforge.report.tables import build_sections
+    from llamaforge.report.contents import build_sections
 
     env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "results"), OVERRIDE_ENV: "vm-one"}
     cmd = [sys.executable, "-c", "from llamaforge.cli import main; main()", "bench", "--model", str(tiny_model),

@@ -26,8 +26,8 @@ import pytest
 from llamaforge.bench.plan import Plan, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.report import data as rdata
+from llamaforge.report.contents import build_sections
 from llamaforge.report.engine_gap import Decomposition, decompositions
-from llamaforge.report.tables import build_sections
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from llamaforge.bench.plan import Plan, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.hostlock import LOCK_NAME, holder, lock_dir
 from llamaforge.report import data as rdata
-from llamaforge.report.tables import build_sections
+from llamaforge.report.contents import build_sections
 from llamaforge.reproduce import reproduce
 from llamaforge.store import Store
 

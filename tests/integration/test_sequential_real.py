@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from llamaforge.report import data as rdata
-from llamaforge.report.tables import build_sections
+from llamaforge.report.contents import build_sections
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

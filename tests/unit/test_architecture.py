@@ -1,4 +1,4 @@
-"""The shape of the code: no import cycle among llamaforge's modules, no function over 80 lines.
+"""The shape of the code: no import cycle among llamaforge's modules, no function over 60 lines (issue 24).
 
 The import graph is read from the source (``ast``) and counts what really runs when a module is imported:
 
@@ -25,7 +25,11 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = "llamaforge"
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
+#: functions allowed over MAX_FUNCTION_LINES for now, each with the reason. Keep it empty when you can.
+LONG_FUNCTIONS_ALLOWED = frozenset({
+    "llamaforge.commands.bench.bench",   # remove when the options table lands (issue 24 item 3)
+})
 #: how an edge arose: an import statement, or the implicit import of a package's ``__init__``
 EXPLICIT, INIT = "→", "⇒"
 
@@ -331,19 +335,42 @@ def test_the_report_imports_only_records_the_judge_trend_and_formatting():
     assert not found, "measuring modules loaded by report/ or findings/: " + "; ".join(found)
 
 
-def _long_functions() -> list[str]:
-    out = []
-    for mod, path in MODULES.items():
+def long_functions(modules: dict[str, Path] | None = None, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """``module.function`` → its length in lines (decorators not counted), for every function or
+    method in ``modules`` longer than ``limit`` lines."""
+    out = {}
+    for mod, path in (MODULES if modules is None else modules).items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    out.append(f"{mod}.{node.name} ({n} lines)")
+                if n > limit:
+                    out[f"{mod}.{node.name}"] = n
     return out
 
 
-def test_no_function_is_longer_than_80_lines():
-    assert not _long_functions(), "split: " + ", ".join(_long_functions())
+def _long_functions() -> list[str]:
+    return [f"{name} ({n} lines)" for name, n in long_functions().items()]
+
+
+def test_the_long_function_finder_counts_lines(tmp_path):
+    def body(n: int, indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(n))
+    (tmp_path / PKG).mkdir()
+    (tmp_path / PKG / "m.py").write_text(
+        f"def just_fits():\n{body(MAX_FUNCTION_LINES - 1, '    ')}\n\n"
+        f"class C:\n    def one_too_many(self):\n{body(MAX_FUNCTION_LINES, '        ')}")
+    assert long_functions(_modules(tmp_path)) == {f"{PKG}.m.one_too_many": MAX_FUNCTION_LINES + 1}
+
+
+def test_no_function_is_longer_than_60_lines():
+    found = {name: n for name, n in long_functions().items() if name not in LONG_FUNCTIONS_ALLOWED}
+    assert not found, "split: " + ", ".join(f"{name} ({n} lines)" for name, n in found.items())
+
+
+def test_the_long_function_allow_list_holds_only_long_functions():
+    """An allowed name that is no longer long (or no longer exists) must leave the list."""
+    stale = LONG_FUNCTIONS_ALLOWED - set(long_functions())
+    assert not stale, "remove from LONG_FUNCTIONS_ALLOWED: " + ", ".join(sorted(stale))
 
 
 if __name__ == "__main__":  # pragma: no cover - a map for humans

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 import run_fake
 from test_cli_bad_numbers import _cli, _gguf, _one_line
 
+from fakes import FakeBuild
 from llamaforge.bench.adaptive import AdaptiveOptions
 from llamaforge.bench.autosweep import _END_ONLY, AutoDriver, Axis, auto_axis
 from llamaforge.bench.plan import Plan, PointSpec
@@ -18,12 +18,6 @@ from llamaforge.report import build_report
 from llamaforge.store import Point, Sample, Store
 
 FACTS = {"n_layers": 8, "n_experts": 16, "n_ctx_train": 4096, "full_attention_layers": [3, 7]}
-
-
-@dataclasses.dataclass
-class FakeBuild:
-    key: str
-    backend: str = "cpu"
 
 
 def _plan(tmp_path: Path, **facts) -> Plan:
@@ -55,7 +49,7 @@ def test_the_driver_measures_chosen_points_confirms_anomalies_and_records_the_pl
     plan = _plan(tmp_path)
     run_id = store.new_run("sweep", plan.to_json())
     ctx = {"cpu-1": {x: 4096 if x >= 2 else 2048 for x in range(9)}}
-    driver = AutoDriver(plan, [FakeBuild("cpu-1")], store, ctx, AdaptiveOptions(), "fit-1")
+    driver = AutoDriver(plan, [FakeBuild("cpu-1", mode=None)], store, ctx, AdaptiveOptions(), "fit-1")
     fake = FakeMeasure(store, run_id)
     driver(fake, run_id)
     res = driver.result
@@ -156,7 +150,7 @@ def test_ngl_auto_measures_explicit_ngl_points_and_records_everything_as_ngl(tmp
     run_id = store.new_run("sweep", plan.to_json())
     ax = auto_axis(plan, "ngl")
     ctx = {"cpu-1": {0: 1024, 9: 4096, 5: 4096, 2: 2048, 3: 4096}}      # x → context: native from x = 3 (ngl 6)
-    driver = AutoDriver(plan, [FakeBuild("cpu-1")], store, ctx, AdaptiveOptions(), "fit-1", ax)
+    driver = AutoDriver(plan, [FakeBuild("cpu-1", mode=None)], store, ctx, AdaptiveOptions(), "fit-1", ax)
     fake = FakeLayerMeasure(store, run_id)
     driver(fake, run_id)
     rec = store.get_run(run_id).plan
@@ -190,7 +184,7 @@ def test_the_threshold_search_fits_log2_points_and_stores_them_as_a_fit_map(tmp_
     monkeypatch.setattr(auto, "open_fitmap", lambda plan, builds, store, command=None: store.new_run(
         "fitmap", plan.to_json()))
     monkeypatch.setattr(auto, "fit_point", fake_fit)
-    run_id, ctx = auto.fit_threshold(plan, [FakeBuild("a"), FakeBuild("b")], store, auto_axis(plan), progress=False)
+    run_id, ctx = auto.fit_threshold(plan, [FakeBuild("a", mode=None), FakeBuild("b", mode=None)], store, auto_axis(plan), progress=False)
     for key in ("a", "b"):
         xs = [x for k, x in fitted if k == key]
         assert len(xs) == len(set(xs)) <= 8 and 13 in xs and 12 in xs         # 2 + log2(40) fits, not 41
@@ -220,7 +214,7 @@ def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):
     store = Store(tmp_path / "s.sqlite")
     plan = _plan(tmp_path)
     run_id = store.new_run("sweep", plan.to_json())
-    driver = AutoDriver(plan, [FakeBuild("cpu-1")], store, {"cpu-1": {x: 4096 for x in range(9)}},
+    driver = AutoDriver(plan, [FakeBuild("cpu-1", mode=None)], store, {"cpu-1": {x: 4096 for x in range(9)}},
                         AdaptiveOptions(), "fit-1")
     fake = Timed(store, run_id)
     driver(fake, run_id)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bench_runner import _plan, fake_build  # noqa: F401 - fixture
+from test_bench_sweep import _plan, fake_build  # noqa: F401 - fixture
 
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gguf
-import numpy as np
 import pytest
+from models_fake import tiny_moe_gguf
 
 from llamaforge.bench.plan import make_points
 from llamaforge.errors import BenchError, ModelError
@@ -20,24 +19,7 @@ from llamaforge.models.gguf_info import model_facts
 
 
 def _gguf(path: Path, *, alignment: int | None = None, block_count: int | str = 4) -> Path:
-    w = gguf.GGUFWriter(str(path), "qwen3moe")
-    if isinstance(block_count, str):
-        w.add_string("qwen3moe.block_count", block_count)
-    else:
-        w.add_block_count(block_count)
-    w.add_context_length(4096)
-    w.add_embedding_length(8)
-    w.add_head_count(2)
-    w.add_expert_count(4)
-    w.add_expert_used_count(2)
-    if alignment is not None:
-        w.add_uint32("general.alignment", alignment)
-    w.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return tiny_moe_gguf(path, block_count=block_count, context_length=4096, alignment=alignment)
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

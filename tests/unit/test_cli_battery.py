@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import run_fake
+from models_fake import tiny_moe_gguf
 
 from llamaforge.cli import ns, program
 
@@ -121,25 +122,6 @@ def cases() -> Iterator:
                                    id=f"{task}-{arg.name}-{case}")
 
 
-def _write_gguf(path: Path) -> Path:
-    import gguf
-    import numpy as np
-
-    w = gguf.GGUFWriter(str(path), "qwen3moe")
-    w.add_block_count(2)
-    w.add_context_length(256)
-    w.add_embedding_length(8)
-    w.add_head_count(2)
-    w.add_expert_count(4)
-    w.add_expert_used_count(2)
-    w.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
 @contextlib.contextmanager
 def _tmpfs(where: Path, options: str) -> Iterator[bool]:
     """A small tmpfs at ``where`` (root only); yields whether it is mounted."""
@@ -180,7 +162,7 @@ def world(tmp_path_factory) -> Iterator[dict[str, str]]:
             (root / "ro").chmod(0o555)
         yield {"root": str(root), "ws": str(ws), "file": str(root / "file"), "empty": str(root / "empty"),
                "dir": str(root / "dir"), "full": str(root / "full") if full else "", "ro": str(root / "ro") if
-               (ro or os.geteuid() != 0) else "", "gguf": str(_write_gguf(root / "tiny.gguf"))}
+               (ro or os.geteuid() != 0) else "", "gguf": str(tiny_moe_gguf(root / "tiny.gguf"))}
 
 
 def _expand(value: str, world: dict[str, str], new: Path) -> str:

@@ -9,20 +9,12 @@ from pathlib import Path
 import pytest
 import run_fake
 from gguf import GGUFValueType as VT
-from models_fake import fake_vocab
 
 from llamaforge.bench.plan import make_points
 from llamaforge.errors import BenchError
 from llamaforge.models import facts_from_plan, model_facts, read_plan, synth, synth_plan
 from llamaforge.models.plan import KV
 from llamaforge.store import Point, Sample
-
-
-@pytest.fixture(scope="module")
-def vocab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("vocab")
-    fake_vocab(d / "ggml-vocab-qwen2.gguf")
-    return d
 
 
 @pytest.fixture(scope="module")
@@ -175,23 +167,25 @@ def _ngl_run(tmp: Path):
 
 def test_report_of_a_layer_sweep_uses_ngl_as_its_axis(tmp_path):
     from llamaforge.report import data as rdata
-    from llamaforge.report import tables
     from llamaforge.report.plots import make_plots
+    from llamaforge.report.provenance import commands_table
+    from llamaforge.report.roofline import roofline_table
+    from llamaforge.report.scenarios import summary_table
 
     store, run_id = _ngl_run(tmp_path)
     d = rdata.load(store, run_id)
     assert d.axis == "ngl"
     rows = d.series[0].rows
     assert [r.x_label for r in rows] == ["0", "4", "8", "all"] and rows[-1].x == 9   # all = n_layers + 1
-    summ = tables.summary_table(d)
+    summ = summary_table(d)
     assert summ.columns[2] == "ngl"
     all_gpu = next(r for r in summ.rows if r[1].startswith("all layers on the device"))
     assert all_gpu[2] == "all"
-    assert tables.commands_table(d).columns[1] == "ngl"
+    assert commands_table(d).columns[1] == "ngl"
     plots = make_plots(d, tmp_path / "plots")
     assert {p.title for p in plots} >= {"Token generation vs ngl", "Context vs ngl"}
     # the roofline counts the sliding-window layers' KV only up to their window
-    roof, _ = tables.roofline_table(d)
+    roof, _ = roofline_table(d)
     ctx_used = 512 + 64 / 2
     assert roof.data[0]["bytes_per_token"] == pytest.approx(30000000 + 256 * ctx_used + 1792 * 128)
     store.close()
@@ -199,9 +193,9 @@ def test_report_of_a_layer_sweep_uses_ngl_as_its_axis(tmp_path):
 
 def test_report_of_an_ncmoe_sweep_keeps_the_ncmoe_axis(tmp_path):
     from llamaforge.report import data as rdata
-    from llamaforge.report import tables
+    from llamaforge.report.scenarios import summary_table
 
     store, run_id = run_fake.build(tmp_path)
     d = rdata.load(store, run_id)
-    assert d.axis == "ncmoe" and tables.summary_table(d).columns[2] == "ncmoe"
+    assert d.axis == "ncmoe" and summary_table(d).columns[2] == "ncmoe"
     store.close()

@@ -6,12 +6,12 @@ The real numbers come from tests/integration/test_engine_gap_real.py (real llama
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
-from test_bench_runner import FAKE, FakeBuild, _plan
+from test_bench_sweep import _plan
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import engine_gap
 from llamaforge.bench.plan import PointSpec
 from llamaforge.bench.sweep import measure_point, merge_launch
@@ -29,12 +29,7 @@ from llamaforge.store import Point, Sample
 @pytest.fixture
 def fake(tmp_path):
     def make(mode: str = "ok") -> FakeBuild:
-        d = tmp_path / f"bin-{mode}"
-        d.mkdir(exist_ok=True)
-        exe = d / "llama-server"
-        exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
-        exe.chmod(0o755)
-        return FakeBuild(f"fake-{mode}", d, mode)
+        return FakeBuild(f"fake-{mode}", fake_binaries(tmp_path / f"bin-{mode}", llamabench=False), mode)
     return make
 
 

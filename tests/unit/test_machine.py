@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from nvml_fake import FakePynvml
-from test_replication import FakeBuild, _fake_once, _plan
+from test_replication import _fake_once, _plan
 
+from fakes import FakeBuild
 from llamaforge import machine
 from llamaforge.bench import sweep
 from llamaforge.bench.display import print_run
@@ -16,7 +17,7 @@ from llamaforge.bench.plan import Plan
 from llamaforge.findings.reproduction import check_points
 from llamaforge.records import Environment, LaunchRecord
 from llamaforge.report import data as rdata
-from llamaforge.report.tables import build_sections
+from llamaforge.report.contents import build_sections
 from llamaforge.store import Point, Sample, Store
 
 FIXTURE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "store-v1-h200.sqlite"
@@ -70,7 +71,7 @@ def test_the_override_variable_replaces_the_derived_id(tmp_path, monkeypatch):
 
 
 def _interrupted_then_resumed(store: Store, monkeypatch, first: str, second: str, capsys) -> tuple[str, str]:
-    builds = [FakeBuild("cpu-a")]
+    builds = [FakeBuild("cpu-a", mode=None)]
     monkeypatch.setenv(machine.OVERRIDE_ENV, first)
     monkeypatch.setattr(sweep, "_measure_once", _fake_once([], stop_after=2))
     with pytest.raises(KeyboardInterrupt):

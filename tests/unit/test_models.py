@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import TokenType
-from models_fake import N_FAKE_TOKENS, fake_vocab
+from models_fake import N_FAKE_TOKENS
 
 from llamaforge.errors import ModelError
 from llamaforge.models import facts_from_plan, model_facts, quants, read_plan, synth, synth_plan, twin
@@ -21,14 +21,6 @@ from llamaforge.models.gguf_read import parse_header
 from llamaforge.models.synth import with_tokenizer
 
 synth_mod = importlib.import_module("llamaforge.models.synth")  # the module, not the function
-
-
-@pytest.fixture(scope="session")
-def vocab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("vocab")
-    for name in ("ggml-vocab-qwen35.gguf", "ggml-vocab-qwen2.gguf"):
-        fake_vocab(d / name)
-    return d
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import os
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,23 +20,7 @@ from llamaforge.errors import LlamaforgeError, ModelError
 from llamaforge.models import synth, twin
 from llamaforge.models.refs import resolve_model
 from llamaforge.paths import Paths
-
-
-@contextlib.contextmanager
-def _tmpfs(tmp_path: Path, opts: str) -> Iterator[Path]:
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"cannot mount a tmpfs here: {e}")
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
+from mounts import tmpfs
 
 
 def _fill(mnt: Path) -> None:
@@ -77,7 +60,7 @@ def _one_line(e: LlamaforgeError) -> None:
 
 # ---- model.fetch ------------------------------------------------------------------------------
 def test_fetch_on_a_full_filesystem_is_one_line_and_leaves_no_partial_file(tmp_path, site, monkeypatch):
-    with _tmpfs(tmp_path, "size=256k") as mnt:
+    with tmpfs(tmp_path, "size=256k") as mnt:
         monkeypatch.setenv("LLAMAFORGE_CACHE", str(mnt / "cache"))
         url = site.url()
         (mnt / "cache" / "models" / "url" / hashlib.sha256(url.encode()).hexdigest()[:12]).mkdir(parents=True)
@@ -89,7 +72,7 @@ def test_fetch_on_a_full_filesystem_is_one_line_and_leaves_no_partial_file(tmp_p
 
 
 def test_fetch_body_on_a_full_filesystem_keeps_no_half_written_record(tmp_path, site, monkeypatch):
-    with _tmpfs(tmp_path, "size=512k") as mnt:            # room for the record, not for the 3 MiB body
+    with tmpfs(tmp_path, "size=512k") as mnt:            # room for the record, not for the 3 MiB body
         monkeypatch.setenv("LLAMAFORGE_CACHE", str(mnt / "cache"))
         with pytest.raises(ModelError, match="No space left|disk") as ei:
             resolve_model(site.url(), Paths(tmp_path), progress=False)
@@ -99,7 +82,7 @@ def test_fetch_body_on_a_full_filesystem_keeps_no_half_written_record(tmp_path, 
 
 @pytest.mark.parametrize("cache_exists", [True, False])
 def test_fetch_into_a_read_only_cache_is_one_line(tmp_path, site, monkeypatch, cache_exists):
-    with _tmpfs(tmp_path, "size=64k") as mnt:
+    with tmpfs(tmp_path, "size=64k") as mnt:
         if cache_exists:
             (mnt / "cache" / "models").mkdir(parents=True)
         if subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True, timeout=30).returncode:
@@ -123,7 +106,7 @@ def test_fetch_into_a_cache_that_cannot_exist_is_one_line(tmp_path, site, monkey
 
 # ---- model.twin -------------------------------------------------------------------------------
 def test_twin_into_a_read_only_directory_is_one_line(tmp_path, small_gguf):
-    with _tmpfs(tmp_path, "ro,size=64k") as mnt:
+    with tmpfs(tmp_path, "ro,size=64k") as mnt:
         for out in (mnt / "twin.gguf", mnt / "sub" / "twin.gguf"):
             with pytest.raises(ModelError) as ei:
                 twin(small_gguf, out, progress=False)

@@ -4,16 +4,14 @@ a full pipe until its timeout) nor lose the error."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 from llamaforge import proc
+from mounts import tmpfs
 
 # ~8 MiB of output, far beyond a pipe's 64 KiB: a dead reader leaves the child blocked until the timeout
 _LOUD = ("import sys\n"
@@ -63,25 +61,8 @@ def test_log_on_dev_full_keeps_draining_and_reports_the_error(tmp_path):
     assert r.log_error and "No space left on device" in r.log_error
 
 
-@contextlib.contextmanager
-def _tiny_tmpfs(tmp_path: Path, size: str = "64k"):
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"cannot mount a tmpfs here: {e}")
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
-
-
 def test_log_on_a_real_full_filesystem(tmp_path):
-    with _tiny_tmpfs(tmp_path) as mnt:
+    with tmpfs(tmp_path, "size=64k") as mnt:
         log = mnt / "build.log"
         r = proc.run(_loud(tmp_path), timeout=_TIMEOUT, log_path=log)
         assert not r.timed_out and r.returncode == 0

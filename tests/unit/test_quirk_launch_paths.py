@@ -9,12 +9,11 @@ these tests. ``FAKE_BENCH_OLD=1`` is a llama-bench from before ``--repack`` exis
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import adjust
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import Plan, PointSpec, make_points
@@ -23,8 +22,6 @@ from llamaforge.llamacpp.options import probe_build
 from llamaforge.llamacpp.quirks import QUIRKS
 from llamaforge.paths import Paths
 from llamaforge.smoke import Attempt, Part, _not_tried, run_smoke
-
-HERE = Path(__file__).parent
 
 #: a fake llama-fit-params; it crashes without --no-repack also in the server's fit-refused mode, so the
 #: re-run's fit shows whether it got the quirk
@@ -43,39 +40,9 @@ NO_REPACK = {"name": "no-repack", "summary": "s", "evidence": {"signal": "SIGSEG
                       "llama-fit-params": ["--no-repack"]}}
 
 
-@dataclass
-class FakeBuild:
-    key: str
-    dir: Path
-    mode: str = "amx-crash"
-    backend: str = "cpu"
-    commit: str = "0123456789abcdef"
-    pin: str = "default"
-    manifest: dict = field(default_factory=dict)
-    extra_env: dict = field(default_factory=dict)
-
-    def binary(self, name: str) -> Path:
-        return self.dir / name
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"FAKE_MODE": self.mode, **self.extra_env}
-
-    @property
-    def source_dir(self) -> Path:
-        return self.dir
-
-
 def _make(tmp_path: Path, key: str = "fake-cpu", **env: str) -> FakeBuild:
-    d = tmp_path / key
-    d.mkdir()
-    for name, text in (("llama-server", (HERE / "bench_fake_server.py").read_text()),
-                       ("llama-bench", (HERE / "bench_fake_llamabench.py").read_text()), ("llama-fit-params", _FIT)):
-        exe = d / name
-        exe.write_text(f"#!{sys.executable}\n" + text)
-        exe.chmod(0o755)
-    (d / "m.gguf").write_bytes(b"GGUF")
-    b = FakeBuild(key, d, extra_env=dict(env))
+    d = fake_binaries(tmp_path / key, model=True, **{"llama-fit-params": _FIT})
+    b = FakeBuild(key, d, "amx-crash", extra_env=dict(env))
     b.manifest = {"options": probe_build(b)}
     return b
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 import run_fake
@@ -59,6 +60,20 @@ def test_store_neither_keeps_nor_shows_url_secrets(tmp_path):
     assert raw and _clean(json.dumps(raw))
 
 
+def _write_raw(store, table: str, columns: dict[str, object], where: str, *args: object) -> None:
+    """Write ``columns`` of ``table`` straight into the database, past the store's redaction (as versions
+    before it did)."""
+    sets = ", ".join(f"{c}=?" for c in columns)
+    store.db.execute(f"UPDATE {table} SET {sets} WHERE {where}", (*columns.values(), *args))
+
+
+def _report_and_exports(store, run_id: str, out: Path) -> dict[str, str]:
+    """The run's report (``md``, ``html``) and every export (``json``, ``csv``, ``jsonl``), by name."""
+    rp = write_report(store, run_id, out)
+    return {"md": rp.md.read_text(), "html": rp.html.read_text(),
+            **{fmt: export_run(store, run_id, fmt) for fmt in ("json", "csv", "jsonl")}}
+
+
 @pytest.fixture
 def old_store_with_secrets(tmp_path):
     """A run written before redaction existed: the secrets sit in the database itself."""
@@ -66,20 +81,18 @@ def old_store_with_secrets(tmp_path):
     plan = store.get_run(run_id).plan
     plan["model"]["ref"] = PRESIGNED + "#frag_secret"
     plan["fit"] = {}          # a real plan's shape (the fake's ``True`` is enough for reports, not for jsonl)
-    store.db.execute("UPDATE runs SET plan_json=?, command=? WHERE id=?",
-                     (json.dumps(plan), f"llamaforge bench --model '{PRESIGNED}'", run_id))
+    _write_raw(store, "runs", {"plan_json": json.dumps(plan), "command": f"llamaforge bench --model '{PRESIGNED}'"},
+               "id=?", run_id)
     yield store, run_id, tmp_path
     store.close()
 
 
 def test_reports_and_exports_of_an_old_store_show_no_url_secret(old_store_with_secrets):
     store, run_id, tmp = old_store_with_secrets
-    rp = write_report(store, run_id, tmp / "out")
-    assert _clean(rp.md.read_text()) and _clean(rp.html.read_text())
-    assert "cdn.example:8443/models/m.gguf" in rp.md.read_text()     # redacted, not dropped
-    for fmt in ("json", "csv", "jsonl"):
-        assert _clean(export_run(store, run_id, fmt)), fmt
     assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
+    texts = _report_and_exports(store, run_id, tmp / "out")
+    assert [name for name, text in texts.items() if not _clean(text)] == []
+    assert "cdn.example:8443/models/m.gguf" in texts["md"]     # redacted, not dropped
 
 
 def _html_of(md: str) -> str:
@@ -198,10 +211,10 @@ def old_store_with_secret_points(tmp_path, monkeypatch):
     (tmp_path / "results").mkdir()
     store, run_id = run_fake.build(tmp_path, db="results/llamaforge.sqlite")
     cmd = json.dumps(["llama-server", "--model-url", SIGNED, "--hf-token", HF_VALUE])
-    store.db.execute("UPDATE points SET failure_detail=?, log_tail=?, command_json=? WHERE status='failed'",
-                     (_hostile_text(), _hostile_text(), cmd))
+    _write_raw(store, "points", {"failure_detail": _hostile_text(), "log_tail": _hostile_text(), "command_json": cmd},
+               "status='failed'")
     manifest = store.builds_for_run(run_id)[0] | {"source": {"origin": GIT_ORIGIN}}
-    store.db.execute("UPDATE builds SET manifest_json=? WHERE key=?", (json.dumps(manifest), manifest["key"]))
+    _write_raw(store, "builds", {"manifest_json": json.dumps(manifest)}, "key=?", manifest["key"])
     raw = "\n".join(store.db.iterdump())
     assert not _clean22(raw)          # the secrets really are in the file
     yield store, run_id, tmp_path
@@ -214,10 +227,8 @@ def test_reports_exports_and_runs_failed_of_an_old_store_show_no_secret(old_stor
     import sys
 
     store, run_id, tmp = old_store_with_secret_points
-    rp = write_report(store, run_id, tmp / "out")
-    assert _clean22(rp.md.read_text()) and _clean22(rp.html.read_text())
-    for fmt in ("json", "csv", "jsonl"):
-        assert _clean22(export_run(store, run_id, fmt)), fmt
+    texts = _report_and_exports(store, run_id, tmp / "out")
+    assert [name for name, text in texts.items() if not _clean22(text)] == []
     env = {**os.environ, "LLAMAFORGE_WORKSPACE": str(tmp), "LLAMAFORGE_RESULTS": str(tmp / "results"),
            "COLUMNS": "400"}
     r = subprocess.run([sys.executable, "-m", "llamaforge", "runs", "--run", run_id, "--failed"], cwd=tmp, env=env,

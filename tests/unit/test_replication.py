@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 from invoke import Context
 
+from fakes import FakeBuild
 from llamaforge.bench import sweep
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.schedule import Slot, default_sentinel_every, launch_order, remaining, sweep_schedule
@@ -104,23 +104,6 @@ def test_remaining_skips_done_launches_and_keeps_them_apart():
 # ------------------------------------------------------------------------------- sweep (faked)
 
 
-@dataclass
-class FakeBuild:
-    key: str
-    backend: str = "cpu"
-    commit: str = "0123456789abcdef"
-    pin: str = "default"
-    dir: Path = Path("/nonexistent")
-    manifest: dict = field(default_factory=dict)
-
-    def binary(self, name: str) -> Path:
-        return self.dir / name
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {}
-
-
 def _plan(points="0:2", **kw) -> Plan:
     base = dict(model_ref="m.gguf", model_path=Path("/nonexistent/m.gguf"), model_facts={"n_layers": 4},
                 points=make_points(points, n_layers=4), repeats=2, prompt_tokens=64, n_predict=8)
@@ -153,7 +136,7 @@ def _fake_once(calls: list, *, tg=lambda call, label: 100.0, fail=lambda call: F
 def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sample(store, monkeypatch):
     calls: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls))
-    builds = [FakeBuild("cpu-a"), FakeBuild("cpu-b")]
+    builds = [FakeBuild("cpu-a", mode=None), FakeBuild("cpu-b", mode=None)]
     plan = _plan("0:2", launches=2, seed=5, sentinel_every=0)
     run = sweep.run_sweep(plan, builds, store, progress=False)
     assert len(calls) == 12 and all(a[:3] != b[:3] for a, b in zip(calls, calls[1:], strict=False))
@@ -172,7 +155,7 @@ def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sa
 
 def test_resume_measures_only_the_missing_launches(store, monkeypatch):
     calls: list = []
-    builds = [FakeBuild("cpu-a")]
+    builds = [FakeBuild("cpu-a", mode=None)]
     plan = _plan("0:2", launches=2, seed=1, sentinel_every=0)
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, stop_after=4))
     with pytest.raises(KeyboardInterrupt):
@@ -191,7 +174,7 @@ def test_resume_measures_only_the_missing_launches(store, monkeypatch):
 def test_a_failed_launch_fails_its_point_and_cancels_its_later_launches(store, monkeypatch):
     calls: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, fail=lambda c: c[1] == 1))
-    run = sweep.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a")], store,
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=2, sentinel_every=0), [FakeBuild("a", mode=None)], store,
                            progress=False)
     assert sum(1 for c in calls if c[1] == 1) == 1 and len(calls) == 7
     bad = next(p for p in store.points(run) if p.ncmoe == 1)
@@ -210,7 +193,7 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
         return (80.0 if len(calls) > 22 else 100.0) * _jitter(calls)
 
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=tg))
-    builds = [FakeBuild("a"), FakeBuild("b")]
+    builds = [FakeBuild("a", mode=None), FakeBuild("b", mode=None)]
     # 3 starts per point: the reference point's own spread gives the yardstick of one new start
     run = sweep.run_sweep(_plan("0:2", launches=3, seed=3, sentinel_every=6), builds, store, progress=False)
     pts = store.points(run)
@@ -234,8 +217,8 @@ def test_two_start_points_judge_drift_by_a_borrowed_spread_and_say_so(store, mon
     calls: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(
         calls, tg=lambda call, label: (80.0 if len(calls) > 16 else 100.0) * _jitter(calls)))
-    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), [FakeBuild("a"), FakeBuild("b")],
-                           store, progress=False)
+    builds = [FakeBuild("a", mode=None), FakeBuild("b", mode=None)]
+    run = sweep.run_sweep(_plan("0:2", launches=2, seed=3, sentinel_every=4), builds, store, progress=False)
     assert drift_flags(store.points(run)) == []
     ref = next(p for p in store.points(run) if p.label == "" and p.ncmoe == 0)
     assert next_start(Starts.of(ref.launch_groups("tg_tps"))).assumed == CONSERVATIVE.basis
@@ -244,7 +227,7 @@ def test_two_start_points_judge_drift_by_a_borrowed_spread_and_say_so(store, mon
 def test_no_drift_is_flagged_on_a_steady_machine(store, monkeypatch):
     calls: list = []
     monkeypatch.setattr(sweep, "_measure_once", _fake_once(calls, tg=lambda call, label: 100.0 * _jitter(calls)))
-    run = sweep.run_sweep(_plan("0:2", launches=3, seed=3, sentinel_every=2), [FakeBuild("a")], store,
+    run = sweep.run_sweep(_plan("0:2", launches=3, seed=3, sentinel_every=2), [FakeBuild("a", mode=None)], store,
                            progress=False)
     assert drift_flags(store.points(run)) == []
 

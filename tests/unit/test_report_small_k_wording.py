@@ -20,27 +20,28 @@ import run_fake
 from llamaforge.report import write_report
 
 
+def _report_md(tmp_path, *, launches: int) -> str:
+    """The Markdown report of a fake two-backend run measured with ``launches`` starts per point."""
+    store, run_id = run_fake.build(tmp_path, launches=launches)
+    try:
+        return write_report(store, run_id, tmp_path / "out").md.read_text()
+    finally:
+        store.close()
+
+
 def _headline(md: str) -> str:
     return md[md.index("## Headline"):md.index("## Summary")]
 
 
 def test_the_assumed_spreads_name_their_series_and_metric(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=2)
-    try:
-        head = _headline(write_report(store, run_id, tmp_path / "out").md.read_text())
-    finally:
-        store.close()
+    head = _headline(_report_md(tmp_path, launches=2))
     note = next(line for line in head.splitlines() if line.startswith("_\\* "))
     for who in ("Vulkan generation t/s", "Vulkan prompt t/s", "CPU generation t/s", "CPU prompt t/s"):
         assert f"measured for {who} on this machine" in note, note
 
 
 def test_with_no_spread_measured_the_note_names_the_series_not_this_build(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=1)
-    try:
-        md = write_report(store, run_id, tmp_path / "out").md.read_text()
-    finally:
-        store.close()
+    md = _report_md(tmp_path, launches=1)
     assert "for this build" not in md
     assert "no between-start spread measured for Vulkan generation t/s (assumed at most 25%" in md
     # the assumed bound is not a measured spread: no "starts of one point vary by 25 %" note
@@ -48,29 +49,17 @@ def test_with_no_spread_measured_the_note_names_the_series_not_this_build(tmp_pa
 
 
 def test_a_ratio_of_one_start_each_shows_no_range(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=1)
-    try:
-        md = write_report(store, run_id, tmp_path / "out").md.read_text()
-    finally:
-        store.close()
+    md = _report_md(tmp_path, launches=1)
     ratios = md[md.index("### Ratios"):md.index("## Sweet spots")]
     assert "(1 start each)" in ratios and "1×5 / 1×5" in ratios
     assert not re.search(r"starts (\d\.\d\d)–\1\b", md), "a one-start 'range' x–x is printed"
 
 
 def test_one_start_points_do_not_count_as_every_start_faster(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=1)
-    try:
-        head = _headline(write_report(store, run_id, tmp_path / "out").md.read_text())
-    finally:
-        store.close()
+    head = _headline(_report_md(tmp_path, launches=1))
     assert "faster than" in head and "every start" not in head
 
 
 def test_two_start_points_still_say_every_start_faster(tmp_path):
-    store, run_id = run_fake.build(tmp_path, launches=2)
-    try:
-        head = _headline(write_report(store, run_id, tmp_path / "out").md.read_text())
-    finally:
-        store.close()
+    head = _headline(_report_md(tmp_path, launches=2))
     assert re.search(r"every start faster at \d+ \|", head), head

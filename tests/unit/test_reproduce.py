@@ -12,7 +12,7 @@ from llamaforge.errors import BenchError
 from llamaforge.findings.reproduction import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.judge import judge
 from llamaforge.report import data as rdata
-from llamaforge.report.tables import build_sections
+from llamaforge.report.contents import build_sections
 from llamaforge.reproduce import reproduce, select_points
 from llamaforge.store import Point, Sample
 

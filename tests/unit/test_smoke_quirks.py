@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import adjust
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.builds import hostcpu
@@ -29,46 +28,15 @@ from llamaforge.errors import BenchError, BuildError
 from llamaforge.llamacpp.quirks import describe_failure, likely_cause, quirk_args, signal_name
 from llamaforge.smoke import run_smoke
 
-HERE = Path(__file__).parent
 AMX_LOG = ("load_tensors:          AMX model buffer size =    12.00 MiB\n"
            "load_tensors:   CPU_REPACK model buffer size =    40.00 MiB\n"
            "llama_context: n_ctx = 512")
 
 
-@dataclass
-class FakeBuild:
-    key: str
-    dir: Path
-    mode: str = "ok"
-    backend: str = "cpu"
-    commit: str = "0123456789abcdef"
-    pin: str = "default"
-    manifest: dict = field(default_factory=dict)
-
-    def binary(self, name: str) -> Path:
-        return self.dir / name
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"FAKE_MODE": self.mode}
-
-    @property
-    def source_dir(self) -> Path:
-        return self.dir
-
-
 @pytest.fixture
 def fake(tmp_path):
     def make(mode: str, key: str = "fake-cpu") -> FakeBuild:
-        d = tmp_path / key
-        d.mkdir()
-        for name, src in (("llama-server", "bench_fake_server.py"), ("llama-bench", "bench_fake_llamabench.py")):
-            exe = d / name
-            exe.write_text(f"#!{sys.executable}\n" + (HERE / src).read_text())
-            exe.chmod(0o755)
-        model = d / "m.gguf"
-        model.write_bytes(b"GGUF")
-        return FakeBuild(key, d, mode)
+        return FakeBuild(key, fake_binaries(tmp_path / key, model=True), mode)
     return make
 
 
@@ -263,7 +231,7 @@ def test_report_provenance_lists_the_applied_quirks():
     from types import SimpleNamespace
 
     from llamaforge.records import RunPlan
-    from llamaforge.report.tables import runtime_table
+    from llamaforge.report.provenance import runtime_table
 
     series = [SimpleNamespace(name="cpu 0c1e570", key=("k-cpu",)), SimpleNamespace(name="vulkan", key=("k-vk",))]
     data = SimpleNamespace(series=series, plan=RunPlan.from_json({"runtime": {

@@ -34,12 +34,8 @@ from llamaforge.sources.mirror import IMPORT_TAG_PREFIX, Mirror
 
 
 @pytest.fixture
-def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setattr(archives, "CONNECT_TIMEOUT", 2.0)
-    (tmp_path / "ws").mkdir()
-    return Paths(tmp_path / "ws")
+def paths(source_paths: Paths) -> Paths:
+    return source_paths
 
 
 @pytest.fixture

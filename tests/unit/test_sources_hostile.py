@@ -22,19 +22,15 @@ from test_sources import CHANGELOG, Upstream, git_archive
 from llamaforge.config import Pin, SourceSpec, parse_pins
 from llamaforge.errors import ConfigError, SourceError
 from llamaforge.paths import Paths
-from llamaforge.sources import SourceMismatch, archives, checkout
+from llamaforge.sources import SourceMismatch, checkout
 from llamaforge.sources.mirror import Mirror
 
 EVIL = "--upload-pack=touch pwned"
 
 
 @pytest.fixture
-def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setattr(archives, "CONNECT_TIMEOUT", 2.0)
-    (tmp_path / "ws").mkdir()
-    return Paths(tmp_path / "ws")
+def paths(source_paths: Paths) -> Paths:
+    return source_paths
 
 
 def pwned(root: Path) -> list[Path]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bench_runner import _plan, fake_build  # noqa: F401 - fixture
+from test_bench_sweep import _plan, fake_build  # noqa: F401 - fixture
 
 from llamaforge.bench.argcheck import ALLOWED, refused
 from llamaforge.bench.plan import split_extra

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_proc import _tiny_tmpfs
 from test_store_as_data import KEY, cli, craft_store, one_error, sweep_plan, ws  # noqa: F401 - fixture
 
 from llamaforge.store import Store, store_error
+from mounts import tmpfs
 
 RUN = "20261201-000000-beef"
 
@@ -55,7 +55,7 @@ def _left(mnt: Path) -> set[str]:
 
 
 def test_export_to_a_full_file_system_is_one_line_and_leaves_no_file(stored, tmp_path):
-    with _tiny_tmpfs(tmp_path) as mnt:
+    with tmpfs(tmp_path, "size=64k") as mnt:
         _fill(mnt, leave=1024)
         err = one_error(cli(stored, "export", RUN, "--output", str(mnt / "run.json")))
         assert "No space left on device" in err and "free space" in err
@@ -63,7 +63,7 @@ def test_export_to_a_full_file_system_is_one_line_and_leaves_no_file(stored, tmp
 
 
 def test_report_to_a_full_file_system_is_one_line_and_leaves_no_half_file(stored, tmp_path):
-    with _tiny_tmpfs(tmp_path) as mnt:
+    with tmpfs(tmp_path, "size=64k") as mnt:
         _fill(mnt, leave=8192)
         err = one_error(cli(stored, "report", RUN, "-o", str(mnt / "rep"), timeout=300))
         assert "full" in err          # seen before the work starts (under 1 MiB free), or while writing
@@ -77,7 +77,7 @@ def test_a_report_that_fills_the_disk_while_writing_leaves_no_half_file(stored, 
     """The disk fills while the report is written (the CLI's check before the work saw enough room)."""
     from llamaforge.report import ReportError, write_report
 
-    with _tiny_tmpfs(tmp_path) as mnt, Store(stored / "results" / "llamaforge.sqlite") as store:
+    with tmpfs(tmp_path, "size=64k") as mnt, Store(stored / "results" / "llamaforge.sqlite") as store:
         _fill(mnt, leave=8192)
         with pytest.raises(ReportError) as e:
             write_report(store, RUN, mnt / "rep")
@@ -136,7 +136,7 @@ def test_an_empty_sqlite_file_becomes_a_store(tmp_path):
 
 
 def test_a_full_disk_under_the_store_is_said_to_be_full(tmp_path):
-    with _tiny_tmpfs(tmp_path, size="256k") as mnt:
+    with tmpfs(tmp_path, "size=256k") as mnt:
         with Store(mnt / "llamaforge.sqlite") as s:
             s.new_run("sweep", {}, name="first")
         _fill(mnt, leave=0)

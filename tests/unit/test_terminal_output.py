@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import run_fake
 from markupsafe import Markup
+from models_fake import tiny_moe_gguf
 
 from llamaforge.mdtext import md_code, md_text
 from llamaforge.visible import visible
@@ -141,24 +142,7 @@ def test_export_to_stdout_carries_no_escape_sequence(ws, fmt):
 
 
 def _gguf_named(path: Path, name: str) -> Path:
-    import gguf
-    import numpy as np
-
-    w = gguf.GGUFWriter(str(path), "qwen3moe")
-    w.add_name(name)
-    w.add_block_count(2)
-    w.add_context_length(256)
-    w.add_embedding_length(8)
-    w.add_head_count(2)
-    w.add_expert_count(4)
-    w.add_expert_used_count(2)
-    w.add_string("general.description", EVIL)
-    w.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return tiny_moe_gguf(path, name=name, strings={"general.description": EVIL})
 
 
 def test_model_info_of_a_gguf_whose_name_is_an_escape_sequence(ws):

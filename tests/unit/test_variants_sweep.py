@@ -4,11 +4,11 @@ resume/reproduce binds the stored variants again."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from test_bench_runner import FAKE, FakeBuild, _plan
+from test_bench_sweep import _plan
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench.plan import Plan
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.findings.labels import is_sentinel
@@ -18,12 +18,7 @@ from llamaforge.variants.model import Variant, parse_cli
 
 
 def _build(tmp_path: Path) -> FakeBuild:
-    d = tmp_path / "bin-fake"
-    d.mkdir(exist_ok=True)
-    exe = d / "llama-server"
-    exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
-    exe.chmod(0o755)
-    return FakeBuild("fake-cpu", d)
+    return FakeBuild("fake-cpu", fake_binaries(tmp_path / "bin-fake", llamabench=False))
 
 
 def _variant(name: str, env: dict | None = None, args: tuple = ()) -> Variant:

@@ -9,18 +9,8 @@
 """
 
 from .git_run import RunOnce, bisect_run_once, bisect_run_verdict
-from .search import (
-    BisectError,
-    BisectRefused,
-    ProbeResult,
-    SearchResult,
-    check_metric,
-    max_measured,
-    policy_for,
-    search,
-)
+from .search import BisectError, BisectRefused, max_measured, policy_for, search
 from .session import BisectRequest, bisect_plan, print_result, run_bisect
 
-__all__ = ["BisectError", "BisectRefused", "BisectRequest", "ProbeResult", "RunOnce", "SearchResult", "bisect_plan",
-           "bisect_run_once", "bisect_run_verdict", "check_metric", "max_measured", "policy_for", "print_result",
-           "run_bisect", "search"]
+__all__ = ["BisectError", "BisectRefused", "BisectRequest", "RunOnce", "bisect_plan", "bisect_run_once",
+           "bisect_run_verdict", "max_measured", "policy_for", "print_result", "run_bisect", "search"]

@@ -54,23 +54,23 @@ def control(judgements: Sequence[Judgement | None], *, method: str = "holm", alp
     m = len(present)
     if m <= 1:
         return list(judgements)
-    name = METHODS[method]
     a = alpha if alpha is not None else present[0].alpha
-    reject = holm_reject if method == "holm" else bh_reject
+
     def p_diff(j: Judgement) -> float:
         wrong_way = direction and (j.ratio - 1) * direction <= 0
         return 1.0 if wrong_way else j.p_differs
 
-    keep_diff = dict(zip(map(id, present), reject([p_diff(j) for j in present], a), strict=True))
-    keep_same = dict(zip(map(id, present), reject([j.p_same for j in present], a), strict=True))
-    note = f"{name} over {m} comparisons"
-    out: list[Judgement | None] = []
-    for j in judgements:
-        if j is None:
-            out.append(None)
-            continue
-        v = j.verdict
-        if (v == DIFFERS and not keep_diff[id(j)]) or (v == SAME and not keep_same[id(j)]):
-            v = INCONCLUSIVE
-        out.append(with_verdict(j, v, note))
-    return out
+    verdicts = iter(surviving([j.verdict for j in present], [p_diff(j) for j in present],
+                              [j.p_same for j in present], method=method, alpha=a))
+    note = f"{METHODS[method]} over {m} comparisons"
+    return [None if j is None else with_verdict(j, next(verdicts), note) for j in judgements]
+
+
+def surviving(verdicts: Sequence[str], p_differs: Sequence[float], p_same: Sequence[float], *,
+              method: str, alpha: float) -> list[str]:
+    """A family's verdicts after ``method``: a ``differs`` (``same``) claim whose p-value does not survive
+    over the family becomes ``inconclusive``; the rest stay as they are."""
+    reject = holm_reject if method == "holm" else bh_reject
+    keep_diff, keep_same = reject(p_differs, alpha), reject(p_same, alpha)
+    return [INCONCLUSIVE if (v == DIFFERS and not kd) or (v == SAME and not ks) else v
+            for v, kd, ks in zip(verdicts, keep_diff, keep_same, strict=True)]

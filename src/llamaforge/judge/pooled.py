@@ -24,11 +24,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .estimate import estimate, t_quantile
-from .family import METHODS, bh_reject, holm_reject
+from .estimate import estimate
+from .family import METHODS, surviving
 from .spread import Spread
 from .starts import Starts
-from .verdict import ALPHA, DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, _p, _side, _welch_df
+from .verdict import ALPHA, INCONCLUSIVE, MIN_EFFECT, _decide, _side, _welch_df
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,7 @@ def pooled_effect(pairs: Sequence[tuple[Starts, Starts]], *, min_effect: float =
     var = sum(c * c * (p[1] + p[3]) for c, p in zip(cs, parts, strict=True))
     df = _welch_df([x for c, p in zip(cs, parts, strict=True) for x in ((c * c * p[1], p[2]), (c * c * p[3], p[4]))])
     se = math.sqrt(var)
-    half = t_quantile(df, 1 - alpha) * se
-    delta = math.log1p(min_effect)
-    low, high = d - half, d + half
-    verdict = SAME if -delta < low and high < delta else DIFFERS if low > delta or high < -delta else INCONCLUSIVE
-    inf = math.inf
-    p_diff = _p((abs(d) - delta) / se if se > 0 else (inf if abs(d) > delta else -inf), df)
-    p_same = _p((delta - abs(d)) / se if se > 0 else (inf if abs(d) < delta else -inf), df)
+    low, high, verdict, p_diff, p_same = _decide(d, se, df, alpha, min_effect)
     return PooledEffect(math.exp(d), math.exp(low), math.exp(high), verdict, min_effect, p_diff, p_same, df,
                         len(parts), tuple(ratios), "; ".join(assumed) or None, None, alpha)
 
@@ -118,17 +112,7 @@ def control(effects: Sequence[PooledEffect | None], *, method: str = "holm",
     if len(present) <= 1:
         return list(effects)
     a = alpha if alpha is not None else present[0].alpha
-    reject = holm_reject if method == "holm" else bh_reject
-    keep_diff = dict(zip(map(id, present), reject([e.p_differs for e in present], a), strict=True))
-    keep_same = dict(zip(map(id, present), reject([e.p_same for e in present], a), strict=True))
+    verdicts = iter(surviving([e.verdict for e in present], [e.p_differs for e in present],
+                              [e.p_same for e in present], method=method, alpha=a))
     note = f"{METHODS[method]} over {len(present)} pooled effects"
-    out: list[PooledEffect | None] = []
-    for e in effects:
-        if e is None:
-            out.append(None)
-            continue
-        v = e.verdict
-        if (v == DIFFERS and not keep_diff[id(e)]) or (v == SAME and not keep_same[id(e)]):
-            v = INCONCLUSIVE
-        out.append(replace(e, verdict=v, adjusted=note))
-    return out
+    return [None if e is None else replace(e, verdict=next(verdicts), adjusted=note) for e in effects]

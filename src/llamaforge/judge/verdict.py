@@ -131,6 +131,21 @@ def _p(stat: float, df: float | None) -> float:
     return min(1.0, 2 * float(stdtr(1e12 if df is None else df, -stat)))
 
 
+def _decide(d: float, se: float, df: float | None, alpha: float,
+            min_effect: float) -> tuple[float, float, str, float, float]:
+    """The interval ``d ± t(df, 1-α)·se`` of a log difference, its verdict against the margin
+    ``±log1p(min_effect)`` (SAME inside, DIFFERS outside, else INCONCLUSIVE), and the p-values of
+    "differs by more than the margin" and "within the margin": (low, high, verdict, p_diff, p_same)."""
+    half = t_quantile(df, 1 - alpha) * se
+    delta = math.log1p(min_effect)
+    low, high = d - half, d + half
+    verdict = SAME if -delta < low and high < delta else DIFFERS if low > delta or high < -delta else INCONCLUSIVE
+    inf = math.inf
+    p_diff = _p((abs(d) - delta) / se if se > 0 else (inf if abs(d) > delta else -inf), df)
+    p_same = _p((delta - abs(d)) / se if se > 0 else (inf if abs(d) < delta else -inf), df)
+    return low, high, verdict, p_diff, p_same
+
+
 def judge(a: Starts | Sequence[Sequence[float]], b: Starts | Sequence[Sequence[float]], *,
           min_effect: float = MIN_EFFECT, alpha: float = ALPHA, prior_a: Spread | None = None,
           prior_b: Spread | None = None) -> Judgement | None:
@@ -146,13 +161,7 @@ def judge(a: Starts | Sequence[Sequence[float]], b: Starts | Sequence[Sequence[f
     d = float(sb.log_centres.mean() - sa.log_centres.mean())
     se = math.sqrt(va + vb)
     df = _welch_df([(va, dfa), (vb, dfb)])
-    half = t_quantile(df, 1 - alpha) * se
-    delta = math.log1p(min_effect)
-    low, high = d - half, d + half
-    verdict = SAME if -delta < low and high < delta else DIFFERS if low > delta or high < -delta else INCONCLUSIVE
-    inf = math.inf
-    p_diff = _p((abs(d) - delta) / se if se > 0 else (inf if abs(d) > delta else -inf), df)
-    p_same = _p((delta - abs(d)) / se if se > 0 else (inf if abs(d) < delta else -inf), df)
+    low, high, verdict, p_diff, p_same = _decide(d, se, df, alpha, min_effect)
     assumed = "; ".join(dict.fromkeys(x for x in (asa, asb) if x)) or None
     return Judgement(ea, eb, math.exp(d), math.exp(low), math.exp(high), verdict, min_effect, p_diff, p_same, df,
                      assumed, None, alpha)

@@ -157,6 +157,11 @@ def choose_type(name: str, shape: tuple[int, ...], mix: Mix, extra: tuple[tuple[
     return Q.F32, "fallback"  # pragma: no cover - F16 always fits
 
 
+def _u32(arch: str, pairs: list[tuple[str, Any]]) -> list[KV]:
+    """UINT32 metadata of architecture ``arch`` (``arch.key``), in the order given."""
+    return [KV(f"{arch}.{key}", value, VT.UINT32) for key, value in pairs]
+
+
 def synth_kv(s: Shape, mix: Mix, *, seed: int, preset: str) -> list[KV]:
     """Model metadata (tokenizer excluded: added from the vocab file on write)."""
     a = s.arch
@@ -164,21 +169,17 @@ def synth_kv(s: Shape, mix: Mix, *, seed: int, preset: str) -> list[KV]:
           KV("general.name", f"llamaforge synthetic {s.name} {mix.name}", VT.STRING),
           KV("general.file_type", mix.ftype, VT.UINT32),
           KV("general.quantization_version", 2, VT.UINT32),
-          KV(f"{a}.block_count", s.n_layers, VT.UINT32),
-          KV(f"{a}.context_length", s.n_ctx_train, VT.UINT32),
-          KV(f"{a}.embedding_length", s.n_embd, VT.UINT32)]
+          *_u32(a, [("block_count", s.n_layers), ("context_length", s.n_ctx_train),
+                    ("embedding_length", s.n_embd)])]
     if s.n_ff:
         kv.append(KV(f"{a}.feed_forward_length", s.n_ff, VT.UINT32))
-    kv += [KV(f"{a}.attention.head_count", s.n_head, VT.UINT32),
-           KV(f"{a}.attention.head_count_kv", s.n_head_kv, VT.UINT32),
-           KV(f"{a}.attention.key_length", s.head_dim, VT.UINT32),
-           KV(f"{a}.attention.value_length", s.head_dim, VT.UINT32),
-           KV(f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps, VT.FLOAT32),
+    kv += _u32(a, [("attention.head_count", s.n_head), ("attention.head_count_kv", s.n_head_kv),
+                   ("attention.key_length", s.head_dim), ("attention.value_length", s.head_dim)])
+    kv += [KV(f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps, VT.FLOAT32),
            KV(f"{a}.rope.freq_base", s.rope_theta, VT.FLOAT32)]
     if s.is_moe:
-        kv += [KV(f"{a}.expert_count", s.n_experts, VT.UINT32),
-               KV(f"{a}.expert_used_count", s.n_experts_used, VT.UINT32),
-               KV(f"{a}.expert_feed_forward_length", s.n_ff_exp, VT.UINT32)]
+        kv += _u32(a, [("expert_count", s.n_experts), ("expert_used_count", s.n_experts_used),
+                       ("expert_feed_forward_length", s.n_ff_exp)])
     if s.sliding_window:
         kv.append(KV(f"{a}.attention.sliding_window", s.sliding_window, VT.UINT32))
         if s.sliding_window_pattern:
@@ -192,12 +193,9 @@ def synth_kv(s: Shape, mix: Mix, *, seed: int, preset: str) -> list[KV]:
     if s.n_ff_shexp:
         kv.append(KV(f"{a}.expert_shared_feed_forward_length", s.n_ff_shexp, VT.UINT32))
     if s.full_attention_interval:
-        kv += [KV(f"{a}.ssm.conv_kernel", s.ssm_conv_kernel, VT.UINT32),
-               KV(f"{a}.ssm.state_size", s.ssm_state_size, VT.UINT32),
-               KV(f"{a}.ssm.group_count", s.ssm_group_count, VT.UINT32),
-               KV(f"{a}.ssm.time_step_rank", s.ssm_time_step_rank, VT.UINT32),
-               KV(f"{a}.ssm.inner_size", s.ssm_inner_size, VT.UINT32),
-               KV(f"{a}.full_attention_interval", s.full_attention_interval, VT.UINT32)]
+        kv += _u32(a, [("ssm.conv_kernel", s.ssm_conv_kernel), ("ssm.state_size", s.ssm_state_size),
+                       ("ssm.group_count", s.ssm_group_count), ("ssm.time_step_rank", s.ssm_time_step_rank),
+                       ("ssm.inner_size", s.ssm_inner_size), ("full_attention_interval", s.full_attention_interval)])
     kv += [KV("llamaforge.synthetic", True, VT.BOOL),
            KV("llamaforge.preset", preset, VT.STRING),
            KV("llamaforge.mix", mix.name, VT.STRING),

@@ -2,7 +2,7 @@
 
 ``write_report(store, run_id, out_dir)`` loads the run (:mod:`.data`), finds sweet spots, anomalies
 and the roofline (:mod:`.analysis`), lays the content out as renderer-neutral sections
-(:mod:`.tables`), draws PNGs (:mod:`.plots`) and renders them twice: one self-contained HTML file
+(:mod:`.contents`), draws PNGs (:mod:`.plots`) and renders them twice: one self-contained HTML file
 (:mod:`.html`) and a Markdown file for a README or an issue (:mod:`.markdown`). What a run kind
 adds (a compare's A/B verdicts, a bisection's first bad commit and plot) comes from :mod:`.kinds`.
 """
@@ -17,11 +17,11 @@ from ..files import write_problem
 from ..store import Store
 from . import html, kinds, markdown
 from .adaptive import adaptive_section
+from .contents import build_sections
 from .data import ReportData, ReportError, load
 from .plots import make_plots
 from .sections import Section
 from .sessions import load_sessions, sessions_section
-from .tables import build_sections
 
 __all__ = ["ReportError", "ReportPaths", "write_report", "build_report"]
 

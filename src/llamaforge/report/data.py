@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,44 +261,80 @@ def _label_order(label: str) -> tuple:
 
 def load(store: Store, run_id: str) -> ReportData:
     """Everything a report needs from the store. Raises StoreError (unknown run) or ReportError."""
-    run = store.get_run(run_id)
-    machine_of: dict[str, str] = {}   # fleet runs: series label → machine
-    if run.kind == "fleet":
-        run, builds, points, machine_of = _fleet_inputs(store, run)
-    elif (run.plan.get("compare") or {}).get("fleet_run"):   # compare --base-host/--head-host: the hosts' runs
-        import dataclasses
-
-        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan["compare"]["fleet_run"]))
-        run = dataclasses.replace(run, env=fleet.env)
-    else:
-        builds = store.builds_for_run(run.id)
-        points = store.points(run.id)
+    run, builds, points, machine_of = _inputs(store, store.get_run(run_id))
     by_key = {b.get("key"): b for b in builds if isinstance(b, dict)}
     if not points:
         raise ReportError(f"run {run.id} has no points (status: {run.status})",
                           "measure it first (`llamaforge bench ... --resume`), or pick another run")
-
-    groups: dict[tuple[str, str, str], list[Point]] = {}
-    for p in points:
-        if is_sentinel(p.label):   # drift sentinels are a check, not a series (see findings.drift)
-            continue
-        groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
+    groups = _group_points(points)
 
     def backend_of(key: str) -> str:
         b = by_key.get(key) or store.get_build(key) or {}
         return str(b.get("backend") or key.split("-")[0] or "?")
 
+    declared = [str(v.get("name")) for v in run.plan.get("variants") or [] if isinstance(v, dict)]
+    keys = _series_order(groups, machine_of, declared, backend_of)
+    names = _series_names(keys, machine_of, set(declared), by_key, backend_of)
+    facts = run.plan_record.facts
+    axis = sweep_axis(points)
+    n_layers = facts.n_layers
+    ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
+    series = []
+    for k, name in zip(keys, names, strict=True):
+        rows = sorted((_row(p, name, axis, ngl_all) for p in groups[k]), key=lambda r: (r.ncmoe, r.x, r.ngl))
+        series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]), rows=rows))
+    native = facts.n_ctx_train
+    if not isinstance(native, int):
+        native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
+    return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
+                      full_attn_layers=facts.full_attention_layer_list(), probes=store.probes(run.id), axis=axis,
+                      reproductions=_reproductions(store, run), points=points)
+
+
+SeriesKey = tuple[str, str, str]   # (build key, engine, label)
+
+
+def _inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point], dict[str, str]]:
+    """The run to report, its builds, its points and (fleet runs) each series label's machine."""
+    if run.kind == "fleet":
+        return _fleet_inputs(store, run)
+    if (run.plan.get("compare") or {}).get("fleet_run"):   # compare --base-host/--head-host: the hosts' runs
+        import dataclasses
+
+        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan["compare"]["fleet_run"]))
+        return dataclasses.replace(run, env=fleet.env), builds, points, machine_of
+    return run, store.builds_for_run(run.id), store.points(run.id), {}
+
+
+def _group_points(points: list[Point]) -> dict[SeriesKey, list[Point]]:
+    """The points by series (build, engine, label); drift sentinels are a check, not a series (see findings.drift)."""
+    groups: dict[SeriesKey, list[Point]] = {}
+    for p in points:
+        if is_sentinel(p.label):
+            continue
+        groups.setdefault((p.build_key, p.engine, p.label), []).append(p)
+    return groups
+
+
+def _series_order(groups: dict[SeriesKey, list[Point]], machine_of: dict[str, str], declared: list[str],
+                  backend_of: Callable[[str], str]) -> list[SeriesKey]:
+    """The series in report order: fleet runs machine by machine (fleet.toml's order), then backends;
+    a variant run in the order its variants were given."""
     order = list(dict.fromkeys(machine_of.values()))
-    if machine_of:   # fleet: machine by machine (fleet.toml's order), then backends
+    if machine_of:
         keys = sorted(groups, key=lambda k: (order.index(machine_of[k[2]]), backend_rank(backend_of(k[0])),
                                              _label_order(k[2]), k[0], k[1]))
     else:
         keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
-    declared = [str(v.get("name")) for v in run.plan.get("variants") or [] if isinstance(v, dict)]
-    if declared:   # a variant run: the variants in the order they were given
+    if declared:
         keys = sorted(keys, key=lambda k: (declared.index(k[2]) if k[2] in declared else len(declared), k[1]))
+    return keys
+
+
+def _series_names(keys: list[SeriesKey], machine_of: dict[str, str], variant_names: set[str],
+                  by_key: dict, backend_of: Callable[[str], str]) -> list[str]:
+    """Each series' display name, unique within the run."""
     engines = {k[1] for k in keys}
-    variant_names = set(declared)
     names: list[str] = []
     for k in keys:
         if k[2] in variant_names:      # a variant's series is called by its name (bench --variant)
@@ -319,21 +356,7 @@ def load(store: Store, run_id: str) -> ReportData:
         while name in names:
             name += "'"
         names.append(name)
-
-    facts = run.plan_record.facts
-    axis = sweep_axis(points)
-    n_layers = facts.n_layers
-    ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
-    series = []
-    for k, name in zip(keys, names, strict=True):
-        rows = sorted((_row(p, name, axis, ngl_all) for p in groups[k]), key=lambda r: (r.ncmoe, r.x, r.ngl))
-        series.append(Series(key=k, name=name, backend=backend_of(k[0]), build=by_key.get(k[0]), rows=rows))
-    native = facts.n_ctx_train
-    if not isinstance(native, int):
-        native = next((p.n_ctx_train for p in points if p.n_ctx_train), None)
-    return ReportData(run=run, builds=builds, series=series, facts=facts, native_ctx=native,
-                      full_attn_layers=facts.full_attention_layer_list(), probes=store.probes(run.id), axis=axis,
-                      reproductions=_reproductions(store, run), points=points)
+    return names
 
 
 def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point], dict[str, str]]:

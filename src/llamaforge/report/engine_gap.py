@@ -261,12 +261,8 @@ def fmt_estimate(e: Estimate | None, digits: int = 3) -> str:
     """``0.952 [0.941, 0.963]`` (K ≥ 3), ``0.952 (0.948–0.957)`` (range of 2 starts), ``0.952 (1 start)``."""
     if e is None:
         return "–"
-    c = f"{e.centre:.{digits}f}"
-    if e.kind == "ci":
-        return f"{c} [{e.low:.{digits}f}, {e.high:.{digits}f}]"
-    if e.kind == "range":
-        return f"{c} ({e.low:.{digits}f}–{e.high:.{digits}f})"
-    return f"{c} (1 start)"
+    interval = e.interval_text(digits)   # these are ratios: no thousands separator shows
+    return f"{e.centre:.{digits}f} " + (interval if e.kind == "ci" else f"({interval})")
 
 
 def fmt_judgement(j: Judgement, digits: int = 3) -> str:

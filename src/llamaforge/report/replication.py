@@ -130,6 +130,20 @@ def replication_section(data: ReportData) -> Section:
     if k < 2 and not data.plan.to_json().get("launches_auto"):
         sec.notes.append("Between-start spread was NOT measured: every point ran in one server start "
                          "(--launches 1). The values below are one process's; re-measure with --launches auto.")
+    t, two_starts = _per_point_table(data, flags)
+    if two_starts:
+        sec.notes.append(_TWO_LAUNCHES)
+    if t.rows:
+        sec.tables.append(t)
+    else:
+        sec.absent = "no point succeeded"
+    _add_drift(sec, data, flags)
+    return sec
+
+
+def _per_point_table(data: ReportData, flags: list) -> tuple[Table, bool]:
+    """One row per successful point: each metric's centre and spread by server start; and whether any
+    estimate came from exactly two starts (which needs the note on two starts)."""
     t = Table(["series", "ncmoe", "K×R", "tg t/s", "tg spread within / between", "pp t/s",
                "pp spread within / between", "stopped", "flags"], title="Per point, by server start")
     marked = {(b, n, g) for f in flags for b, n, g, _l in f.between}
@@ -156,12 +170,11 @@ def replication_section(data: ReportData) -> Section:
             t.rows.append([s.name, str(r.ncmoe) + ("" if r.ngl == -1 else f" ngl={r.ngl}"), shape, *cells,
                            stop_cell(r), ", ".join(flag)])
             t.data.append(rec)
-    if two_starts:
-        sec.notes.append(_TWO_LAUNCHES)
-    if t.rows:
-        sec.tables.append(t)
-    else:
-        sec.absent = "no point succeeded"
+    return t, two_starts
+
+
+def _add_drift(sec: Section, data: ReportData, flags: list) -> None:
+    """The drift sentinels' note and, when one drifted, the drift table."""
     sentinels = [p for p in data.points if is_sentinel(p.label)]
     every = data.plan.sentinel_every
     if not sentinels:
@@ -181,4 +194,3 @@ def replication_section(data: ReportData) -> Section:
             sec.tables.append(d)
         else:
             sec.notes.append("No sentinel drifted.")
-    return sec

@@ -12,14 +12,38 @@ The sweep stores its points under the real build key with the variant's name as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .model import Variant, parse_args
 
+T = TypeVar("T")
+
 #: llama-server's log verbosity for variant runs: 4 ("trace") prints llama.cpp's INFO lines (llama_context, KV cache)
 OBSERVE_VERBOSITY = 4
+
+
+class _FromBuild(Generic[T]):
+    """A read-only attribute of a :class:`VariantBuild` that is its build's attribute of the same name,
+    converted (``key = _FromBuild(str)``: ``str(self.build.key)``)."""
+
+    def __init__(self, convert: Callable[[Any], T]) -> None:
+        self.convert = convert
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        if obj is None:   # looked up on the class
+            return self  # type: ignore[return-value]
+        return self.convert(getattr(obj.build, self.name))
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True)
@@ -29,33 +53,14 @@ class VariantBuild:
     devices: dict | None = None         # llama-bench --list-devices with the variant's environment (observe)
     base_devices: dict | None = None    # … with the build's own environment
 
-    @property
-    def key(self) -> str:
-        return str(self.build.key)
-
-    @property
-    def backend(self) -> str:
-        return str(self.build.backend)
-
-    @property
-    def commit(self) -> str:
-        return str(self.build.commit)
-
-    @property
-    def pin(self) -> str:
-        return str(self.build.pin)
-
-    @property
-    def dir(self) -> Path:
-        return Path(self.build.dir)
-
-    @property
-    def manifest(self) -> dict:
-        return self.build.manifest
-
-    @property
-    def source_dir(self) -> Path:
-        return Path(self.build.source_dir)
+    # the real build's own attributes, as the sweep reads them from a build
+    key = _FromBuild(str)
+    backend = _FromBuild(str)
+    commit = _FromBuild(str)
+    pin = _FromBuild(str)
+    dir = _FromBuild(Path)
+    manifest = _FromBuild(_same)   # the build's own dict, not a copy
+    source_dir = _FromBuild(Path)
 
     def binary(self, name: str) -> Path:
         return Path(self.build.binary(name))

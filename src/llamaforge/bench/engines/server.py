@@ -150,25 +150,11 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
                 session = None
                 monitor.stop()
                 monitor = Monitor(pid=0)
-                log_path.replace(log_path.with_suffix(".unfitted.log"))
-                on_phase("fitting (llama-fit-params)")
-                fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
-                                 extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
-                ctx_info["fit"] = fit.to_dict()
-                if fit.ok and fit.n_ctx:
-                    ctx_info["fit_status"] = "refused"
-                    args = server_args(build, model_path, spec, plan, ctx=fit.n_ctx)
-                else:
-                    ctx_info["fit_note"] = "llama-fit-params found no fit either: measured unfitted"
+                args = _refit_args(build, model_path, spec, plan, log_path, args, ctx_info, on_phase)
                 session = start(args)
             point.extra = dict(ctx_info)
         meta = _server_facts(point, session, plan)
-        prompt = state.prompts.get(build.key)
-        if prompt is None:
-            on_phase("prompt")
-            prompt = build_prompt(adjust.prompt_tokens(build, plan), tokenize=session.tokenize,
-                                  apply_template=session.apply_template)
-            state.prompts[build.key] = prompt
+        prompt = _prompt_for(build, session, plan, state, on_phase)
         point.prompt_tokens = prompt.n_tokens
         extra: dict[str, Any] = {**ctx_info, "prompt": prompt.to_dict(), "model_meta": meta}
         point.extra = extra
@@ -183,6 +169,35 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         mres = monitor.stop() if monitor.is_alive() else monitor.result
         store_monitor(point, mres)
         _record_breakdown(point, log_path)
+
+
+def _refit_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, log_path: Path,
+                args: list[str], ctx_info: dict[str, Any], on_phase: PhaseFn) -> list[str]:
+    """After a refused fit: keep the unfitted load's log (``.unfitted.log``), ask ``llama-fit-params``
+    for a context and return the server arguments for the second load — with that ``-c``, or ``args``
+    unchanged when it found no fit either. What happened goes into ``ctx_info``."""
+    log_path.replace(log_path.with_suffix(".unfitted.log"))
+    on_phase("fitting (llama-fit-params)")
+    fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
+                     extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
+    ctx_info["fit"] = fit.to_dict()
+    if fit.ok and fit.n_ctx:
+        ctx_info["fit_status"] = "refused"
+        return server_args(build, model_path, spec, plan, ctx=fit.n_ctx)
+    ctx_info["fit_note"] = "llama-fit-params found no fit either: measured unfitted"
+    return args
+
+
+def _prompt_for(build: BuildLike, session: ServerSession, plan: Plan, state: SweepState,
+                on_phase: PhaseFn) -> Prompt:
+    """The build's prompt, made with its server's tokenizer and template once per sweep (kept in ``state``)."""
+    prompt = state.prompts.get(build.key)
+    if prompt is None:
+        on_phase("prompt")
+        prompt = build_prompt(adjust.prompt_tokens(build, plan), tokenize=session.tokenize,
+                              apply_template=session.apply_template)
+        state.prompts[build.key] = prompt
+    return prompt
 
 
 def _server_facts(point: Point, session: ServerSession, plan: Plan) -> dict:

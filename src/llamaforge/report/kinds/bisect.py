@@ -19,7 +19,9 @@ from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
 from ...records import BisectSection  # noqa: E402
 from ...store import Run, Store  # noqa: E402
+from ..data import ReportData  # noqa: E402
 from ..plots import Plot  # noqa: E402
+from ..sections import Section  # noqa: E402
 
 PLOT = "probes.png"
 _COLORS = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
@@ -142,3 +144,8 @@ def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:
     p = plot(store, run, out_dir / PLOT)
     return [Plot("probes", "Speed per probed commit", p, "One dot per server start (llama-bench process), the bar "
                  "at the commit's centre; ×: commit that did not build; dashed line: the first bad commit.")]
+
+
+def sections(data: ReportData) -> list[Section]:  # noqa: ARG001 - every kind has this interface
+    """No sections of its own: the lead and the common sections say it all."""
+    return []

@@ -9,7 +9,9 @@ from ...findings.comparison import compare_note, fmt_cmp, fmt_side
 from ...mdtext import md_code, md_text
 from ...records import CompareSection, CompareSide
 from ...store import Run, Store
+from ..data import ReportData
 from ..plots import Plot
+from ..sections import Section
 
 _MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "= same", "inconclusive": "? inconclusive"}
 
@@ -50,4 +52,9 @@ def lead(store: Store, run: Run) -> str:
 
 
 def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:  # noqa: ARG001 - every kind has this interface
+    return []
+
+
+def sections(data: ReportData) -> list[Section]:  # noqa: ARG001 - every kind has this interface
+    """No sections of its own: the lead and the common sections say it all."""
     return []

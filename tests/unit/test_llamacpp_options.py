@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from fakes import FakeBuild
 from llamaforge.bench.engines.fit import fit_params
 from llamaforge.bench.engines.llamabench import bench_args, samples_from
 from llamaforge.bench.engines.server import fit_status_of, server_args
@@ -74,28 +74,10 @@ test parameters:
 """
 
 
-@dataclass
-class FakeBuild:
-    key: str
-    dir: Path
-    manifest: dict = field(default_factory=dict)
-    mode: str = "ok"
-    backend: str = "cpu"
-    commit: str = "0123456789abcdef"
-    pin: str = "default"
-
-    def binary(self, name: str) -> Path:
-        return self.dir / name
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"FAKE_MODE": self.mode}
-
-
 def _build(tmp_path: Path, server: str, bench: str, fit: str | None, key: str = "old-cpu") -> FakeBuild:
     opts = {"llama-server": parse_help(server), "llama-bench": parse_help(bench),
             "llama-fit-params": parse_help(fit) if fit is not None else None}
-    return FakeBuild(key, tmp_path, {"options": opts})
+    return FakeBuild(key, tmp_path, manifest={"options": opts})
 
 
 def _plan(**kw) -> Plan:
@@ -202,13 +184,13 @@ def test_options_are_probed_once_and_added_to_an_old_manifest(tmp_path):
         _script(tmp_path / name, "import sys\nprint('-m, --model F\\n-ncmoe, --n-cpu-moe N')\n")
     manifest = {"key": "k1", "status": "ok"}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    b = FakeBuild("k1", tmp_path, manifest)
+    b = FakeBuild("k1", tmp_path, manifest=manifest)
     opts = build_options(b)
     assert opts.server_ncmoe and opts.bench_ncmoe and not opts.has_fit_params and not opts.server_fit
     on_disk = json.loads((tmp_path / "manifest.json").read_text())
     assert on_disk["options"]["llama-fit-params"] is None and "--n-cpu-moe" in on_disk["options"]["llama-server"]
     (tmp_path / "llama-server").unlink()        # now read from the manifest, not probed again
-    assert build_options(FakeBuild("k1", tmp_path, on_disk)).server_ncmoe
+    assert build_options(FakeBuild("k1", tmp_path, manifest=on_disk)).server_ncmoe
 
 
 def test_llama_bench_results_are_read_by_key_tolerating_older_fields():
@@ -259,8 +241,8 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
 def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
     import run_fake
 
+    from llamaforge.report.contents import build_sections
     from llamaforge.report.data import load
-    from llamaforge.report.tables import build_sections
     from llamaforge.store import Point, Sample
 
     st, run = run_fake.build(tmp_path, backends=("cpu",), points=False)

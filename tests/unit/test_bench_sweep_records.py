@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from test_bench_runner import FAKE, FakeBuild
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench.plan import Plan, make_points
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError
@@ -18,12 +17,7 @@ from llamaforge.hostlock import HostLock
 
 @pytest.fixture
 def build(tmp_path):
-    d = tmp_path / "bin-fake"
-    d.mkdir()
-    exe = d / "llama-server"
-    exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
-    exe.chmod(0o755)
-    return FakeBuild("fake-cpu", d)
+    return FakeBuild("fake-cpu", fake_binaries(tmp_path / "bin-fake", llamabench=False))
 
 
 def _plan(tmp_path: Path, points: str = "0:1") -> Plan:

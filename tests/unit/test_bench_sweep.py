@@ -2,48 +2,21 @@
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 import pytest
 
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench.plan import Plan, PointSpec, make_points
 from llamaforge.bench.summary import point_summary
 from llamaforge.bench.sweep import measure_point, run_sweep
-
-FAKE = Path(__file__).with_name("bench_fake_server.py")
-
-
-@dataclass
-class FakeBuild:
-    key: str
-    dir: Path
-    mode: str = "ok"
-    backend: str = "cpu"
-    commit: str = "0123456789abcdef"
-    pin: str = "default"
-    manifest: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
-
-    def binary(self, name: str) -> Path:
-        return self.dir / name
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"FAKE_MODE": self.mode, **self.extra}
 
 
 @pytest.fixture
 def fake_build(tmp_path):
     def make(key="fake-cpu", mode="ok", **extra):
-        d = tmp_path / f"bin-{key}"
-        d.mkdir(exist_ok=True)
-        exe = d / "llama-server"
-        exe.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
-        exe.chmod(0o755)
-        return FakeBuild(key, d, mode, extra=extra)
+        return FakeBuild(key, fake_binaries(tmp_path / f"bin-{key}", llamabench=False), mode, extra_env=extra)
     return make
 
 

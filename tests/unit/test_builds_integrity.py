@@ -43,13 +43,9 @@ endforeach()
 
 
 @pytest.fixture
-def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path / "ws"))
+def paths(source_paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
     monkeypatch.setenv("LLAMAFORGE_BUILD_ROOT", str(tmp_path / "builds"))
-    monkeypatch.setattr(archives, "CONNECT_TIMEOUT", 2.0)
-    (tmp_path / "ws").mkdir()
-    return Paths(tmp_path / "ws")
+    return source_paths
 
 
 @pytest.fixture
