@@ -45,7 +45,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from llamaforge import trend  # noqa: E402
 from llamaforge.bench.adaptive import (  # noqa: E402
     AdaptiveOptions,
     AdaptiveResult,
@@ -58,10 +57,14 @@ from llamaforge.bench.adaptive import (  # noqa: E402
 )
 from llamaforge.bench.autosweep import Axis, tg_summary  # noqa: E402
 from llamaforge.bench.threshold import bisect_threshold, reaches  # noqa: E402
-from llamaforge.judge import DIFFERS, judge  # noqa: E402
+from llamaforge.judge import (  # noqa: E402
+    DIFFERS,
+    judge,
+    trend,  # noqa: E402
+)
+from llamaforge.judge.trend import FALLS, FLAT, RISES  # noqa: E402
 from llamaforge.report.data import sweep_axis  # noqa: E402
 from llamaforge.store import Point, Store  # noqa: E402
-from llamaforge.trend import FALLS, FLAT, RISES  # noqa: E402
 
 DIRECTION = {FALLS: "falls", FLAT: "is flat", RISES: "rises"}
 

@@ -263,7 +263,7 @@ def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_mode
     assert "range of the two starts" in md
 
     # then reproduce it: the re-run measures its own sentinel, but only the 2 points are judged
-    from llamaforge.reproduce import reproduce
+    from llamaforge.reproduce.remeasure import reproduce
 
     v = reproduce(store, lf_paths, run, progress=False)
     assert [p.label for p in store.points(v.child)].count(SENTINEL_LABEL) == 1

@@ -26,7 +26,7 @@ from llamaforge import proc
 from llamaforge.bench.engines.fit import fit_params
 from llamaforge.bench.plan import Plan, PointSpec, make_points
 from llamaforge.bench.sweep import measure_point, run_sweep
-from llamaforge.compare import Side, build_side
+from llamaforge.compare.session import Side, build_side
 from llamaforge.models import model_facts
 from llamaforge.store import Store
 

@@ -15,7 +15,7 @@ from llamaforge.bench.sweep import run_sweep
 from llamaforge.hostlock import LOCK_NAME, holder, lock_dir
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
-from llamaforge.reproduce import reproduce
+from llamaforge.reproduce.remeasure import reproduce
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow

@@ -281,17 +281,17 @@ def test_the_llamacpp_floor_loads_only_foundations():
 def test_smoke_and_verify_do_not_climb_into_bench():
     """The smoke run (and so build verification) speaks to llama.cpp through the floor, not through the bench."""
     graph = import_graph(type_checking=True)
-    bad = sorted(f"{m} loads {t} (imported by {via})" for m in (f"{PKG}.smoke", f"{PKG}.builds.verify")
+    bad = sorted(f"{m} loads {t} (imported by {via})" for m in (f"{PKG}.builds.smoke", f"{PKG}.builds.verify")
                  for t, via in _reaches(graph, m).items() if _under(t, ("bench", "variants", "report")))
     assert not bad, "; ".join(bad)
 
 
 #: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
 #: judge, trend, what stored runs say (``findings/``), the variant matrix's pure readers, and formatting foundations
-REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "trend", "findings", "variants.model", "variants.status",
+REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", "reproduce.verdict", "variants.model", "variants.status",
                      "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics", "machine")
 #: modules that measure, build, fetch or start processes: nothing the report (or ``findings/``) loads, directly or not
-MEASURING = ("bench", "builds", "bisect", "compare", "reproduce", "fleet", "smoke", "sources", "models", "commands",
+MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "fleet", "sources", "models", "commands",
              "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build", "variants.check")
 
 
@@ -317,9 +317,9 @@ def measuring_loaded_by(graph: dict[str, dict[str, str]], roots: tuple[str, ...]
 def test_the_report_rule_sees_a_measuring_import(tmp_path):
     """A report module that imports a measuring module, even inside a function, breaks both rules."""
     graph = import_graph(type_checking=True)
-    graph[f"{PKG}.report.data"] = {**graph[f"{PKG}.report.data"], f"{PKG}.reproduce": EXPLICIT}
-    assert "report.data → reproduce" in report_imports_outside(graph)
-    assert any(x.startswith("report.data loads reproduce") for x in measuring_loaded_by(graph, ("report",)))
+    graph[f"{PKG}.report.data"] = {**graph[f"{PKG}.report.data"], f"{PKG}.reproduce.remeasure": EXPLICIT}
+    assert "report.data → reproduce.remeasure" in report_imports_outside(graph)
+    assert any(x.startswith("report.data loads reproduce.remeasure") for x in measuring_loaded_by(graph, ("report",)))
 
 
 def test_the_report_imports_only_records_the_judge_trend_and_formatting():

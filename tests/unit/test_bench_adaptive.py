@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge import trend
 from llamaforge.bench.adaptive import (
     AdaptiveOptions,
     PointSummary,
@@ -25,8 +24,8 @@ from llamaforge.bench.adaptive import (
     split_point,
     winner_at,
 )
-from llamaforge.judge import DIFFERS, Starts, judge, pooled
-from llamaforge.trend import FALLS, FLAT, RISES
+from llamaforge.judge import DIFFERS, Starts, judge, pooled, trend
+from llamaforge.judge.trend import FALLS, FLAT, RISES
 
 N = 40
 DOMAIN = list(range(N + 1))

@@ -53,7 +53,7 @@ def test_allow_busy_measures_and_records_it(build, store, tmp_path):
 
 
 def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):
-    from llamaforge import reproduce as rep
+    from llamaforge.reproduce import remeasure as rep
 
     run = run_sweep(_plan(tmp_path), [build], store, progress=False)
     monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r, _b=None: [build])

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 from scipy.stats import mannwhitneyu
 
-from llamaforge import compare as cmp
 from llamaforge.bench.plan import PointSpec
-from llamaforge.compare import CompareError, CompareRequest, Side, schedule
+from llamaforge.compare import session as cmp
+from llamaforge.compare.session import CompareError, CompareRequest, Side, schedule
 from llamaforge.paths import Paths
 from llamaforge.report.kinds import compare as compare_kind
 from llamaforge.store import Point, Sample, Store

@@ -18,10 +18,10 @@ from llamaforge.bench import adjust
 from llamaforge.bench.fitmap import run_fitmap
 from llamaforge.bench.plan import Plan, PointSpec, make_points
 from llamaforge.bench.sweep import measure_point, run_sweep
+from llamaforge.builds.smoke import Attempt, Part, _not_tried, run_smoke
 from llamaforge.llamacpp.options import probe_build
 from llamaforge.llamacpp.quirks import QUIRKS
 from llamaforge.paths import Paths
-from llamaforge.smoke import Attempt, Part, _not_tried, run_smoke
 
 #: a fake llama-fit-params; it crashes without --no-repack also in the server's fit-refused mode, so the
 #: re-run's fit shows whether it got the quirk
@@ -93,9 +93,9 @@ def test_llama_fit_params_gets_the_quirk_in_the_bench_engine_the_fit_map_and_a_f
 
 
 def test_sweep_compare_bisect_and_reproduce_launch_with_the_quirk(crashing, store, tmp_path, monkeypatch):
-    from llamaforge import compare as cmp
-    from llamaforge import reproduce as rep
     from llamaforge.bisect.session import BisectRequest, bisect_plan
+    from llamaforge.compare import session as cmp
+    from llamaforge.reproduce import remeasure as rep
 
     model = crashing.dir / "m.gguf"
     parent = run_sweep(_plan(crashing, points=make_points("0,1", n_layers=4)), [crashing], store, progress=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamaforge import trend
+from llamaforge.judge import trend
 from llamaforge.records import ModelFactsRecord
 from llamaforge.report import analysis as an
 from llamaforge.report.data import Row, split_breakdown

@@ -9,11 +9,11 @@ import pytest
 import run_fake
 
 from llamaforge.errors import BenchError
-from llamaforge.findings.reproduction import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.judge import judge
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
-from llamaforge.reproduce import reproduce, select_points
+from llamaforge.reproduce.remeasure import reproduce, select_points
+from llamaforge.reproduce.verdict import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.store import Point, Sample
 
 
@@ -128,7 +128,7 @@ def test_reproduce_refuses_a_run_that_is_not_a_sweep(tmp_path):
 
 
 def test_reproduce_names_builds_that_are_gone_and_how_to_rebuild(tmp_path, monkeypatch):
-    from llamaforge import reproduce as rep
+    from llamaforge.reproduce import remeasure as rep
 
     store, run_id = run_fake.build(tmp_path)
     monkeypatch.setattr("llamaforge.bench.stored.list_builds", lambda _p: [])   # an empty build root
@@ -208,7 +208,7 @@ def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = 
 
 
 def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
-    from llamaforge.findings.reproduction import verdict_between
+    from llamaforge.reproduce.verdict import verdict_between
 
     store, first = run_fake.build(tmp_path)
     n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too

@@ -23,10 +23,10 @@ from llamaforge.builds.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, g
 from llamaforge.builds.builder import find_build, make_key
 from llamaforge.builds.doctor import amx_gcc_warning, parse_gcc_major
 from llamaforge.builds.manifest import MANIFEST, MANIFEST_VERSION
+from llamaforge.builds.smoke import run_smoke
 from llamaforge.builds.verify import Verification, apply_to_manifest, ensure_runnable, raise_for
 from llamaforge.errors import BenchError, BuildError
 from llamaforge.llamacpp.quirks import describe_failure, likely_cause, quirk_args, signal_name
-from llamaforge.smoke import run_smoke
 
 AMX_LOG = ("load_tensors:          AMX model buffer size =    12.00 MiB\n"
            "load_tensors:   CPU_REPACK model buffer size =    40.00 MiB\n"
@@ -79,7 +79,7 @@ def test_a_quirk_that_does_not_help_is_reported_and_not_recorded(fake):
 
 def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
     b = fake("hang")       # healthy server whose /completion never answers: not a crash
-    from llamaforge import smoke
+    from llamaforge.builds import smoke
 
     old = smoke.SERVER_TIMEOUT_S
     smoke.SERVER_TIMEOUT_S = 3
@@ -109,7 +109,7 @@ def test_no_quirk_retry_without_a_crash_or_when_disabled(fake):
 def test_a_smoke_run_that_timed_out_once_is_tried_again_and_recorded(fake, tmp_path):
     """A first start that only timed out (lavapipe compiling its pipelines on a busy machine) is not a
     verdict on the binary: the second attempt decides, and both are recorded."""
-    from llamaforge import smoke
+    from llamaforge.builds import smoke
 
     b = fake("hang-once")
     old = smoke.SERVER_TIMEOUT_S
@@ -339,7 +339,7 @@ def test_a_fault_in_the_smoke_machinery_skips_the_run_instead_of_breaking_the_bu
     def boom(*a, **k):
         raise OSError("no such file")
 
-    monkeypatch.setattr("llamaforge.smoke.run_smoke", boom)
+    monkeypatch.setattr("llamaforge.builds.smoke.run_smoke", boom)
     b = fake("ok")
     v = Verification(True)
     _smoke_into(v, b, b.dir / "m.gguf", b.env, None, True)

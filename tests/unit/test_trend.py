@@ -1,4 +1,4 @@
-"""One trend rule (:mod:`llamaforge.trend`), two callers: the report's Anomalies table
+"""One trend rule (:mod:`llamaforge.judge.trend`), two callers: the report's Anomalies table
 (:func:`llamaforge.report.analysis.anomalies`) and the adaptive sweep's conclusions
 (:func:`llamaforge.bench.adaptive.trend_breaks`). Fed the same server starts, they name the same anomalies."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge import trend
 from llamaforge.bench.adaptive import PointSummary, trend_breaks
+from llamaforge.judge import trend
 from llamaforge.report import analysis as an
 from llamaforge.report.data import Row
 

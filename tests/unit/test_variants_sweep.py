@@ -105,9 +105,9 @@ def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
     """compare --base-variant/--head-variant: both sides share the build; each side measures with its own knobs."""
     import random
 
-    from llamaforge import compare as cmp
     from llamaforge.bench.plan import PointSpec
-    from llamaforge.compare import CompareRequest, Side
+    from llamaforge.compare import session as cmp
+    from llamaforge.compare.session import CompareRequest, Side
     from llamaforge.paths import Paths
     from llamaforge.store import Point, Sample, Store
 

@@ -11,18 +11,18 @@ runner; ``benchmarks/adaptive_replay.py`` reads stored samples instead.
 **Every verdict is the judge's** (:mod:`llamaforge.judge`), on server starts: a point's data are its start
 medians (:attr:`PointSummary.starts`); a point with fewer than 3 starts borrows the spread pooled over its
 series' points (:func:`series_prior`, ``judge.pooled``), else the judge's stated conservative bound. The
-trend rule is :mod:`llamaforge.trend`, the one the report's Anomalies table uses, so the adaptive sweep,
+trend rule is :mod:`llamaforge.judge.trend`, the one the report's Anomalies table uses, so the adaptive sweep,
 its replay and the report cannot disagree on what an anomaly is.
 
 What a user wants from a sweep are :class:`Conclusions`: where the native context is first
 reached (the *threshold*, fixed exactly beforehand by a bisection over fits, :mod:`.threshold`),
 the fastest setting at native context per series (the *sweet spot*), which series wins in each
 region (:func:`winner_regions`), and the points that break the trend (*anomalies*:
-:func:`llamaforge.trend.breaks` over every series, Benjamini–Hochberg over the family: the report's rule).
+:func:`llamaforge.judge.trend.breaks` over every series, Benjamini–Hochberg over the family: the report's rule).
 
 1. **Coarse grid** per series: both ends of the domain, the threshold and its neighbours.
 2. **Refinement.** Between consecutive measured points the prior is a smooth, monotone tg. Which
-   way it goes is the series' own (:func:`llamaforge.trend.direction`, from its two measured ends). An
+   way it goes is the series' own (:func:`llamaforge.judge.trend.direction`, from its two measured ends). An
    interval is *settled* when the judge does not say its two ends differ (nothing to explain), when
    bisections showed its midpoint on the chord (:func:`on_chord`), or when no domain point lies inside.
    Otherwise it is bisected, the widest unexplained change first; the split prefers a full-attention
@@ -51,9 +51,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .. import trend
-from ..judge import DIFFERS, Judgement, Spread, Starts, control, estimate, judge, pooled
-from ..trend import FALLS, RISES
+from ..judge import DIFFERS, Judgement, Spread, Starts, control, estimate, judge, pooled, trend
+from ..judge.trend import FALLS, RISES
 
 #: how much faster (relative) a point must be than its reference neighbour to be an anomaly
 MIN_EFFECT = trend.MIN_EFFECT
@@ -288,14 +287,14 @@ def above_trend(points: Mapping[int, PointSummary], prior: Spread | None = None,
 
 def series_inputs(measured: Mapping[str, Mapping[int, PointSummary]],
                   priors: Mapping[str, Spread | None]) -> list[trend.SeriesInput]:
-    """The series as :mod:`llamaforge.trend` reads them: tg starts per x, with each series' prior."""
+    """The series as :mod:`llamaforge.judge.trend` reads them: tg starts per x, with each series' prior."""
     return [trend.SeriesInput(s, "tg", {x: p.starts for x, p in pts.items()}, priors.get(s))
             for s, pts in measured.items()]
 
 
 def trend_breaks(measured: Mapping[str, Mapping[int, PointSummary]], priors: Mapping[str, Spread | None] | None = None,
                  min_effect: float = MIN_EFFECT, method: str | None = "bh") -> dict[str, list[int]]:
-    """Per series, the points :func:`llamaforge.trend.breaks` finds (``method=None``: each comparison
+    """Per series, the points :func:`llamaforge.judge.trend.breaks` finds (``method=None``: each comparison
     alone, the suspects' rule)."""
     pri = priors if priors is not None else {s: series_prior(pts) for s, pts in measured.items()}
     out: dict[str, list[int]] = {s: [] for s in measured}
@@ -362,7 +361,7 @@ def conclude(measured: Mapping[str, Mapping[int, PointSummary]], ctx: Mapping[st
     ``ctx`` may hold every point's fitted context or only some (the fits of the threshold's bisection,
     :mod:`.threshold`); a measured point's own context (``PointSummary.n_ctx``, the server's fit) joins
     it. Where a point's context is not known it reaches native from the threshold on: the fitted
-    context is monotone in x (see :mod:`.threshold`). Anomalies are :func:`llamaforge.trend.breaks`
+    context is monotone in x (see :mod:`.threshold`). Anomalies are :func:`llamaforge.judge.trend.breaks`
     over every series together (Benjamini–Hochberg, as the report's Anomalies); suspects break the trend in
     their own comparison but not after."""
     threshold: dict[str, int | None] = {}

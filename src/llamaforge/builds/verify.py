@@ -11,7 +11,7 @@
   recorded as the build's runtime environment (and said).
 * Capabilities: devices (name, memory), the Vulkan device line (``matrix cores``, ``int dot``,
   ``fp16``, ``bf16``), CUDA compute capability.
-* A smoke run, model or not (:mod:`llamaforge.smoke`): the tiny synthetic model (or the given one)
+* A smoke run, model or not (:mod:`llamaforge.builds.smoke`): the tiny synthetic model (or the given one)
   loads and generates a few tokens through llama-server and llama-bench; a crash is retried with
   the known workarounds (:mod:`llamaforge.llamacpp.quirks`), and one that helps becomes a recorded quirk.
   A build that builds but does not run fails verification.
@@ -128,7 +128,7 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     if smoke and v.ok:
         _smoke_into(v, build, model, env, paths, quirks)
     elif smoke:
-        from ..smoke import SmokeResult
+        from .smoke import SmokeResult
 
         v.smoke = SmokeResult("skipped", error="not smoke-run: " + v.problems[0]).to_dict()
     return v
@@ -138,7 +138,7 @@ def smoke_model(build: Any, paths: Any = None) -> Path:
     """The smoke run's model: the tiny synthetic MoE, generated once with the build's vocab files."""
     from ..models import resolve_model
     from ..paths import Paths
-    from ..smoke import SMOKE_MODEL
+    from .smoke import SMOKE_MODEL
 
     vocab = Path(build.source_dir) / "models"
     return Path(resolve_model(SMOKE_MODEL, paths or Paths.default(),
@@ -148,7 +148,7 @@ def smoke_model(build: Any, paths: Any = None) -> Path:
 def _smoke_into(v: Verification, build: Any, model: Path | None, env: dict[str, str], paths: Any,
                 quirks: bool) -> None:
     from ..errors import LlamaforgeError
-    from ..smoke import SmokeResult, run_smoke
+    from .smoke import SmokeResult, run_smoke
 
     try:
         model_path = Path(model) if model is not None else smoke_model(build, paths)

@@ -158,8 +158,8 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
     from rich.table import Table
 
-    from ..findings.reproduction import verdict_between
-    from ..reproduce import reproduce as reproduce_run
+    from ..reproduce.remeasure import reproduce as reproduce_run
+    from ..reproduce.verdict import verdict_between
 
     given = convert(task_values("reproduce", locals()))
     effect = given["min_effect"]

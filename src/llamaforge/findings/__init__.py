@@ -8,7 +8,6 @@ cannot disagree, and :mod:`llamaforge.report` reads only records, the judge, tre
   statuses, the adaptive sweep's threshold heading and anomalies;
 * :mod:`.drift` — drift sentinels: which sentinel launches left their reference point's prediction interval;
 * :mod:`.conditions` — the measuring conditions a point's telemetry shows (throttled, loaded, shared);
-* :mod:`.reproduction` — the verdict on a re-run: does each point reproduce;
 * :mod:`.comparison` — a stored comparison's texts: sides, ratios, verdict words, how it was judged;
 * :mod:`.bisection` — a stored bisection's probes and result lines;
 * :mod:`.runs` — the runs a run is made of (a fleet run's host runs).

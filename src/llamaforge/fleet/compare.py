@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare import CompareRequest, compare_sides
+from ..compare.session import CompareRequest, compare_sides
 from ..errors import FleetError
 from ..paths import Paths
 from ..store import Store

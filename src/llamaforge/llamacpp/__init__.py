@@ -8,7 +8,7 @@
 * :mod:`.devices` — ``--version`` and ``--list-devices`` output, the Vulkan and CUDA device lines.
 
 It sits just above the foundations (``proc``, ``errors``, ``files``): the build verification
-(:mod:`llamaforge.builds.verify`), the smoke run (:mod:`llamaforge.smoke`), the bench engines and the
+(:mod:`llamaforge.builds.verify`), the smoke run (:mod:`llamaforge.builds.smoke`), the bench engines and the
 variants depend downward on it, and nothing here imports ``bench``, ``builds``, ``smoke``, ``variants``
 or ``report`` (``tests/unit/test_architecture.py`` checks it). This ``__init__`` imports nothing, so
 importing one module of the floor never loads the others.

@@ -1,7 +1,7 @@
 """Runtime quirks: known workarounds for builds that build but crash, and crash diagnosis.
 
 A :class:`Quirk` is a set of extra arguments per llama.cpp binary that avoids a known crash. The
-smoke run (:mod:`llamaforge.smoke`) tries them in registry order when a build crashes; the first
+smoke run (:mod:`llamaforge.builds.smoke`) tries them in registry order when a build crashes; the first
 that makes the whole smoke run pass is recorded in the build's manifest (``quirks``: name,
 arguments, evidence — exit signal, the log lines that point at the cause) and applied by
 ``bench`` to that build (with a notice; ``--no-quirks`` disables). A quirk that does not help is

@@ -6,7 +6,7 @@
 * :func:`anomalies` — points that break their series' trend: significantly faster than the neighbour
   the trend says should be at least as fast, like the seed's Vulkan N=12 beating N=11. The trend's
   direction is each series' own, from its two ends (:func:`direction`; one rule with the adaptive
-  sweep, :mod:`llamaforge.trend`, judged on server starts with Benjamini–Hochberg over the comparisons): speed
+  sweep, :mod:`llamaforge.judge.trend`, judged on server starts with Benjamini–Hochberg over the comparisons): speed
   usually falls as layers move to the host, but rises where the device is slower than the host (a
   software "GPU"). Each anomaly names the full-attention layers whose experts moved between the two
   points (the seed's user wondered whether Vulkan's spikes line up with them).
@@ -19,8 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import trend
-from ..judge import Judgement, Spread
+from ..judge import Judgement, Spread, trend
 from ..records import ModelFactsRecord
 from .data import Row
 
@@ -89,14 +88,14 @@ def moved_layers(lo: int, hi: int) -> range:
 
 def direction(rows: Sequence[Row], metric: str, min_effect: float = trend.MIN_EFFECT) -> int:
     """``RISES`` / ``FALLS`` / ``FLAT`` (1 / -1 / 0): how ``metric`` goes with offload over ``rows``, from the
-    two ends, judged by their starts (:func:`llamaforge.trend.direction`)."""
+    two ends, judged by their starts (:func:`llamaforge.judge.trend.direction`)."""
     return trend.direction({r.offload: r.starts(metric) for r in rows}, min_effect=min_effect)
 
 
 def anomalies(rows: Sequence[Row], *, min_effect: float = trend.MIN_EFFECT, full_attn_layers: Sequence[int] = (),
               metrics: Sequence[str] = ("tg", "pp"), priors: Mapping[tuple[str, str], Spread | None] | None = None
               ) -> list[Anomaly]:
-    """Rows that break their series' trend (same series, same other option): :func:`llamaforge.trend.breaks`,
+    """Rows that break their series' trend (same series, same other option): :func:`llamaforge.judge.trend.breaks`,
     the adaptive sweep's rule — faster than the adjacent ok row the series' own direction says should be at
     least as fast, judged on server starts, with Benjamini–Hochberg over every comparison made. ``priors``:
     per (series, metric), the spread a point with fewer than 3 starts is judged with."""

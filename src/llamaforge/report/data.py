@@ -393,7 +393,7 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
 
 def _reproductions(store: Store, run: Run) -> list[dict]:
     """Verdicts of ``llamaforge reproduce`` where this run is the first run or the re-run."""
-    from ..findings.reproduction import verdict_for
+    from ..reproduce.verdict import verdict_for
 
     pairs: list[tuple[Run, Run]] = []
     if run.parent_run:

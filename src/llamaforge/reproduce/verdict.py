@@ -13,7 +13,7 @@ A point **reproduces** when every metric is the same, **differs** when one diffe
 with Holm's method. The one-line verdict reads ``3/16 points reproduce (same within ±5 %), 1 differs,
 12 inconclusive; Vulkan ncmoe 0 differs by +50 % (tg)``.
 
-A pure function of the stored runs: the re-measuring is :mod:`llamaforge.reproduce`'s, and the report
+A pure function of the stored runs: the re-measuring is :mod:`llamaforge.reproduce.remeasure`'s, and the report
 reads the same verdicts (:func:`verdict_for`).
 """
 
@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import BenchError
+from ..findings.conditions import describe_point
+from ..findings.labels import display_name, is_sentinel
 from ..judge import DIFFERS, SAME, Judgement, Spread, Starts, control, judge, pooled
 from ..machine import launch_machines, mixed_note
 from ..metrics import pick_test
 from ..store import Point, Run, Store
-from .conditions import describe_point
-from .labels import display_name, is_sentinel
 
 MIN_EFFECT = 0.05
 SWEEP_KINDS = ("sweep",)

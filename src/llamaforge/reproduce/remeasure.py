@@ -4,7 +4,7 @@ The new run uses the stored plan (model, options, engine, the same ``-fitt`` mar
 checked like ``--extra``) and the very builds of the first run, by build key from this machine's build
 root (a stored folder is never run; an external build only from ``--bin-dir``), is stored as a sweep with
 ``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point by
-:mod:`llamaforge.findings.reproduction` (the verdict: a pure function of the two stored runs, which the
+:mod:`llamaforge.reproduce.verdict` (the verdict: a pure function of the two stored runs, which the
 report reads too).
 """
 
@@ -13,16 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import BenchError
-from .findings.reproduction import MIN_EFFECT, Verdict, sweep_run, verdict_for
-from .store import Run, Store
+from ..errors import BenchError
+from ..reproduce.verdict import MIN_EFFECT, Verdict, sweep_run, verdict_for
+from ..store import Run, Store
 
 
 def select_points(plan_points: list, points: str | None, n_layers: int | None) -> list:
     """The plan's points whose ncmoe is in ``points`` (same syntax as ``--ncmoe``); all when ``None``."""
     if not points:
         return list(plan_points)
-    from .bench.plan import make_points
+    from ..bench.plan import make_points
 
     wanted = {s.ncmoe for s in make_points(points, None, n_layers=n_layers)}
     chosen = [s for s in plan_points if s.ncmoe in wanted]
@@ -36,7 +36,7 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
     """The builds of ``run`` from this machine's build root, by key and re-verified (a store is data: a
     stored folder is never run); an external build only from ``bin_dir``, a folder the user names. Else
     one line naming what to rebuild."""
-    from .bench.stored import local_builds
+    from ..bench.stored import local_builds
 
     keys = [str(k) for k in (run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])]
     return local_builds(paths, keys, run_id=run.id, stored=store.get_build,
@@ -45,8 +45,8 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
 
 def _given_build(store: Store, run: Run, keys: list[str], bin_dir: str) -> list:
     """``--bin-dir``: the run's one external build, from the folder the user named (it must be that build)."""
-    from .bench.external import external_build
-    from .builds.backends import get_backend
+    from ..bench.external import external_build
+    from ..builds.backends import get_backend
 
     ext = [k for k in keys if (store.get_build(k) or {}).get("external")]
     if len(ext) != 1:
@@ -65,8 +65,8 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     """Re-measure ``run_id``'s points (all, or ``points``) as a new linked run; the verdict is stored in
     the new run's summary (``reproduce``). ``launches``: (first K, the sequential settings or ``None`` for a
     fixed K) instead of the first run's own; ``bin_dir``: the folder of the run's external build."""
-    from .bench.stored import stored_plan
-    from .bench.sweep import run_sweep
+    from ..bench.stored import stored_plan
+    from ..bench.sweep import run_sweep
 
     parent = sweep_run(store, run_id)
     plan = stored_plan(parent)   # the store is data: its arguments checked, its builds looked up here
@@ -76,7 +76,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
     if plan.variants:                  # the same variants on the same builds (their labels match the first run's)
-        from .variants.check import from_records
+        from ..variants.check import from_records
 
         builds = from_records(plan.variants, builds)
     plan.seed = None   # a fresh launch order (drawn and recorded): the same order would repeat its order effects

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc
-from .console import notice
-from .llamacpp.llamabench import parse_results
-from .llamacpp.options import help_flags
-from .llamacpp.quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
-from .llamacpp.server import PointFailure, ServerSession, read_log_tail
+from .. import proc
+from ..console import notice
+from ..llamacpp.llamabench import parse_results
+from ..llamacpp.options import help_flags
+from ..llamacpp.quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
+from ..llamacpp.server import PointFailure, ServerSession, read_log_tail
 
 SMOKE_MODEL = "synth:tiny-qwen35moe"
 SMOKE_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
@@ -192,7 +192,7 @@ def _cpu_moe_layers(build: Any, model: Path) -> int | None:
     if build.backend == "cpu":
         return None
     try:
-        from .models import model_facts
+        from ..models import model_facts
 
         return int(model_facts(model).n_layers or 0) or None
     except Exception:  # noqa: BLE001 - a decoration of the smoke run, never its failure

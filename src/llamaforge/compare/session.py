@@ -34,14 +34,14 @@ from typing import Any
 
 from rich.table import Table
 
-from .console import console, esc, notice
-from .errors import LlamaforgeError
-from .findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
-from .judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
-from .judge.sequential import DEFAULT_MAX_STARTS
-from .metrics import FIELDS
-from .records import build_manifest
-from .store import Point, Probe, Run, Store
+from ..console import console, esc, notice
+from ..errors import LlamaforgeError
+from ..findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
+from ..judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
+from ..judge.sequential import DEFAULT_MAX_STARTS
+from ..metrics import FIELDS
+from ..records import build_manifest
+from ..store import Point, Probe, Run, Store
 
 #: requests per server start (each start also has its discarded warm-up)
 DEFAULT_REPEATS = 3
@@ -113,9 +113,9 @@ class CompareRequest:
 
 def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> Any:
     """Build (or reuse) one side: a pin name, or a commit (from the mirror or ``side.source``)."""
-    from .builds import BuildOptions, build
-    from .config import Pin, SourceSpec, load_pins
-    from .sources import checkout_commit
+    from ..builds import BuildOptions, build
+    from ..config import Pin, SourceSpec, load_pins
+    from ..sources import checkout_commit
 
     opts = opts or BuildOptions()
     pins = pins or load_pins(paths.pins_file)
@@ -131,7 +131,7 @@ def side_of(label: str) -> str:
 
 
 def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
-    from .bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, Plan, read_facts
+    from ..bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, Plan, read_facts
 
     try:
         facts = read_facts(model_path)
@@ -178,9 +178,9 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
                 command: str | None = None, progress: bool = True) -> str:
     """Build both sides, measure them interleaved (rounds while a verdict is open), store and summarise;
     returns the run id."""
-    from .bench.adjust import runtime_for
-    from .bench.plan import resolve_model
-    from .envinfo import collect_env
+    from ..bench.adjust import runtime_for
+    from ..bench.plan import resolve_model
+    from ..envinfo import collect_env
 
     a, b = builds or (build_side(paths, req.base), build_side(paths, req.head))
     model_path = resolve_model(req.model, paths)
@@ -214,7 +214,7 @@ def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: d
     while one of its verdicts is inconclusive. Returns, per point index, where it stopped and why."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .bench import sweep
+    from ..bench import sweep
 
     pol = req.policy
     open_points = list(range(len(plan.points)))

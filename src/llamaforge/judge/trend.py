@@ -21,7 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .judge import DIFFERS, Judgement, Spread, Starts, control, judge
+from .family import control
+from .spread import Spread
+from .starts import Starts
+from .verdict import DIFFERS, Judgement, judge
 
 FALLS, FLAT, RISES = -1, 0, 1
 MIN_EFFECT = 0.05
