@@ -165,7 +165,9 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
     """`compare` on real builds of two commits of the fixture history: base = the commit before the
     slowdown, head = the slowdown commit. Generation must come out significantly worse."""
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare.session import CompareRequest, Side, comparisons, run_compare, verdict_word
+    from llamaforge.compare.judged import comparisons
+    from llamaforge.compare.session import CompareRequest, Side, run_compare
+    from llamaforge.findings.comparison import verdict_word
     from llamaforge.report.kinds import compare as compare_kind
 
     fx = make_fixture(cpu_build.source_dir)

@@ -286,13 +286,20 @@ def test_smoke_and_verify_do_not_climb_into_bench():
     assert not bad, "; ".join(bad)
 
 
+#: the pure halves of the features: what the judge says about a stored compare run, and the verdict on a re-run
+PURE_FEATURE_PARTS = ("compare.judged", "reproduce.verdict")
 #: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
-#: judge, trend, what stored runs say (``findings/``), the variant matrix's pure readers, and formatting foundations
-REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", "reproduce.verdict", "variants.model", "variants.status",
-                     "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics", "machine")
-#: modules that measure, build, fetch or start processes: nothing the report (or ``findings/``) loads, directly or not
-MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "fleet", "sources", "models", "commands",
-             "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build", "variants.check")
+#: judge (its trend rule included), what stored runs say (``findings/``, the pure feature parts), the variant
+#: matrix's pure readers, and formatting foundations
+REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", *PURE_FEATURE_PARTS, "variants.model",
+                     "variants.status", "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics",
+                     "machine")
+#: modules that measure, build, fetch or start processes: nothing the report, ``findings/`` or a pure feature part
+#: loads, directly or not (``compare/`` and ``reproduce/`` have ``__init__``s that import nothing, so their pure
+#: halves load without their measuring halves)
+MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "fleet", "sources", "models",
+             "commands", "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build",
+             "variants.check")
 
 
 def _is_package(mod: str) -> bool:
@@ -323,14 +330,24 @@ def test_the_report_rule_sees_a_measuring_import(tmp_path):
 
 
 def test_the_report_imports_only_records_the_judge_trend_and_formatting():
-    """Issue 24: ``report/`` is a pure function of stored data. It imports only records, the store, the judge,
-    trend, ``findings/`` (what stored runs say, shared with the terminal) and formatting — never a measuring
-    module (``reproduce``, ``compare``, ``bench.adaptive``, ``bench.schedule``, the sweep …), and nothing it loads
-    is one."""
+    """Issue 24: ``report/`` is a pure function of stored data. It imports only records, the store, the judge
+    (and its trend rule), ``findings/`` and the pure feature parts (what stored runs say, shared with the
+    terminal) and formatting — never a measuring module (``reproduce.remeasure``, ``compare.session``,
+    ``bench.adaptive``, ``bench.schedule``, the sweep …), and nothing it loads is one."""
     graph = import_graph(type_checking=True)
     assert not report_imports_outside(graph), "report/ imports: " + "; ".join(report_imports_outside(graph))
-    found = measuring_loaded_by(graph, ("report", "findings"))
-    assert not found, "measuring modules loaded by report/ or findings/: " + "; ".join(found)
+    found = measuring_loaded_by(graph, ("report", "findings", "judge", *PURE_FEATURE_PARTS))
+    assert not found, "measuring modules loaded by report/, findings/, judge/ or a pure feature part: " + "; ".join(found)
+
+
+def test_a_feature_package_init_that_imports_its_session_makes_its_pure_part_measuring():
+    """``compare/__init__`` must stay empty: if it imported the session, loading ``compare.judged`` (as the
+    report may) would run the session's module too."""
+    graph = import_graph(type_checking=True)
+    graph[f"{PKG}.compare"] = {**graph[f"{PKG}.compare"], f"{PKG}.compare.session": EXPLICIT}
+    graph[f"{PKG}.report.data"] = {**graph[f"{PKG}.report.data"], f"{PKG}.compare.judged": EXPLICIT,
+                                  f"{PKG}.compare": INIT}
+    assert any(x.startswith("report.data loads compare.session") for x in measuring_loaded_by(graph, ("report",)))
 
 
 def long_functions(modules: dict[str, Path] | None = None, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:

@@ -13,6 +13,8 @@ from scipy.stats import mannwhitneyu
 from llamaforge.bench.plan import PointSpec
 from llamaforge.compare import session as cmp
 from llamaforge.compare.session import CompareError, CompareRequest, Side, schedule
+from llamaforge.compare.show import compare_table
+from llamaforge.findings.comparison import verdict_word
 from llamaforge.paths import Paths
 from llamaforge.report.kinds import compare as compare_kind
 from llamaforge.store import Point, Sample, Store
@@ -97,7 +99,7 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         rows = {(r["ncmoe"], r["metric"]): r for r in run.summary["comparisons"]}
         assert set(rows) == {(0, "pp"), (0, "tg"), (2, "pp"), (2, "tg")}
         tg = rows[(0, "tg")]
-        assert tg["comparison"]["verdict"] == "differs" and cmp.verdict_word(tg["comparison"]) == "worse"
+        assert tg["comparison"]["verdict"] == "differs" and verdict_word(tg["comparison"]) == "worse"
         assert tg["comparison"]["ratio"] == pytest.approx(0.8, rel=0.03) and tg["comparison"]["high"] < 0.95
         assert (tg["A"]["k"], tg["A"]["n_requests"], tg["A"]["shape"]) == (4, 24, "4×6")   # 4 starts × 6 requests
         assert tg["comparison"]["adjusted"] == "Holm over 4 comparisons"
@@ -105,7 +107,7 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         assert [p.verdict for p in store.probes(run_id)] == ["A", "B"]
         md = compare_kind.lead(store, run)
         assert "**− worse**" in md and "= same" in md and "| 2 | tg |" in md and "4×6" in md
-        table = cmp.compare_table(run)
+        table = compare_table(run)
         assert table.row_count == 4
 
 
@@ -117,7 +119,7 @@ def test_two_backends_of_one_commit_are_two_sides(paths, monkeypatch) -> None:
     with Store(paths.store_db) as store:
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
         rows = store.get_run(run_id).summary["comparisons"]
-    assert {r["metric"]: cmp.verdict_word(r["comparison"]) for r in rows} == {"pp": "better", "tg": "better"}
+    assert {r["metric"]: verdict_word(r["comparison"]) for r in rows} == {"pp": "better", "tg": "better"}
     assert {k for _, k in calls} == {a.key, b.key}
     assert len(calls) == 6      # --launches auto: settled after its first 3 rounds, so no 4th round
 

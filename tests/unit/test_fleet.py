@@ -311,7 +311,8 @@ def test_unknown_and_changed_host_keys_are_one_line_with_the_fix(tmp_path):
 
 def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_interleaved(tmp_path, monkeypatch):
     from llamaforge.bench.plan import make_points
-    from llamaforge.compare.session import CompareRequest, Side, worse_rows
+    from llamaforge.compare.judged import worse_rows
+    from llamaforge.compare.session import CompareRequest, Side
     from llamaforge.findings.comparison import verdict_word
     from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
 

@@ -64,7 +64,8 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     With --base-host H1 --head-host H2: one build measured on two fleet hosts at the same time (no
     interleaving across machines), compared with the same statistics."""
     from ..bench.plan import make_points
-    from ..compare.session import CompareRequest, Side, print_compare, run_compare
+    from ..compare.session import CompareRequest, Side, run_compare
+    from ..compare.show import print_compare
 
     p = paths()
     source = _source(source)
@@ -88,7 +89,7 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
             print_compare(store, run_id)
     info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
     if fail_on_worse:
-        from ..compare.session import worse_rows
+        from ..compare.judged import worse_rows
 
         with Store(p.store_db) as store:
             worse = worse_rows(store.get_run(run_id))
@@ -130,7 +131,7 @@ def _variant_builds(p, req, va, vb, engine: str):  # noqa: ANN001, ANN202
 
 
 def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | None, fleet: str | None) -> str:  # noqa: ANN001
-    from ..compare.session import print_compare
+    from ..compare.show import print_compare
     from ..errors import FleetError
     from ..fleet.compare import CROSS_MACHINE, run_host_compare
     from ..fleet.config import FLEET_FILE, load_fleet

@@ -20,8 +20,8 @@ the point is *unresolved* and says so); each look spends part of α (:mod:`llama
 
 Stored as a run of kind ``compare``: points labelled ``A.<round>`` / ``B.<round>`` (one stored
 point per server start; the side is the part before the dot), the plan JSON holds the base/head
-descriptions, the run summary holds the per-point, per-metric judgements and where each point
-stopped, and one ``probes`` row per side.
+descriptions, the run summary holds the per-point, per-metric judgements (:mod:`.judged`) and where each
+point stopped, and one ``probes`` row per side.
 """
 
 from __future__ import annotations
@@ -32,16 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from ..console import console, esc, notice
+from ..console import console, notice
 from ..errors import LlamaforgeError
-from ..findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
-from ..judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
+from ..judge import INCONCLUSIVE, Policy
 from ..judge.sequential import DEFAULT_MAX_STARTS
-from ..metrics import FIELDS
 from ..records import build_manifest
-from ..store import Point, Probe, Run, Store
+from ..store import Probe, Store
+from .judged import comparisons, summarize_run
 
 #: requests per server start (each start also has its discarded warm-up)
 DEFAULT_REPEATS = 3
@@ -125,9 +122,6 @@ def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> An
     tree = checkout_commit(side.ref, paths, spec)
     return build(paths, Pin(name=side.ref[:9], commit=tree.commit, sources=(spec,)), side.backend, opts, tree=tree)
 
-
-def side_of(label: str) -> str:
-    return label.split(".", 1)[0]
 
 
 def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
@@ -260,99 +254,3 @@ def _open_points(rows: list[dict], points: Sequence[Any]) -> set[int]:
                 if c is None or c.get("verdict") == INCONCLUSIVE:
                     out.add(i)
     return out
-
-
-def _groups(points: Sequence[Point], ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
-    """One side's measured values per server start (one stored point per round, each possibly with launches)."""
-    out: list[list[float]] = []
-    for p in sorted(points, key=lambda q: q.label):
-        if p.status == "ok" and p.ncmoe == ncmoe and p.ngl == ngl:
-            out += [g for g in p.launch_groups(field_name) if g]
-    return out
-
-
-def _side_dict(groups: list[list[float]]) -> dict | None:
-    e = estimate(Starts.of(groups))
-    return None if e is None else e.to_dict()
-
-
-def comparisons(store: Store, run_id: str, min_effect: float = 0.05, *, alpha: float | None = None) -> list[dict]:
-    """Per point and metric: side estimates and the judgement (B relative to A)."""
-    pts = store.points(run_id)
-    return compare_sides([p for p in pts if side_of(p.label) == "A"], [p for p in pts if side_of(p.label) == "B"],
-                         min_effect, alpha=alpha)
-
-
-def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: float = 0.05, *,
-                  alpha: float | None = None) -> list[dict]:
-    """Per point (ncmoe, ngl) and metric: the two sides' estimates and the judge's verdict on B relative to A,
-    with Holm's method over every point and metric (each side's server starts are its replicates)."""
-    keys = sorted({(p.ncmoe, p.ngl) for p in [*pts_a, *pts_b]})
-    cells = []
-    for ncmoe, ngl in keys:
-        for metric, fname in FIELDS.items():
-            ga, gb = _groups(pts_a, ncmoe, ngl, fname), _groups(pts_b, ncmoe, ngl, fname)
-            kw = {"alpha": alpha} if alpha is not None else {}
-            cells.append((ncmoe, ngl, metric, ga, gb, judge(ga, gb, min_effect=min_effect, **kw)))
-    judged = control([c[5] for c in cells])
-    return [{"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
-             "comparison": j.to_dict() if j else None}
-            for (ncmoe, ngl, metric, ga, gb, _j), j in zip(cells, judged, strict=True)]
-
-
-def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,
-                  stops: dict[int, dict] | None = None) -> dict:
-    pts = store.points(run_id)
-    alpha = policy.look_alpha if policy is not None else None
-    out = {"comparisons": comparisons(store, run_id, min_effect, alpha=alpha), "min_effect": min_effect,
-           "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
-    if policy is not None:
-        out["launches"] = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
-    if stops:
-        out["stops"] = {str(i): st for i, st in sorted(stops.items())}
-    return out
-
-
-_VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "same",
-            "inconclusive": "[yellow]inconclusive[/]"}
-
-
-def side_text(d: dict) -> str:
-    """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
-    return f"{d.get('ref')} ({d.get('backend')})" + (f" on {d['machine']}" if d.get("machine") else "")
-
-
-def compare_table(run: Run) -> Table:
-    """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
-    for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
-                "p (starts)", "verdict"):
-        t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    for r in (run.summary or {}).get("comparisons", []):
-        ratio, p, verdict = fmt_cmp(r["comparison"])
-        t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), fmt_side(r["A"]),
-                  fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
-    return t
-
-
-def worse_rows(run: Run) -> list[str]:
-    """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
-    out = []
-    for r in (run.summary or {}).get("comparisons", []):
-        c = r.get("comparison") or {}
-        if verdict_word(c) == "worse":
-            where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
-            ci = f" [{c['low']:.3f}, {c['high']:.3f}]" if c.get("p_differs") is not None else " (assumed spread)"
-            out.append(f"{r['metric']} at {where} (B/A {c['ratio']:.3f}{ci})")
-    return out
-
-
-def print_compare(store: Store, run_id: str) -> None:
-    run = store.get_run(run_id, "compare")
-    console.print(compare_table(run))
-    s = run.summary or {}
-    console.print(esc(compare_note(s)))
-    if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")

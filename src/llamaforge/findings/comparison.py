@@ -1,6 +1,6 @@
 """A stored comparison (``llamaforge compare``, ``fleet compare``) as text: each side's estimate, the ratio B/A with
 its interval and p, the verdict word, and how the verdicts were reached — the same words in the terminal
-(:func:`llamaforge.compare.session.print_compare`) and in the report (:mod:`llamaforge.report.kinds.compare`).
+(:func:`llamaforge.compare.show.print_compare`) and in the report (:mod:`llamaforge.report.kinds.compare`).
 Stores made before the judge keep their shape (``median``/``ci_low``/``ratio_ci_low``).
 """
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare.session import CompareRequest, compare_sides
+from ..compare.judged import compare_sides
+from ..compare.session import CompareRequest
 from ..errors import FleetError
 from ..paths import Paths
 from ..store import Store
