@@ -156,9 +156,8 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
 
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
-    from rich.table import Table
-
     from ..reproduce.remeasure import reproduce as reproduce_run
+    from ..reproduce.show import print_verdict
     from ..reproduce.verdict import verdict_between
 
     given = convert(task_values("reproduce", locals()))
@@ -176,17 +175,7 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
             v = reproduce_run(store, p, run, points=points, allow_busy=bool(allow_busy), command=" ".join(sys.argv),
                               min_effect=effect, launches=None if lo is None else (lo.policy.min_starts, seq),
                               bin_dir=bin_dir)
-    t = Table(title=esc(f"run {v.child} reproduces run {v.parent}?"))
-    for col in ("point", "metric", "first run", "re-run", "re-run / first", "verdict"):
-        t.add_column(col)
-    for pc in v.points:
-        for m in pc.metrics or [None]:
-            j = m.judgement if m else None
-            t.add_row(esc(pc.name), esc(m.metric) if m else "–", j.a.fmt() if j else "–", j.b.fmt() if j else "–",
-                      esc(f"{j.ratio:.2f}× {j.interval_text()}") if j else "–",
-                      esc(j.verdict if j else pc.status) + (esc(f" ({pc.note})") if pc.note else ""))
-    console.print(t)
-    info(f"[bold]{esc(v.line())}[/]  " + esc(f"(report: `llamaforge report {v.child}`)"))
+    print_verdict(v)
 
 
 TASKS = [bench, fitmap, runs, export, reproduce]
