@@ -13,6 +13,7 @@ from llamaforge.judge import judge
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.reproduce.remeasure import reproduce, select_points
+from llamaforge.reproduce.show import verdict_table
 from llamaforge.reproduce.verdict import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.store import Point, Sample
 
@@ -56,6 +57,17 @@ def test_verdict_line_counts_and_names_the_differing_point():
     assert v.line().startswith("2/3 points reproduce (same within ±5%), 1 differ; Vulkan ncmoe 0 differs by +50% (tg [1.")
     assert [p.status for p in v.points if p.name == "Vulkan ncmoe 0"] == ["differs"]
     assert v.family == "Holm over 6 comparisons"
+
+
+def test_the_terminal_table_has_a_row_per_point_and_metric_with_its_verdict():
+    parent = [_pt("vk", 0, 100.0), _pt("cu", 0, 200.0)]
+    child = [_pt("vk", 0, 150.0, seed=2), _pt("cu", 0, 199.0, seed=4)]
+    v = check_points(parent, child, {"vk": "vulkan", "cu": "cuda"}, parent_id="A", child_id="B")
+    t = verdict_table(v)
+    assert t.title == "run B reproduces run A?" and t.row_count == sum(len(pc.metrics) or 1 for pc in v.points)
+    cells = [c._cells for c in t.columns]
+    verdicts = {(point, metric): verdict for point, metric, *_, verdict in zip(*cells, strict=True)}
+    assert verdicts[("Vulkan ncmoe 0", "tg")] == "differs" and verdicts[("Vulkan ncmoe 0", "pp")] == "same"
 
 
 def test_noisy_points_are_inconclusive_never_reproduced():
