@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..effect import parse_effect
 from ..errors import ConfigError
 from ..judge import Policy
 from ..judge.sequential import DEFAULT_MAX_STARTS, DEFAULT_MIN_STARTS, DEFAULT_PRECISION
-from ..values import SEED_MAX, as_float, as_int
+from ..values import SEED_MAX, as_float, as_int, parse_effect
 
 # ---------------------------------------------------------------------------------- sequential starts
 #: the help of the sequential-starts group (also compare's and bisect's)

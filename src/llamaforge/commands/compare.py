@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ..bench.cli_options import LAUNCH_HELP, parse_launches
 from ..console import console, esc, info, notice, print_error
-from ..effect import parse_effect
 from ..errors import LlamaforgeError
 from ..pathsafe import under
 from ..store import Store
+from ..values import parse_effect
 from ._common import as_float, as_int, lf_task, paths, writable_dir
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..console import esc, info
-from ..effect import parse_effect
 from ..errors import StoreError
 from ..pathsafe import under
 from ..store import Store, check_results_folder
+from ..values import parse_effect
 from ._common import lf_task, paths, writable_dir
 
 

@@ -1,11 +1,12 @@
-"""One rule for relative effects (compare --min-effect, bisect --threshold, report --min-effect)."""
+"""The one parser of option values (:mod:`llamaforge.values`): one rule for relative effects (compare --min-effect,
+bisect --threshold, report --min-effect)."""
 
 from __future__ import annotations
 
 import pytest
 
-from llamaforge.effect import parse_effect
 from llamaforge.errors import ConfigError
+from llamaforge.values import parse_effect
 
 
 @pytest.mark.parametrize("text,value", [("5%", 0.05), ("0.5%", 0.005), ("0.1", 0.1), (0.05, 0.05), (" 12 % ", 0.12),
