@@ -14,7 +14,10 @@ interval.
 * :mod:`.sequential` — ``--launches auto``: who needs another start; unresolved at the maximum.
 * :mod:`.predict` — the prediction interval of one new start (drift sentinels).
 * :mod:`.pooled` — one effect pooled over several points (a variant knob's effect "where it holds").
-* :mod:`.describe` — descriptive summaries of raw values (median, quartiles; no inference).
+* :mod:`.paired` — factors paired inside one start.
+* :mod:`.locate` — locating a change between two commits (bisect's exact rank tests).
+* :mod:`.trend` — which way a series goes with offload and which points break it (the report's anomalies
+  and the adaptive sweep: one rule); not imported here, so the core loads without it.
 """
 
 from .estimate import Estimate, Mode, estimate

@@ -56,7 +56,7 @@ def test_the_comparison_is_not_vacuous():
 
 
 def test_the_rule_is_written_once():
-    """Only trend.py judges a point against its neighbours for the trend; the callers adapt their data and call it."""
+    """Only judge/trend.py judges a point against its neighbours for the trend; the callers adapt their data and call it."""
     for rel in ("report/analysis.py", "bench/adaptive.py"):
         tree = ast.parse((SRC / rel).read_text(encoding="utf-8"))
         defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
