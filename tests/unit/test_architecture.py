@@ -350,6 +350,58 @@ def test_a_feature_package_init_that_imports_its_session_makes_its_pure_part_mea
     assert any(x.startswith("report.data loads compare.session") for x in measuring_loaded_by(graph, ("report",)))
 
 
+#: the top level of ``src/llamaforge``: foundations — no llamaforge feature, used everywhere, loading no package —
+#: and the two entry points. Every feature lives in a package (``compare/``, ``reproduce/``, ``builds/`` …);
+#: a new top-level module is either one more foundation (add it here and to docs/architecture.md) or a
+#: feature that belongs in a package.
+FOUNDATIONS = frozenset({"errors", "redact", "visible", "console", "mdtext", "pathsafe", "paths", "files", "proc",
+                         "locks", "hostlock", "values", "metrics", "gpu", "machine", "envinfo", "config", "records",
+                         "store", "invoke_help"})
+#: the programs: they load every command (``cli``: the collection and ``llamaforge``; ``__main__``: ``python -m``)
+ENTRY_POINTS = frozenset({"cli", "__main__"})
+
+
+def top_level_modules(src: Path = SRC, pkg: str = PKG) -> set[str]:
+    """The modules directly in ``src/pkg`` (``__init__`` aside), by name."""
+    return {p.stem for p in (src / pkg).glob("*.py") if p.stem != "__init__"}
+
+
+def foundations_loading_packages(graph: dict[str, dict[str, str]], foundations: frozenset[str] = FOUNDATIONS,
+                                 pkg: str = PKG) -> list[str]:
+    """``a loads b (imported by c)`` for every module a foundation loads that is not a foundation."""
+    def name(m: str) -> str:
+        return m.removeprefix(pkg + ".")
+    return sorted(f"{f} loads {name(t)} (imported by {name(via)})" for f in foundations if f"{pkg}.{f}" in graph
+                  for t, via in _reaches(graph, f"{pkg}.{f}").items() if t != pkg and name(t) not in foundations)
+
+
+def test_the_top_level_finder_sees_a_new_feature_module_and_a_climbing_foundation(tmp_path):
+    mods = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/errors.py": "from .feature import x\n",
+                            "pkg/feature.py": "from .sub.deep import y\nx = y\n", "pkg/sub/__init__.py": "",
+                            "pkg/sub/deep.py": "y = 1\n"})
+    assert top_level_modules(tmp_path, "pkg") - {"errors"} == {"feature"}
+    found = foundations_loading_packages(import_graph(mods), frozenset({"errors"}), "pkg")
+    assert found == ["errors loads feature (imported by errors)", "errors loads sub (imported by feature)",
+                     "errors loads sub.deep (imported by feature)"]
+
+
+def test_the_top_level_holds_only_foundations_and_the_entry_points():
+    """Issue 24: the top level no longer mixes foundations (errors, paths, proc …) with features (compare,
+    reproduce, smoke …): a feature module there is named here, with where features go."""
+    top = top_level_modules()
+    extra = sorted(top - FOUNDATIONS - ENTRY_POINTS)
+    assert not extra, (f"top-level modules that are neither foundations nor entry points: {extra} — put a feature in "
+                       "its package (or, for a true foundation, add it to FOUNDATIONS and to docs/architecture.md)")
+    stale = sorted((FOUNDATIONS | ENTRY_POINTS) - top)
+    assert not stale, f"FOUNDATIONS/ENTRY_POINTS name modules that are gone: {stale}"
+
+
+def test_the_foundations_load_only_foundations():
+    """A foundation never loads a feature package (``if TYPE_CHECKING:`` and function-local imports count)."""
+    found = foundations_loading_packages(import_graph(type_checking=True))
+    assert not found, "foundations that climb into features: " + "; ".join(found)
+
+
 def long_functions(modules: dict[str, Path] | None = None, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
     """``module.function`` → its length in lines (decorators not counted), for every function or
     method in ``modules`` longer than ``limit`` lines."""

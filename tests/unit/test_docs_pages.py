@@ -84,6 +84,21 @@ def test_every_package_and_top_level_module_is_on_the_architecture_page():
     assert not absent, f"docs/architecture.md does not describe {absent}: add them to the module map"
 
 
+def foundations_on_page(text: str) -> set[str]:
+    """The modules the page's **Foundations** layer names (``errors.py`` → ``errors``)."""
+    m = re.search(r"^1\. \*\*Foundations\*\*(.*?)(?=^\d+\. \*\*)", text, re.M | re.S)
+    return {n.removesuffix(".py") for n in re.findall(r"`([\w]+\.py)`", m.group(1))} if m else set()
+
+
+def test_the_foundations_layer_on_the_page_is_the_one_the_architecture_test_enforces():
+    from test_architecture import FOUNDATIONS
+
+    on_page = foundations_on_page(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert on_page == FOUNDATIONS, (f"docs/architecture.md's Foundations layer lacks {sorted(FOUNDATIONS - on_page)} "
+                                    f"and has {sorted(on_page - FOUNDATIONS)} beyond test_architecture.FOUNDATIONS")
+    assert foundations_on_page("1. **Foundations** — `a.py`, `b.py`\n2. **Floor** — `c.py`\n") == {"a", "b"}
+
+
 def test_the_architecture_check_sees_a_missing_module(tmp_path):
     page = tmp_path / "architecture.md"
     page.write_text("| `bench/sweep.py` | the sweep |\n| `bench/nowhere.py` | gone |\n| `nothing/` | gone |\n")
