@@ -40,7 +40,7 @@ from .findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
 from .judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
 from .judge.sequential import DEFAULT_MAX_STARTS
 from .metrics import FIELDS
-from .records import build_manifest
+from .records import CompareSection, CompareSide, build_manifest
 from .store import Point, Probe, Run, Store
 
 #: requests per server start (each start also has its discarded warm-up)
@@ -317,16 +317,11 @@ _VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "sam
             "inconclusive": "[yellow]inconclusive[/]"}
 
 
-def side_text(d: dict) -> str:
-    """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
-    return f"{d.get('ref')} ({d.get('backend')})" + (f" on {d['machine']}" if d.get("machine") else "")
-
-
 def compare_table(run: Run) -> Table:
     """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
+    c = run.plan.compare or CompareSection()
+    a, b = c.a or CompareSide(), c.b or CompareSide()
+    t = Table(title=esc(f"compare {run.id}: A = {a.text()} vs B = {b.text()}"))
     for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
                 "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")

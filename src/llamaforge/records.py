@@ -67,7 +67,10 @@ class Record:
 
     @classmethod
     def from_json(cls, d: Any, version: int | None = None) -> Self:
-        """Read a stored dict of any version (``None``: the dict's own :data:`VERSION_KEY`, else 0)."""
+        """Read a stored dict of any version (``None``: the dict's own :data:`VERSION_KEY`, else 0); a record
+        of this class gives a copy of itself."""
+        if isinstance(d, cls):
+            return cls.from_json(d.to_json(), RECORD_VERSION)
         d = dict(d) if isinstance(d, dict) else {}
         v = version if version is not None else int(d.pop(VERSION_KEY, 0) or 0)
         d.pop(VERSION_KEY, None)
@@ -86,6 +89,13 @@ class Record:
         rec = cls(**kw, extra=d) if "extra" in {f.name for f in _fields(cls)} else cls(**kw)
         rec._present = present
         return rec
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``; optional fields the stored form had (as ``null``) stay in it, those set
+        to None here leave it."""
+        out = dataclasses.replace(self, **changes)
+        out._present = self._present - {k for k, v in changes.items() if v is None}
+        return out
 
     @property
     def _present(self) -> set[str]:
@@ -336,12 +346,22 @@ class FitSection(Record):
 
 @dataclass
 class CompareSide(Record):
+    """One side (A: base, B: head) of a compare run."""
+
     ref: str | None = None
     backend: str | None = None
     source: str | None = None
     build: str | None = None
     commit: str | None = None
+    variant: dict | None = None           # --base-variant / --head-variant: variants.VariantBuild.to_record
+    host: str | None = None               # a side measured on a fleet host (compare --base-host/--head-host)
+    machine: str | None = None
+    run: str | None = None                # ... the imported run of that host
     extra: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
+        return f"{self.ref} ({self.backend})" + (f" on {self.machine}" if self.machine else "")
 
 
 @dataclass
@@ -358,6 +378,21 @@ class CompareSection(Record):
     per_round: int | None = None          # requests per server start
     min_effect: float | None = None
     interleave: str | None = None
+    fleet_run: str | None = None          # compare --base-host/--head-host: the fleet run that measured both
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class FleetSection(Record):
+    """``plan.fleet``: of a fleet run (``fleet.toml`` and its hosts) or of a run imported from a host
+    (the fleet run, host, machine and the host's own run id)."""
+
+    file: str | None = None
+    hosts: dict | None = None                    # host name → {machine, target} (a fleet run)
+    run: str | None = None                       # the fleet run (an imported run)
+    host: str | None = None
+    machine: str | None = None
+    remote_run: str | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -446,6 +481,9 @@ class RunPlan(Record):
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
     adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
     variants: list[dict] = field(default_factory=list)   # --variant: name, backend, pin, defines, env, args, build
+    fleet: FleetSection | None = None            # run kind "fleet", or a run imported from a fleet host
+    bench_args: list[str] | None = None          # run kind "fleet": the options every host's bench gets
+    host_backends: dict | None = None            # run kind "fleet": host name → backends
     extra: dict = field(default_factory=dict)
 
     @property

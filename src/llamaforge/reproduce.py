@@ -38,7 +38,7 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
     one line naming what to rebuild."""
     from .bench.stored import local_builds
 
-    keys = [str(k) for k in (run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])]
+    keys = [str(k) for k in (run.plan.builds or [b.get("key") for b in store.builds_for_run(run.id)])]
     return local_builds(paths, keys, run_id=run.id, stored=store.get_build,
                         given=_given_build(store, run, keys, bin_dir) if bin_dir else None)
 

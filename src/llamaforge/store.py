@@ -174,6 +174,9 @@ def _ruj(text: str | None, secrets: tuple[str, ...] | None = None) -> Any:
 
 @dataclass
 class Run:
+    """A stored run. ``plan`` and ``env`` are records (:mod:`llamaforge.records`): older shapes migrated,
+    unknown keys kept in their ``extra``; a dict given here is read into its record."""
+
     id: str
     kind: str
     name: str | None
@@ -181,19 +184,16 @@ class Run:
     created: float
     updated: float
     command: str | None
-    plan: dict
-    env: dict
+    plan: RunPlan
+    env: Environment
     summary: dict | None
     parent_run: str | None = None     # the run this one reproduces
 
-    @property
-    def plan_record(self) -> RunPlan:
-        """The plan as a typed record (older shapes migrated; see :mod:`llamaforge.records`)."""
-        return RunPlan.from_json(self.plan)
-
-    @property
-    def env_record(self) -> Environment:
-        return Environment.from_json(self.env)
+    def __post_init__(self) -> None:
+        if not isinstance(self.plan, RunPlan):
+            self.plan = RunPlan.from_json(self.plan or {})
+        if not isinstance(self.env, Environment):
+            self.env = Environment.from_json(self.env or {})
 
 
 @dataclass
@@ -456,7 +456,7 @@ class Store:
                         " command=excluded.command, plan_json=excluded.plan_json, env_json=excluded.env_json,"
                         " summary_json=excluded.summary_json",
                         (run.id, run.kind, run.name, run.status, run.created, run.updated, redact_text(run.command),
-                         _j(redact_obj(run.plan)), _j(redact_obj(run.env or {})), _j(redact_obj(run.summary)),
+                         _j(redact_obj(to_json(run.plan))), _j(redact_obj(to_json(run.env))), _j(redact_obj(run.summary)),
                          run.parent_run))
 
     def child_runs(self, run_id: str) -> list[Run]:
@@ -467,7 +467,8 @@ class Store:
     def _run(self, row: sqlite3.Row) -> Run:
         # URLs are redacted on the way in and again on the way out (stores written before that)
         return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
-                   redact_text(row["command"]), redact_obj(_uj(row["plan_json"]) or {}), _ruj(row["env_json"]) or {},
+                   redact_text(row["command"]), RunPlan.from_json(redact_obj(_uj(row["plan_json"]) or {})),
+                   Environment.from_json(_ruj(row["env_json"]) or {}),
                    _ruj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:

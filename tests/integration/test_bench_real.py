@@ -82,7 +82,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
         assert "--n-cpu-moe" in p.command or p.ncmoe == 0
     assert store.get_run(run).status == "done"
     assert store.builds_for_run(run)[0]["key"] == any_build.key
-    assert store.get_run(run).env.get("cpu_model")
+    assert store.get_run(run).env.cpu_model
 
 
 def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_model, store, lf_paths, monkeypatch):
@@ -153,7 +153,6 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
     """The H200 case of 12-01: a K=2 sweep interrupted on one VM, resumed on another. The second machine is
     played with LLAMAFORGE_MACHINE_ID (the override that exists for this); everything else is real."""
     from llamaforge.machine import OVERRIDE_ENV
-    from llamaforge.records import Environment
     from llamaforge.report import data as rdata
     from llamaforge.report.tables import build_sections
 
@@ -192,7 +191,7 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
         run = s.get_run(run_id)
         pts = s.points(run_id)
         assert run.status == "done" and all(p.status == "ok" and len(p.launches) == 2 for p in pts)
-        assert [res.machine.id for res in Environment.from_json(run.env).resumes] == ["vm-two"]
+        assert [res.machine.id for res in run.env.resumes] == ["vm-two"]
         counts = {m: v["launches"] for m, v in run.summary["machines"]["launches"].items()}
         assert counts == {"vm-one": before, "vm-two": 4 - before}
         # launches 1 of both points come first in the schedule: at least one point has one launch per machine

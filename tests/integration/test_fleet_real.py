@@ -133,13 +133,13 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
         counts = {}
         for name, machine in (("alpha", "alpha"), ("beta", "beta-box")):
             run = store.get_run(hosts[name]["run"])
-            assert run.id.endswith("." + machine) and run.env["machine"] == machine and run.status == "done"
-            assert run.plan["fleet"]["run"] == fleet.id and run.plan["model"]["ref"] == "synth:tiny-qwen35moe"
+            assert run.id.endswith("." + machine) and run.env.machine == machine and run.status == "done"
+            assert run.plan.fleet.run == fleet.id and run.plan.model.ref == "synth:tiny-qwen35moe"
             pts = store.points(run.id)
             assert sorted(p.ncmoe for p in pts) == [0, 8] and all(p.status == "ok" for p in pts), pts
             assert all(len(p.measured("tg_tps")) == 2 and len(p.measured("pp_tps")) == 2 for p in pts)
             export = Path(hosts[name]["export"])
-            assert export.is_file() and json.loads(export.read_text())["run"]["id"] == run.plan["fleet"]["remote_run"]
+            assert export.is_file() and json.loads(export.read_text())["run"]["id"] == run.plan.fleet.remote_run
             counts[name] = len(pts)
         n_samples = store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
 
@@ -172,7 +172,7 @@ def test_compare_one_build_on_two_hosts(fleet_ws):
     assert "not interleaved across machines" in out and "on alpha vs" in out and "on beta-box" in out, out
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         run = store.list_runs(kind="compare")[-1]
-        c = run.plan["compare"]
+        c = run.plan.compare.to_json()
         assert (c["A"]["machine"], c["B"]["machine"]) == ("alpha", "beta-box") and c["A"]["commit"] == c["B"]["commit"]
         for side in ("A", "B"):   # 4 server starts per side on its host: the test's n
             pts = store.points(c[side]["run"])

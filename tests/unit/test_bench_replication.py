@@ -65,7 +65,7 @@ def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):
     monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r, _b=None: [build])
     v = rep.reproduce(store, None, run, points="1", progress=False)
     child = store.get_run(v.child)
-    assert child.parent_run == run and child.plan["reproduces"] == run
+    assert child.parent_run == run and child.plan.reproduces == run
     assert [p.ncmoe for p in store.points(child.id)] == [1]
     assert len(v.points) == 1 and v.line().startswith(f"{v.n_ok}/1 points reproduce")
     assert child.summary["reproduce"]["line"] == v.line()

@@ -146,8 +146,8 @@ def test_vram_budget_is_ignored_with_a_notice_for_cpu_builds(fake_build, store):
 
     plan = _plan("0", repeats=1, fit=FitOptions(vram_budget_gib=24))
     run = run_sweep(plan, [fake_build()], store, progress=False)
-    fit = store.get_run(run).plan["fit"]
-    assert fit["margins_mib"] is None and "ignored" in fit["notice"]
+    fit = store.get_run(run).plan.fit
+    assert fit.margins_mib is None and "ignored" in fit.notice
     assert "--fit-target" not in store.points(run)[0].command
 
 

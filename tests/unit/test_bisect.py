@@ -409,10 +409,10 @@ def test_run_bisect_stores_starts_probes_the_culprits_change_and_renders(repo, e
         assert all(len(p.launch_groups("tg_tps")) >= 3 for p in points.values())   # starts as launches
         assert sum(len(p.launch_groups("tg_tps")) for p in points.values()) == s["starts"]
         # the quieter settings: physical cores and the options this llama-bench lists, in the plan
-        quiet = run.plan_record.bisect.quiet
+        quiet = run.plan.bisect.quiet
         assert quiet["threads"] == 2 and quiet["args"] == ["--cpu-strict", "1", "--prio", "2", "--poll", "50"]
         assert all(x["threads"] == 2 and "--prio" in x["extra_args"] for x in fake.seen)
-        assert run.plan["threads"] == 2
+        assert run.plan.threads == 2
         md = bisect_kind.lead(store, run)
         assert commits[5] in md and "skip" in md and "does not build" in md and "![" in md
         assert f"commit {commits[5][:12]}: tg \u2212" in md and "95 % CI" in md and "spread" in md

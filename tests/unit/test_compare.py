@@ -91,7 +91,7 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
         run = store.get_run(run_id)
         assert run.kind == "compare" and run.status == "done"
-        assert run.plan["compare"]["A"]["ref"] == "aaaa" and run.plan["compare"]["B"]["build"] == b.key
+        assert run.plan.compare.a.ref == "aaaa" and run.plan.compare.b.build == b.key
         assert [c[0] for c in calls[:4]] == ["A.1", "B.1", "B.1", "A.1"]
         assert {p.label for p in store.points(run_id)} == {f"{s}.{r}" for s in "AB" for r in range(1, 5)}
         rows = {(r["ncmoe"], r["metric"]): r for r in run.summary["comparisons"]}

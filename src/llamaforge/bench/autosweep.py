@@ -34,6 +34,7 @@ from ..errors import BenchError
 from ..findings.labels import anomaly_text, threshold_heading
 from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
+from ..records import AdaptiveSection
 from ..store import Store
 from ..variants.build import series_key, series_label
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
@@ -127,9 +128,9 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
                 return p.n_ctx if p.status == "ok" else None
 
             ctx[series_key(b)] = bisect_threshold(axis.domain, fit, native).probes
-    js = dict(store.get_run(run_id).plan)
-    js["points"] = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
-    js["extra"] = {**(js.get("extra") or {}), "search": "bisection for the native-context threshold"}
+    js = store.get_run(run_id).plan
+    js.points = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
+    js.extra["extra"] = {**(js.extra.get("extra") or {}), "search": "bisection for the native-context threshold"}
     store.update_run_plan(run_id, js)
     return run_id, ctx
 
@@ -226,13 +227,13 @@ class AutoDriver:
         return out
 
     def _record(self, run_id: str, launches: dict[tuple[str, int], int]) -> None:
-        plan = dict(self.store.get_run(run_id).plan)
-        plan["points"] = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
+        plan = self.store.get_run(run_id).plan
+        plan.points = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
         adaptive = self.record()
         if self.result is None:
             adaptive["chosen_so_far"] = [{"series": s, self.ax.name: self.ax.value(x), "launches": k}
                                          for (s, x), k in launches.items()]
-        plan["adaptive"] = adaptive
+        plan.adaptive = AdaptiveSection.from_json(adaptive)
         self.store.update_run_plan(run_id, plan)
 
 
@@ -254,12 +255,12 @@ def run_auto(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, o
 def resume_auto(run: Any, plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *,
                 allow_busy: bool = False) -> tuple[str, AutoDriver]:
     """Continue an adaptive run: the loop again, on the recorded context curve; stored launches are kept."""
-    rec = run.plan.get("adaptive") or {}
-    ax = Axis(rec.get("axis") or "ncmoe", int(plan.n_layers or 0))
-    ctx = {k: {ax.value(int(x)): c for x, c in v.items()} for k, v in (rec.get("ctx") or {}).items()}
-    opts = AdaptiveOptions(**{k: v for k, v in (rec.get("options") or {}).items()
+    rec = run.plan.adaptive or AdaptiveSection()
+    ax = Axis(rec.axis or "ncmoe", int(plan.n_layers or 0))
+    ctx = {k: {ax.value(int(x)): c for x, c in v.items()} for k, v in (rec.ctx or {}).items()}
+    opts = AdaptiveOptions(**{k: v for k, v in (rec.options or {}).items()
                               if k in {f.name for f in dataclasses.fields(AdaptiveOptions)}})
-    driver = AutoDriver(plan, builds, store, ctx, opts, rec.get("fitmap_run"), ax)
+    driver = AutoDriver(plan, builds, store, ctx, opts, rec.fitmap_run, ax)
     run_id = run_sweep(plan, builds, store, resume_run=run.id, allow_busy=allow_busy, driver=driver)
     return run_id, driver
 
@@ -286,7 +287,8 @@ def adaptive_table(adaptive: dict, names: dict[str, str] | None = None) -> Table
 
 
 def print_adaptive(store: Store, run_id: str) -> None:
-    adaptive = store.get_run(run_id).plan.get("adaptive") or {}
+    rec = store.get_run(run_id).plan.adaptive
+    adaptive = rec.to_json() if rec is not None else {}
     console.print(adaptive_table(adaptive))
     regions = (adaptive.get("conclusions") or {}).get("regions") or []
     if regions:

@@ -113,7 +113,7 @@ def print_run(store: Store, run_id: str) -> None:
     run = store.get_run(run_id)
     pts = store.points(run_id)
     console.print(points_table(pts, title=esc(f"run {run.id} ({run.kind}, {run.status})")))
-    launches = int(run.plan.get("launches") or 1)
+    launches = int(run.plan.launches or 1)
     if run.kind == "sweep" and launches == 1:
         notice("each point ran in ONE server start (--launches 1): between-process spread was not measured, "
                "so the CIs cover only request-to-request spread (use --launches 2 or more)")

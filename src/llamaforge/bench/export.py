@@ -18,6 +18,7 @@ import statistics
 import time
 from typing import Any
 
+from .. import records
 from ..errors import StoreError
 from ..findings.labels import display_name
 from ..records import BuildManifest, Environment, RunPlan
@@ -53,7 +54,8 @@ def _point_dict(p: Point) -> dict:
 def to_json(store: Store, run_id: str) -> str:
     run = store.get_run(run_id)
     doc = {"run": {"id": run.id, "kind": run.kind, "name": run.name, "status": run.status, "created": run.created,
-                   "updated": run.updated, "command": run.command, "plan": run.plan, "env": run.env,
+                   "updated": run.updated, "command": run.command, "plan": records.to_json(run.plan),
+                   "env": records.to_json(run.env),
                    "summary": run.summary},
            "builds": store.builds_for_run(run.id),
            "points": [_point_dict(p) for p in store.points(run.id)]}
@@ -124,7 +126,7 @@ def llama_bench_rows(store: Store, run_id: str) -> list[dict]:
     """llama-bench result objects for every ok point of a run (fields in llama-bench's order)."""
     run = store.get_run(run_id)
     builds = {b["key"]: BuildManifest.from_json(b) for b in store.builds_for_run(run.id)}
-    plan, env = run.plan_record, run.env_record
+    plan, env = run.plan, run.env
     rows: list[dict] = []
     for p in store.points(run.id):
         if p.status != "ok":

@@ -95,7 +95,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
 
 def fitmap_table(store: Store, run_id: str) -> Table:
     run = store.get_run(run_id)
-    native = ((run.plan.get("model") or {}).get("facts") or {}).get("n_ctx_train")
+    native = run.plan.facts.n_ctx_train
     tab = Table(title=esc(f"fit map {run.id}" + (f" (native context {native:,})" if native else "")))
     for col, j in (("build", "left"), ("ncmoe", "right"), ("ngl", "right"), ("context", "right"),
                    ("of native", "right"), ("placement", "left")):

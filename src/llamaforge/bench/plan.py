@@ -29,6 +29,7 @@ from ..errors import BenchError
 from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
+from ..records import RunPlan
 from ..redact import redact_url
 from .argcheck import check_extra
 
@@ -199,7 +200,9 @@ class Plan:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> Plan:
+    def from_json(cls, d: dict | RunPlan) -> Plan:
+        if isinstance(d, RunPlan):
+            d = d.to_json()
         m = d.get("model") or {}
         t = d.get("timeouts") or {}
         return cls(model_ref=m.get("ref", ""), model_path=Path(m.get("path", "")), model_facts=m.get("facts") or {},

@@ -255,7 +255,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
 
 def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
     """A resume measures the run's own builds only: another --bin-dir (or other builds) would add a series."""
-    keys = list(run.plan.get("builds") or [])
+    keys = list(run.plan.builds)
     other = [b.key for b in builds if b.key not in keys]
     if other:
         raise BenchError(f"run {run.id} ({run.status}) was measured with {', '.join(keys) or 'no builds'}; "
@@ -332,7 +332,7 @@ def note_resume(store: Store, run: Any) -> ResumeRecord:
                 "measured on both will mix machines (the report marks them; `llamaforge reproduce` re-measures on one)")
         warning(text)
     rec = ResumeRecord(at=time.time(), machine=me, earlier=dict(earlier), warning=text)
-    env = run.env_record
+    env = run.env
     env.resumes.append(rec)
     store.update_run_env(run.id, env)
     return rec

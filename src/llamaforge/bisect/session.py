@@ -226,7 +226,7 @@ def _color(verdict: str) -> str:
 def print_result(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "bisect")
     s = run.summary or {}
-    subjects = run.plan.get("bisect", {}).get("subjects", {})
+    subjects = run.plan.bisect.subjects if run.plan.bisect else {}
     for i, line in enumerate(result_lines(s, subjects)):
         style = "bold red" if i == 0 and s.get("first_bad") else ("bold yellow" if i == 0 else "")
         console.print(f"[{style}]{esc(line)}[/]" if style else esc(line))

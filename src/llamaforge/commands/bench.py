@@ -194,11 +194,11 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
             else:
                 run_id = run_sweep(plan, builds, store, command=command, name=name, allow_busy=bool(allow_busy))
         print_run(store, run_id)
-        if store.get_run(run_id).plan.get("engine") == "both":   # the cross-check: why the engines differ
+        if store.get_run(run_id).plan.engine == "both":   # the cross-check: why the engines differ
             from ..report.engine_gap import print_gap
 
             print_gap(store, run_id)
-        if store.get_run(run_id).plan.get("adaptive"):
+        if store.get_run(run_id).plan.adaptive is not None:
             from ..bench.autosweep import print_adaptive
 
             print_adaptive(store, run_id)
@@ -231,7 +231,7 @@ def _warn_not_taken(store: Store, run_id: str) -> None:
     from ..variants.status import not_taken
 
     run = store.get_run(run_id)
-    records = run.plan.get("variants") or []
+    records = run.plan.variants
     if not records:
         return
     for who, s in not_taken(records, store.points(run_id, with_samples=False)):
@@ -253,7 +253,7 @@ def _resume(p, store: Store, resume: str, *, bin_dir: str | None, allow_broken: 
     if not plan.model_path.is_file():
         raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
     builds = _resume_builds(p, plan, bin_dir, allow_broken, store=store, run_id=run.id)
-    if run.plan.get("adaptive"):
+    if run.plan.adaptive is not None:
         from ..bench.autosweep import resume_auto
 
         return resume_auto(run, plan, builds, store, p, allow_busy=allow_busy)[0]
@@ -400,9 +400,9 @@ def runs(c, run=None, kind=None, failed=False):
         for r in all_runs:
             pts = store.points(r.id, with_samples=False)
             ok = sum(1 for pt in pts if pt.status == "ok")
-            model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
+            model = Path(str(r.plan.model.path or "")).name
             t.add_row(*(esc(v) for v in (r.id, r.kind, r.status, r.name or "", model,
-                                         ", ".join(map(str, r.plan.get("backends") or [])))),
+                                         ", ".join(map(str, r.plan.backends)))),
                       str(len(pts)), str(ok), str(len(pts) - ok))
         console.print(t)
 

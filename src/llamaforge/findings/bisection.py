@@ -32,8 +32,8 @@ def result_lines(s: dict, subjects: dict) -> list[str]:
 
 def probe_rows(store: Store, run: Run) -> list[dict]:
     """Probes of a bisect run in commit order with their starts and verdicts (from the stored summary)."""
-    b = run.plan.get("bisect", {})
-    order = {sha: i for i, sha in enumerate(b.get("commits", []))}
+    b = run.plan.bisect
+    order = {sha: i for i, sha in enumerate(b.commits if b else [])}
     meds = {p["sha"]: p for p in (run.summary or {}).get("probes", [])}
     rows = []
     for pr in store.probes(run.id):

@@ -12,7 +12,7 @@ def fleet_children(store: Store, fleet_run: str) -> list[tuple[str, str]]:
     run = store.get_run(fleet_run)
     state = (run.summary or {}).get("hosts") or {}
     out = []
-    for host in ((run.plan.get("fleet") or {}).get("hosts") or {}):
+    for host in ((run.plan.fleet.hosts if run.plan.fleet else None) or {}):
         s = state.get(host) or {}
         if s.get("run"):
             out.append((str(s.get("machine") or host), str(s["run"])))

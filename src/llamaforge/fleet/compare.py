@@ -23,6 +23,7 @@ from typing import Any
 from ..compare import CompareRequest, compare_sides
 from ..errors import FleetError
 from ..paths import Paths
+from ..records import CompareSection, CompareSide
 from ..store import Store
 from .config import Fleet
 from .jobs import Progress
@@ -71,11 +72,10 @@ def run_host_compare(store: Store, paths: Paths, fleet: Fleet, req: CompareReque
         sides[side] = (run, pts, {"ref": req.base.ref, "backend": req.base.backend, "source": None,
                                   "build": keys[0] if keys else None, "commit": (build or {}).get("commit"),
                                   "host": h.name, "machine": h.machine, "run": run.id})
-    plan = dict(sides["A"][0].plan or {})
-    plan.pop("fleet", None)
-    plan["compare"] = {"A": sides["A"][2], "B": sides["B"][2], "repeats": req.repeats, "rounds": req.rounds or "auto",
-                       "per_round": req.per_round, "min_effect": req.min_effect, "interleave": CROSS_MACHINE,
-                       "fleet_run": fleet_run}
+    compare = CompareSection(a=CompareSide(**sides["A"][2]), b=CompareSide(**sides["B"][2]), repeats=req.repeats,
+                             rounds=req.rounds or "auto", per_round=req.per_round, min_effect=req.min_effect,
+                             interleave=CROSS_MACHINE, fleet_run=fleet_run)
+    plan = sides["A"][0].plan.replace(fleet=None, compare=compare)
     run_id = store.new_run("compare", plan, command=command, env={},
                            name=f"compare {req.base.describe()} on {hosts[0].machine} vs {hosts[1].machine}")
     pts_a, pts_b = sides["A"][1], sides["B"][1]

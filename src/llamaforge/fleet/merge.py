@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ..errors import FleetError
+from ..records import Environment, FleetSection, RunPlan
 from ..store import Point, Run, Sample, Store
 
 _POINT_FIELDS = ("build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "failure_detail",
@@ -63,10 +64,11 @@ def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: s
     """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id."""
     r = doc["run"]
     rid = imported_id(r["id"], machine)
-    env = dict(r.get("env") or {})
-    env.update(machine=machine, fleet_host=host)
-    plan = dict(r.get("plan") or {})
-    plan["fleet"] = {"run": fleet_run, "host": host, "machine": machine, "remote_run": r["id"]}
+    env = Environment.from_json(r.get("env") or {})
+    env.machine = machine
+    env.extra["fleet_host"] = host
+    plan = RunPlan.from_json(r.get("plan") or {})
+    plan.fleet = FleetSection(run=fleet_run, host=host, machine=machine, remote_run=r["id"])
     now = time.time()
     store.put_run(Run(id=rid, kind=str(r.get("kind") or "sweep"), name=r.get("name"), status=str(r.get("status") or "?"),
                       created=float(r.get("created") or now), updated=now, command=r.get("command"), plan=plan,

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
+from ..records import RunPlan
 from ..store import Store
 from . import BENCH_PASS
 from .config import Fleet, FleetHost
@@ -107,14 +108,14 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
     return run_id
 
 
-def check_stored_bench_args(run_id: str, plan: dict) -> None:
+def check_stored_bench_args(run_id: str, plan: RunPlan) -> None:
     """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
     ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
     from ..bench.plan import split_extra
     from ..builds.backends import parse_backends
 
     fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
-    args = plan.get("bench_args")
+    args = plan.bench_args
     if not isinstance(args, list):
         raise FleetError(f"fleet run {run_id} has no stored host options", fix)
     allowed = {"--" + k.replace("_", "-") for k in BENCH_PASS}
@@ -125,7 +126,7 @@ def check_stored_bench_args(run_id: str, plan: dict) -> None:
                              "fleet.bench never passes", fix)
         if flag == "--extra":
             split_extra(value)
-    for backends in (plan.get("host_backends") or {}).values():
+    for backends in (plan.host_backends or {}).values():
         parse_backends(str(backends))
 
 
@@ -133,10 +134,10 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
     run = store.get_run(run_ref)
     if run.kind != FLEET_KIND:
         raise FleetError(f"run {run.id} is a {run.kind} run, not a fleet run", "resume a run made by `fleet.bench`")
-    names = list((run.plan.get("fleet") or {}).get("hosts") or {})
-    hosts = fleet.select(names)
+    stored = (run.plan.fleet.hosts if run.plan.fleet else None) or {}
+    hosts = fleet.select(list(stored))
     for h in hosts:
-        was = (run.plan["fleet"]["hosts"][h.name] or {}).get("machine")
+        was = (stored[h.name] or {}).get("machine")
         if was != h.machine:
             raise FleetError(f"host {h.name} is machine {h.machine!r} in fleet.toml but {was!r} in run {run.id}",
                              "restore its machine = \"...\" in fleet.toml, or start a new fleet run")
@@ -163,7 +164,7 @@ def _wait_started(r: Remote, h: FleetHost, name: str, log: str) -> None:
         time.sleep(0.5)
 
 
-def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, detach: bool
+def _bench_job(fleet_run: str, plan: RunPlan, pins_file: Path, local_dir: Path, detach: bool
                ) -> Callable[[FleetHost, LineSink], dict]:
     def job(h: FleetHost, sink: LineSink) -> dict:
         with Remote(h) as r:
@@ -175,7 +176,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
                 sink.line(f"run {st.get('id')} is still being measured ({st.get('points')} points stored)")
                 return {"detached": True, "log": r.ws("results", "fleet", f"{component(name)}.log")}
             if not st.get("exists"):
-                argv = [r.llamaforge, "bench", f"--backends={plan['host_backends'][h.name]}", *plan["bench_args"],
+                argv = [r.llamaforge, "bench", f"--backends={(plan.host_backends or {})[h.name]}", *(plan.bench_args or []),
                         f"--name={name}"]
             elif st.get("status") != "done":
                 sink.line(f"resuming run {st.get('id')} ({st.get('points')} points stored)")

@@ -188,18 +188,18 @@ class ReportData:
     @property
     def env(self) -> Environment:
         """The run's environment (a fleet run has one per machine: :attr:`machine_envs`)."""
-        return self.run.env_record
+        return self.run.env
 
     @property
     def machine_envs(self) -> dict[str, Environment]:
         """A fleet run's environment of each machine (``_fleet_inputs``); empty for other runs."""
         if self.run.kind != "fleet":
             return {}
-        return {m: Environment.from_json(e) for m, e in (self.run.env or {}).items() if isinstance(e, dict)}
+        return {m: Environment.from_json(e) for m, e in self.run.env.extra.items() if isinstance(e, dict)}
 
     @property
     def plan(self) -> RunPlan:
-        return self.run.plan_record
+        return self.run.plan
 
     @property
     def model_ref(self) -> str:
@@ -264,10 +264,10 @@ def load(store: Store, run_id: str) -> ReportData:
     machine_of: dict[str, str] = {}   # fleet runs: series label → machine
     if run.kind == "fleet":
         run, builds, points, machine_of = _fleet_inputs(store, run)
-    elif (run.plan.get("compare") or {}).get("fleet_run"):   # compare --base-host/--head-host: the hosts' runs
+    elif run.plan.compare and run.plan.compare.fleet_run:   # compare --base-host/--head-host: the hosts' runs
         import dataclasses
 
-        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan["compare"]["fleet_run"]))
+        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan.compare.fleet_run))
         run = dataclasses.replace(run, env=fleet.env)
     else:
         builds = store.builds_for_run(run.id)
@@ -293,7 +293,7 @@ def load(store: Store, run_id: str) -> ReportData:
                                              _label_order(k[2]), k[0], k[1]))
     else:
         keys = sorted(groups, key=lambda k: (backend_rank(backend_of(k[0])), _label_order(k[2]), k[0], k[1]))
-    declared = [str(v.get("name")) for v in run.plan.get("variants") or [] if isinstance(v, dict)]
+    declared = [str(v.get("name")) for v in run.plan.variants if isinstance(v, dict)]
     if declared:   # a variant run: the variants in the order they were given
         keys = sorted(keys, key=lambda k: (declared.index(k[2]) if k[2] in declared else len(declared), k[1]))
     engines = {k[1] for k in keys}
@@ -320,7 +320,7 @@ def load(store: Store, run_id: str) -> ReportData:
             name += "'"
         names.append(name)
 
-    facts = run.plan_record.facts
+    facts = run.plan.facts
     axis = sweep_axis(points)
     n_layers = facts.n_layers
     ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
@@ -347,16 +347,17 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
     builds: list[dict] = []
     points: list[Point] = []
     machine_of: dict[str, str] = {}
-    plan: dict = {}
+    plan: RunPlan | None = None
     env: dict = {}
     for machine, child_id in fleet_children(store, run.id):
         try:
             child = store.get_run(child_id)
         except StoreError:
             continue
-        plan = plan or dict(child.plan)
-        env[machine] = {k: child.env.get(k) for k in ("host", "cpu_model", "cpu_cores_logical", "ram_total_mib",
-                                                       "gpus", "nvidia_driver", "os", "llamaforge") if k in child.env}
+        plan = plan or child.plan
+        child_env = child.env.to_json()
+        env[machine] = {k: child_env[k] for k in ("host", "cpu_model", "cpu_cores_logical", "ram_total_mib",
+                                                  "gpus", "nvidia_driver", "os", "llamaforge") if k in child_env}
         seen = {b.get("key") for b in builds}
         builds += [b for b in store.builds_for_run(child.id) if b.get("key") not in seen]
         for p in store.points(child.id):
@@ -364,8 +365,9 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
                 p.label = f"{machine}/{p.label}" if p.label else machine
                 machine_of[p.label] = machine
             points.append(p)
-    plan = {**plan, "fleet": run.plan.get("fleet"), "fleet_hosts": (run.summary or {}).get("hosts")}
-    return dataclasses.replace(run, plan=plan, env=env), builds, points, machine_of
+    plan = plan or RunPlan()
+    plan = plan.replace(fleet=run.plan.fleet, extra={**plan.extra, "fleet_hosts": (run.summary or {}).get("hosts")})
+    return dataclasses.replace(run, plan=plan, env=Environment(extra=env)), builds, points, machine_of
 
 
 def _reproductions(store: Store, run: Run) -> list[dict]:

@@ -34,7 +34,7 @@ def _centres(r: dict) -> list[float]:
 def plot(store: Store, run: Run, out: Path) -> Path:
     """PNG of the metric over the commits of the range: one dot per start, the commit's centre as a
     bar, skipped commits marked at the bottom, the first bad commit marked by a vertical line."""
-    b = run.plan_record.bisect or BisectSection()
+    b = run.plan.bisect or BisectSection()
     commits = b.commits
     rows = [r for r in probe_rows(store, run) if r["index"] is not None]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(commits) + 2), 4.0), dpi=110)
@@ -89,7 +89,7 @@ def _endpoints(s: dict) -> list[str]:
 
 def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
     """Markdown for a bisect run: verdict, endpoints, every probe with its starts and build/measure times."""
-    plan = run.plan_record
+    plan = run.plan
     b = plan.bisect or BisectSection()
     s = run.summary or {}
     metric = b.metric or "tg"

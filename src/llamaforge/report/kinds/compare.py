@@ -16,15 +16,15 @@ _MARK_MD = {"better": "**+ better**", "worse": "**− worse**", "same": "= same"
 
 def lead(store: Store, run: Run) -> str:
     """Markdown for a compare run (what ``inv report`` writes for kind ``compare``)."""
-    plan = run.plan_record
+    plan = run.plan
     c = plan.compare or CompareSection()
     a, b = c.a or CompareSide(), c.b or CompareSide()
     s = run.summary or {}
     model = plan.model.ref or ""
     out = [f"# Comparison {md_text(run.id)}", ""]
     for side, d in (("A (base)", a), ("B (head)", b)):
-        where = (f", measured on machine **{md_text(d.extra['machine'])}** (host {md_text(d.extra.get('host'))}, "
-                 f"run {md_code(d.extra.get('run'))})") if d.extra.get("machine") else ""
+        where = (f", measured on machine **{md_text(d.machine)}** (host {md_text(d.host)}, "
+                 f"run {md_code(d.run)})") if d.machine else ""
         out.append(f"- **{side}**: {md_code(d.ref)} on {md_text(d.backend)} — commit "
                    f"{md_code(str(d.commit or '')[:12])}, build {md_code(d.build)}{where}")
     out += [f"- model {md_code(model)}, engine {md_text(plan.engine)}, {md_text(c.per_round or c.repeats)} "
