@@ -40,7 +40,7 @@ from .findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
 from .judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
 from .judge.sequential import DEFAULT_MAX_STARTS
 from .metrics import FIELDS
-from .records import CompareSection, CompareSide, build_manifest
+from .records import CompareSection, CompareSide, CompareSummary, build_manifest
 from .store import Point, Probe, Run, Store
 
 #: requests per server start (each start also has its discarded warm-up)
@@ -301,15 +301,15 @@ def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: fl
 
 
 def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,
-                  stops: dict[int, dict] | None = None) -> dict:
+                  stops: dict[int, dict] | None = None) -> CompareSummary:
     pts = store.points(run_id)
     alpha = policy.look_alpha if policy is not None else None
-    out = {"comparisons": comparisons(store, run_id, min_effect, alpha=alpha), "min_effect": min_effect,
-           "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+    out = CompareSummary(comparisons=comparisons(store, run_id, min_effect, alpha=alpha), min_effect=min_effect,
+                         points=len(pts), failed=sum(1 for p in pts if p.status != "ok"))
     if policy is not None:
-        out["launches"] = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
+        out.launches = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
     if stops:
-        out["stops"] = {str(i): st for i, st in sorted(stops.items())}
+        out.stops = {str(i): st for i, st in sorted(stops.items())}
     return out
 
 
@@ -325,7 +325,7 @@ def compare_table(run: Run) -> Table:
     for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
                 "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         ratio, p, verdict = fmt_cmp(r["comparison"])
         t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), fmt_side(r["A"]),
                   fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
@@ -335,7 +335,7 @@ def compare_table(run: Run) -> Table:
 def worse_rows(run: Run) -> list[str]:
     """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
     out = []
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         c = r.get("comparison") or {}
         if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
@@ -347,7 +347,7 @@ def worse_rows(run: Run) -> list[str]:
 def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))
-    s = run.summary or {}
+    s = run.summary_as(CompareSummary)
     console.print(esc(compare_note(s)))
-    if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")
+    if s.failed:
+        notice(f"{s.failed} of {s.points} measured points failed (see `llamaforge runs {run.id} --failed`)")

@@ -650,6 +650,87 @@ class MemoryBreakdown(Record):
         return None if not shaped else cls.from_json(shaped, RECORD_VERSION)
 
 
+# ------------------------------------------------------------------------------ run summaries
+
+
+@dataclass
+class RunSummary(Record):
+    """What a run concluded (``runs.summary_json``): one record per run kind (:data:`SUMMARIES`); a run of
+    another kind keeps its summary in ``extra``. Written once the run ends (a fleet run: as hosts report)."""
+
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class SweepSummary(RunSummary):
+    """A sweep's counts and times (``bench.summary.run_summary``), and its re-measurement's verdict."""
+
+    points: int | None = None
+    ok: int | None = None
+    failed: int | None = None
+    failures: dict = field(default_factory=dict)      # failure class → points
+    unstable_points: int | None = None
+    time: dict = field(default_factory=dict)          # wall_s, load_s, warmup_s, measure_s
+    machines: dict | None = None                      # bench.summary.machines_summary (None: stored before)
+    allow_busy: bool | None = None                    # measured with --allow-busy
+    reproduce: dict | None = None                     # this run re-measures another: reproduce.Verdict.to_dict
+
+
+@dataclass
+class CompareSummary(RunSummary):
+    """A compare run's verdicts: one row per point and metric (``compare.comparisons``)."""
+
+    comparisons: list[dict] = field(default_factory=list)
+    min_effect: float | None = None
+    points: int | None = None
+    failed: int | None = None
+    launches: dict | int | None = None     # the policy of --launches auto (a dict), or the fixed starts per side
+    stops: dict | None = None              # point index → why --launches auto stopped adding starts
+    cross_machine: bool | None = None      # compare --base-host/--head-host
+
+
+@dataclass
+class BisectSummary(RunSummary):
+    """A bisection's result (``bisect.session.summary``)."""
+
+    status: str | None = None              # found | undecided | skipped | refused
+    first_bad: str | None = None
+    subject: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    reason: str | None = None
+    builds: int | None = None
+    measured: int | None = None
+    skipped: list[str] = field(default_factory=list)
+    starts: int | None = None
+    endpoints: dict | None = None
+    feasibility: dict | None = None
+    feasibility_line: str | None = None
+    culprit: dict | None = None
+    metric: str | None = None
+    quiet: dict | None = None
+    probes: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class FleetSummary(RunSummary):
+    """A fleet run's state per host (``fleet.run.bench_all``): machine, status, imported run, error and fix."""
+
+    hosts: dict = field(default_factory=dict)
+
+
+#: run kind → its summary record (other kinds: :class:`RunSummary`)
+SUMMARIES: dict[str, type[RunSummary]] = {"sweep": SweepSummary, "compare": CompareSummary,
+                                          "bisect": BisectSummary, "fleet": FleetSummary}
+
+
+def summary_record(kind: str, d: Any) -> RunSummary | None:
+    """A stored summary of a run of ``kind`` as its record (None: the run has none yet)."""
+    if d is None:
+        return None
+    cls = SUMMARIES.get(kind, RunSummary)
+    return d if type(d) is cls else cls.from_json(d.to_json() if isinstance(d, Record) else d)
+
+
 # ------------------------------------------------------------------------------ conversion
 
 
@@ -671,7 +752,8 @@ def stamp(d: dict | None) -> dict:
     return {**(d or {}), VERSION_KEY: RECORD_VERSION}
 
 
-TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord)
+TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord,
+                                       *SUMMARIES.values())
 
 
 def _type_name(tp: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import BenchError
 from .findings.reproduction import MIN_EFFECT, Verdict, sweep_run, verdict_for
+from .records import SweepSummary
 from .store import Run, Store
 
 
@@ -86,5 +87,5 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)
     v = verdict_for(store, parent, child, min_effect)
-    store.set_run_summary(child_id, {**(child.summary or {}), "reproduce": v.to_dict()})
+    store.set_run_summary(child_id, child.summary_as(SweepSummary).replace(reproduce=v.to_dict()))
     return v

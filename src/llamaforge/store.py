@@ -43,10 +43,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import StoreError
-from .records import Environment, RunPlan, to_json
+from .records import Environment, RunPlan, RunSummary, summary_record, to_json
 from .redact import env_secrets, redact_obj, redact_text
 
 _SCHEMA = """
@@ -172,10 +172,14 @@ def _ruj(text: str | None, secrets: tuple[str, ...] | None = None) -> Any:
     return None if text is None else redact_obj(json.loads(text), secrets)
 
 
+S = TypeVar("S", bound=RunSummary)
+
+
 @dataclass
 class Run:
-    """A stored run. ``plan`` and ``env`` are records (:mod:`llamaforge.records`): older shapes migrated,
-    unknown keys kept in their ``extra``; a dict given here is read into its record."""
+    """A stored run. ``plan``, ``env`` and ``summary`` are records (:mod:`llamaforge.records`; the summary's class
+    follows the run's kind, :data:`records.SUMMARIES`): older shapes migrated, unknown keys kept in their
+    ``extra``; a dict given here is read into its record."""
 
     id: str
     kind: str
@@ -186,7 +190,7 @@ class Run:
     command: str | None
     plan: RunPlan
     env: Environment
-    summary: dict | None
+    summary: RunSummary | None
     parent_run: str | None = None     # the run this one reproduces
 
     def __post_init__(self) -> None:
@@ -194,6 +198,15 @@ class Run:
             self.plan = RunPlan.from_json(self.plan or {})
         if not isinstance(self.env, Environment):
             self.env = Environment.from_json(self.env or {})
+        self.summary = summary_record(self.kind, self.summary)
+
+    def summary_as(self, cls: type[S]) -> S:
+        """The summary as the record of this run's kind (an empty one while the run has none)."""
+        return self.summary if isinstance(self.summary, cls) else cls()
+
+
+def _summary_json(summary: RunSummary | None) -> str | None:
+    return None if summary is None else _j(redact_obj(to_json(summary)))
 
 
 @dataclass
@@ -456,7 +469,7 @@ class Store:
                         " command=excluded.command, plan_json=excluded.plan_json, env_json=excluded.env_json,"
                         " summary_json=excluded.summary_json",
                         (run.id, run.kind, run.name, run.status, run.created, run.updated, redact_text(run.command),
-                         _j(redact_obj(to_json(run.plan))), _j(redact_obj(to_json(run.env))), _j(redact_obj(run.summary)),
+                         _j(redact_obj(to_json(run.plan))), _j(redact_obj(to_json(run.env))), _summary_json(run.summary),
                          run.parent_run))
 
     def child_runs(self, run_id: str) -> list[Run]:
@@ -512,8 +525,12 @@ class Store:
     def set_run_status(self, run_id: str, status: str) -> None:
         self.db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
 
-    def set_run_summary(self, run_id: str, summary: dict) -> None:
-        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(redact_obj(summary)), time.time(), run_id))
+    def set_run_summary(self, run_id: str, summary: RunSummary | dict) -> None:
+        """Store a run's summary as the record of its kind (a dict is read into it)."""
+        if not isinstance(summary, RunSummary):
+            row = self.db.execute("SELECT kind FROM runs WHERE id=?", (run_id,)).fetchone()
+            summary = summary_record(row[0] if row else "", summary)
+        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_summary_json(summary), time.time(), run_id))
 
     def update_run_plan(self, run_id: str, plan: dict | RunPlan) -> None:
         """Replace a run's plan (the adaptive sweep records the points it chose as it goes)."""

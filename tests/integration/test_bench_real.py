@@ -104,7 +104,7 @@ def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_mode
     assert by_n[2].status == "failed" and by_n[2].failure_class == "error" and "no-such-flag" in by_n[2].log_tail
     assert by_n[3].status == "failed" and by_n[3].failure_class == "crash"
     assert by_n[3].log_tail and by_n[3].n_ctx  # what was measured before the crash is kept
-    assert store.get_run(run).summary["failed"] == 2
+    assert store.get_run(run).summary.failed == 2
 
 
 def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny_model, tmp_path, lf_paths):
@@ -192,11 +192,11 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
         pts = s.points(run_id)
         assert run.status == "done" and all(p.status == "ok" and len(p.launches) == 2 for p in pts)
         assert [res.machine.id for res in run.env.resumes] == ["vm-two"]
-        counts = {m: v["launches"] for m, v in run.summary["machines"]["launches"].items()}
+        counts = {m: v["launches"] for m, v in run.summary.machines["launches"].items()}
         assert counts == {"vm-one": before, "vm-two": 4 - before}
         # launches 1 of both points come first in the schedule: at least one point has one launch per machine
         mixed = [p.ncmoe for p in pts if {r["machine"]["id"] for r in p.launches} == {"vm-one", "vm-two"}]
-        assert mixed and len(run.summary["machines"]["mixed_points"]) == len(mixed)
+        assert mixed and len(run.summary.machines["mixed_points"]) == len(mixed)
         sections = build_sections(rdata.load(s, run_id), [])
     notes = [n for sec in sections for n in sec.notes]
     assert any("measured on 2 machines (launches per machine: vm-" in n for n in notes)

@@ -397,7 +397,7 @@ def test_run_bisect_stores_starts_probes_the_culprits_change_and_renders(repo, e
         assert res.first_bad == commits[5]
         run = store.get_run(run_id)
         assert run.kind == "bisect" and run.status == "done"
-        s = run.summary
+        s = run.summary.to_json()
         assert s["first_bad"] == commits[5] and s["subject"] == "commit 5 (slow)" and s["status"] == "found"
         assert s["culprit"]["confirmed"] and s["culprit"]["judgement"]["ratio"] < 0.7
         assert s["feasibility"]["feasible"] and s["endpoints"]["verdict"] == "differs"
@@ -430,8 +430,8 @@ def test_run_bisect_stores_a_refusal_and_names_the_run(repo, env, monkeypatch) -
         with pytest.raises(BisectRefused) as e:
             bis.run_bisect(env, store, BisectRequest(good=commits[0], bad=commits[8], source=f"path:{r}"), builder=fb)
         run = store.list_runs("bisect")[-1]
-        assert run.status == "refused" and run.summary["status"] == "refused"
-        assert run.id in (e.value.fix or "") and "same within" in run.summary["reason"]
+        assert run.status == "refused" and run.summary.status == "refused"
+        assert run.id in (e.value.fix or "") and "same within" in run.summary.reason
         assert fb.calls == [commits[0], commits[8]]
         md = bisect_kind.lead(store, store.get_run(run.id))
         assert "refused: " in md

@@ -204,7 +204,7 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
     with Store(paths.store_db) as store:
         fid = fleet_run.bench_all(store, paths, f, f.select(None), options={"model": "synth:tiny"})
         run = store.get_run(fid)
-        hosts = run.summary["hosts"]
+        hosts = run.summary.hosts
         assert run.kind == "fleet" and run.status == "partial"
         assert hosts["a"]["status"] == "ok" and hosts["a"]["run"].endswith(".box-a")
         assert hosts["b"]["status"] == "failed" and "unreachable" in hosts["b"]["error"]
@@ -214,9 +214,9 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
         assert fleet_run.bench_all(store, paths, f, [], resume=fid) == fid
         assert calls == ["b"]                       # a was done: not touched again
         run = store.get_run(fid)
-        assert run.status == "done" and {h["status"] for h in run.summary["hosts"].values()} == {"ok"}
+        assert run.status == "done" and {h["status"] for h in run.summary.hosts.values()} == {"ok"}
         assert fleet_children(store, fid) == [("box-a", hosts["a"]["run"]),
-                                              ("box-b", run.summary["hosts"]["b"]["run"])]
+                                              ("box-b", run.summary.hosts["b"]["run"])]
 
         from llamaforge.report.data import load
 
@@ -342,7 +342,7 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
         fleet = store.get_run(c["fleet_run"])
         assert fleet.plan.bench_args == ["--model=synth:tiny", "--pins=default", "--ncmoe=0", "--repeats=2",
                                             "--launches=4", "--engine=server"]
-        rows = {r["metric"]: r for r in run.summary["comparisons"]}
+        rows = {r["metric"]: r for r in run.summary.comparisons}
         tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
         assert (rows["tg"]["A"]["k"], rows["tg"]["A"]["n_requests"], rows["tg"]["A"]["shape"]) == (4, 8, "4×2")
         assert tg["a"]["k"] == 4 and tg["b"]["k"] == 4        # the judge's replicates: the launches, not the requests

@@ -92,9 +92,9 @@ def test_a_resume_on_another_machine_warns_once_and_is_recorded(store, monkeypat
     assert env.machine_identity.id == "vm-1"
     (res,) = env.resumes
     assert res.machine.id == "vm-2" and res.earlier == {"vm-1": 2} and res.warning == warn[0].split("warning: ", 1)[1]
-    assert r.summary["machines"]["launches"] == {"vm-1": {"host": res.machine.host, "launches": 2},
+    assert r.summary.machines["launches"] == {"vm-1": {"host": res.machine.host, "launches": 2},
                                                  "vm-2": {"host": res.machine.host, "launches": 4}}
-    mixed = r.summary["machines"]["mixed_points"]
+    mixed = r.summary.machines["mixed_points"]
     assert len(mixed) == 2 and all(m["machines"] == {"vm-1": 1, "vm-2": 1} for m in mixed)
     # the report: the summary counts launches per machine, the mixed points say so
     text = _report_text(store, run)

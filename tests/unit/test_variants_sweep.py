@@ -139,5 +139,5 @@ def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
         run = store.get_run(cmp.run_compare(paths, store, req, builds=(off, on), progress=False))
     assert run.plan.compare.a.variant["name"] == "fa-off" and run.plan.compare.b.build == b.key
     assert {lab.split(".")[0]: args[:2] for lab, args in seen} == {"A": ["-fa", "off"], "B": ["-fa", "on"]}
-    tg = {r["metric"]: r for r in run.summary["comparisons"]}["tg"]
+    tg = {r["metric"]: r for r in run.summary.comparisons}["tg"]
     assert tg["comparison"]["verdict"] in ("better", "differs") and tg["comparison"]["ratio"] > 1.25

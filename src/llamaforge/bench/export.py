@@ -56,7 +56,7 @@ def to_json(store: Store, run_id: str) -> str:
     doc = {"run": {"id": run.id, "kind": run.kind, "name": run.name, "status": run.status, "created": run.created,
                    "updated": run.updated, "command": run.command, "plan": records.to_json(run.plan),
                    "env": records.to_json(run.env),
-                   "summary": run.summary},
+                   "summary": records.to_json(run.summary) if run.summary is not None else None},
            "builds": store.builds_for_run(run.id),
            "points": [_point_dict(p) for p in store.points(run.id)]}
     return json.dumps(doc, indent=2, sort_keys=True, default=str)

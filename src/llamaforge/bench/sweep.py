@@ -310,7 +310,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
             store.set_run_status(run_id, status)
             summary = run_summary(store, run_id, time.monotonic() - t0)
             if allow_busy:
-                summary["allow_busy"] = True
+                summary.allow_busy = True
             store.set_run_summary(run_id, summary)
     if progress:
         print_drift(drift_flags(store.points(run_id)))

@@ -26,7 +26,7 @@ from ..files import file_lock
 from ..findings.bisection import result_lines
 from ..judge.sequential import DEFAULT_MIN_STARTS
 from ..llamacpp.options import build_options
-from ..records import build_manifest
+from ..records import BisectSummary, build_manifest
 from ..sources import first_parent_commits, resolve_commit
 from ..sources.mirror import Mirror
 from ..store import Point, Probe, Store
@@ -209,14 +209,14 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
     return run_id, res
 
 
-def summary(res: SearchResult, req: BisectRequest, subjects: dict[str, str], quiet: Quiet | None) -> dict:
-    return {"status": res.status, "first_bad": res.first_bad, "subject": subjects.get(res.first_bad or "", None),
-            "candidates": res.candidates, "reason": res.reason, "builds": res.builds, "measured": res.measured,
-            "skipped": res.skipped, "starts": res.starts, "endpoints": res.endpoints,
-            "feasibility": res.feasibility.to_dict() if res.feasibility else None,
-            "feasibility_line": res.feasibility.line(req.metric) if res.feasibility else None,
-            "culprit": res.culprit, "metric": req.metric, "quiet": quiet.to_dict() if quiet else None,
-            "probes": [p.to_dict() for p in res.probes]}
+def summary(res: SearchResult, req: BisectRequest, subjects: dict[str, str], quiet: Quiet | None) -> BisectSummary:
+    return BisectSummary(status=res.status, first_bad=res.first_bad, subject=subjects.get(res.first_bad or "", None),
+                         candidates=res.candidates, reason=res.reason, builds=res.builds, measured=res.measured,
+                         skipped=res.skipped, starts=res.starts, endpoints=res.endpoints,
+                         feasibility=res.feasibility.to_dict() if res.feasibility else None,
+                         feasibility_line=res.feasibility.line(req.metric) if res.feasibility else None,
+                         culprit=res.culprit, metric=req.metric, quiet=quiet.to_dict() if quiet else None,
+                         probes=[p.to_dict() for p in res.probes])
 
 
 def _color(verdict: str) -> str:
@@ -225,12 +225,12 @@ def _color(verdict: str) -> str:
 
 def print_result(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "bisect")
-    s = run.summary or {}
+    s = run.summary_as(BisectSummary)
     subjects = run.plan.bisect.subjects if run.plan.bisect else {}
     for i, line in enumerate(result_lines(s, subjects)):
-        style = "bold red" if i == 0 and s.get("first_bad") else ("bold yellow" if i == 0 else "")
+        style = "bold red" if i == 0 and s.first_bad else ("bold yellow" if i == 0 else "")
         console.print(f"[{style}]{esc(line)}[/]" if style else esc(line))
-    console.print(esc(f"{s.get('builds')} builds, {s.get('measured')} commits measured, {s.get('starts')} starts"
-                      + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else "")))
+    console.print(esc(f"{s.builds} builds, {s.measured} commits measured, {s.starts} starts"
+                      + (f", skipped (did not build): {', '.join(x[:9] for x in s.skipped)}" if s.skipped else "")))
 
 

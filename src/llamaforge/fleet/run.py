@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
-from ..records import RunPlan
+from ..records import FleetSummary, RunPlan
 from ..store import Store
 from . import BENCH_PASS
 from .config import Fleet, FleetHost
@@ -104,7 +104,7 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
             "bench_args": option_args(options),
             "host_backends": {h.name: host_backends(h, backends) for h in hosts}}
     run_id = store.new_run(FLEET_KIND, plan, command=command, name=name, env={})
-    store.set_run_summary(run_id, {"hosts": {h.name: {"machine": h.machine, "status": "pending"} for h in hosts}})
+    store.set_run_summary(run_id, FleetSummary(hosts={h.name: {"machine": h.machine, "status": "pending"} for h in hosts}))
     return run_id
 
 
@@ -142,7 +142,7 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
             raise FleetError(f"host {h.name} is machine {h.machine!r} in fleet.toml but {was!r} in run {run.id}",
                              "restore its machine = \"...\" in fleet.toml, or start a new fleet run")
     check_stored_bench_args(run.id, run.plan)   # before any host is reached
-    state = (run.summary or {}).get("hosts") or {}
+    state = run.summary_as(FleetSummary).hosts
     return run.id, [h for h in hosts if (state.get(h.name) or {}).get("status") != "ok"]
 
 
@@ -230,8 +230,8 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
         todo = hosts
     run = store.get_run(fleet_run)
     plan = run.plan
-    summary = dict(run.summary or {})
-    state: dict[str, dict] = dict(summary.get("hosts") or {})
+    summary = run.summary_as(FleetSummary)
+    state: dict[str, dict] = dict(summary.hosts)
     store.set_run_status(fleet_run, "running")
     local_dir = under(paths.results / "fleet", fleet_run)
     job = _bench_job(fleet_run, plan, paths.pins_file, local_dir, detach)
@@ -256,7 +256,7 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
         else:
             st.update(status="failed", error=out.error, fix=out.fix, tail=out.tail[-5:])
         state[out.host] = st
-        store.set_run_summary(fleet_run, {**summary, "hosts": state})
+        store.set_run_summary(fleet_run, summary.replace(hosts=state))
     statuses = {s.get("status") for s in state.values()}
     store.set_run_status(fleet_run, "done" if statuses == {"ok"} else
                          "detached" if "detached" in statuses else "partial" if "ok" in statuses else "failed")

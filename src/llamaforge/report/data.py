@@ -23,7 +23,7 @@ from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
-from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
+from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
@@ -366,7 +366,7 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
                 machine_of[p.label] = machine
             points.append(p)
     plan = plan or RunPlan()
-    plan = plan.replace(fleet=run.plan.fleet, extra={**plan.extra, "fleet_hosts": (run.summary or {}).get("hosts")})
+    plan = plan.replace(fleet=run.plan.fleet, extra={**plan.extra, "fleet_hosts": run.summary_as(FleetSummary).hosts})
     return dataclasses.replace(run, plan=plan, env=Environment(extra=env)), builds, points, machine_of
 
 
