@@ -15,14 +15,10 @@ from typing import Any
 
 from ..errors import FleetError
 from ..records import Environment, FleetSection, RunPlan
-from ..store import Point, Run, Sample, Store
+from ..store import POINT_FIELDS, SAMPLE_FIELDS, Point, Run, Sample, Store
 
-_POINT_FIELDS = ("build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "failure_detail",
-                 "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib", "vram_total_mib",
-                 "rss_peak_mib", "mem_breakdown", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
-                 "t_measure_s", "command", "build_info", "extra", "started", "finished")
-_SAMPLE_FIELDS = ("idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms",
-                  "tg_tps", "raw", "launch")
+#: what an imported point keeps of the export (its run is the imported run)
+_POINT_FIELDS = tuple(c for c in POINT_FIELDS if c != "run_id")
 
 
 def imported_id(remote_id: str, machine: str) -> str:
@@ -56,7 +52,7 @@ def _point(run_id: str, d: Any) -> Point:
     for s in d.get("samples") or []:
         if not isinstance(s, dict):
             raise _bad("a sample is not an object")
-        p.samples.append(Sample(**{k: s[k] for k in _SAMPLE_FIELDS if k in s}))
+        p.samples.append(Sample(**{k: s[k] for k in SAMPLE_FIELDS if k in s}))
     return p
 
 
