@@ -97,6 +97,11 @@ class Record:
         out._present = self._present - {k for k, v in changes.items() if v is None}
         return out
 
+    def keep_nulls(self, *names: str) -> Self:
+        """Write these fields even while None (as ``null``), as a writer that always stored the key did."""
+        self._present = self._present | set(names)
+        return self
+
     @property
     def _present(self) -> set[str]:
         return self.__dict__.get("_present_keys", set())
@@ -334,14 +339,24 @@ class ModelSection(Record):
 
 @dataclass
 class FitSection(Record):
-    """``--fitt`` / ``--vram-budget`` as resolved for the run (``bench.plan.FitOptions``)."""
+    """How llama.cpp fits the context (``bench.plan.FitOptions`` is this class): ``fitt_mib`` → ``-fitt`` (margin
+    per device, MiB), or ``vram_budget_gib`` to emulate a smaller card (margin = free − budget + llama.cpp's
+    default 1 GiB, per device, from NVML: ``bench.fit.resolve_fit`` fills ``margins_mib`` when the run starts)."""
 
     fitt_mib: int | None = None
     vram_budget_gib: float | None = None
-    margins_mib: list[int] | None = None
-    fitt_arg: str | None = None
+    margins_mib: list[int] | None = None   # resolved per device margins
+    fitt_arg: str | None = None            # as stored: the ``-fitt`` value of :meth:`target` when the plan was written
     notice: str | None = None
     extra: dict = field(default_factory=dict)
+
+    def target(self) -> str | None:
+        """The ``-fitt`` value: the per-device margins, else ``fitt_mib``, else None."""
+        if self.margins_mib:
+            return ",".join(str(m) for m in self.margins_mib)
+        if self.fitt_mib is not None:
+            return str(self.fitt_mib)
+        return None
 
 
 @dataclass

@@ -248,7 +248,8 @@ def run_auto(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, o
     plan.sentinel_every = 0          # one sentinel per build at the end instead (see the module doc)
     driver = AutoDriver(plan, builds, store, ctx, options, fitmap_run, ax, started=started)
     run_id = run_sweep(plan, builds, store, command=command, name=name, progress=progress,
-                       allow_busy=allow_busy, run_extra={"adaptive": driver.record()}, driver=driver)
+                       allow_busy=allow_busy, run_extra={"adaptive": AdaptiveSection.from_json(driver.record())},
+                       driver=driver)
     return run_id, driver
 
 

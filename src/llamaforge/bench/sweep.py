@@ -216,7 +216,8 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: 
     points are kept on resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
     (:mod:`llamaforge.hostlock`) and checks before each point that no other process computes on
     the GPU; ``allow_busy`` measures anyway and records it (run summary and each point's
-    ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``).
+    ``extra["busy"]``). ``run_extra`` sets fields of the stored plan (:class:`records.RunPlan`: ``reproduces``,
+    ``adaptive``).
 
     ``driver`` (the adaptive sweep, :mod:`llamaforge.bench.autosweep`) replaces "every point of the
     plan": it is called once with a function that measures a list of items (with the plan it is given,
@@ -285,8 +286,8 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
         plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
         for b in builds:
             adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
-        run_id = store.new_run("sweep", {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
-                               name=name, parent_run=(run_extra or {}).get("reproduces"))
+        run_id = store.new_run("sweep", plan.to_record().replace(**(run_extra or {})), command=command,
+                               env=collect_env(), name=name, parent_run=(run_extra or {}).get("reproduces"))
         held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:
         store.add_build(build_manifest(b), run_id)
