@@ -273,7 +273,9 @@ def _facts_v1(d: dict) -> dict:
 @dataclass
 class ModelFactsRecord(Record):
     """A model's facts as stored in a plan (``models.gguf_info.ModelFacts.to_dict``); every field optional
-    because plans of older versions, and hand-made plans, carry a subset."""
+    because plans of older versions, and hand-made plans, carry a subset. ``ModelFacts`` is what a GGUF file
+    says (every value known, computed from its header); this is the stored view of it that the plan
+    (``bench.plan.Plan.model_facts``) and every reader of a stored run use."""
 
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_facts_v1,)
 

@@ -67,7 +67,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
     assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
     for p in pts:
         assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
-        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts["n_ctx_train"]
+        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts.n_ctx_train
         assert p.rss_peak_mib and p.rss_peak_mib > 0
         assert p.mem_breakdown and p.mem_breakdown["host"]["self"] > 0
         if any_build.backend == "cpu":

@@ -96,7 +96,7 @@ class Axis:
 
 def auto_axis(plan: Plan, name: str = "ncmoe", model: str = "the model") -> Axis:
     """The axis of ``--ncmoe auto`` (a MoE model) or ``--ngl auto`` (a dense model)."""
-    n_layers, n_experts = plan.n_layers, plan.model_facts.get("n_experts")
+    n_layers, n_experts = plan.n_layers, plan.model_facts.n_experts
     if name == "ncmoe" and n_experts == 0:
         raise BenchError(f"{model} is not a MoE model, so --ncmoe auto has nothing to offload",
                          "sweep the layers on the GPU instead: --ngl auto")
@@ -113,7 +113,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
                   progress: bool = True) -> tuple[str, dict[str, dict[int, int | None]]]:
     """Every build's native-context threshold by bisection over fits (:mod:`.threshold`), stored as a
     ``fitmap`` run that holds only the points fitted: (its run id, fitted context per build key and x)."""
-    native = plan.model_facts.get("n_ctx_train")
+    native = plan.model_facts.n_ctx_train
     fit_plan = dataclasses.replace(plan, points=[axis.spec(x) for x in axis.domain])
     run_id = open_fitmap(fit_plan, builds, store, command=command)
     log_dir = run_log_dir(store.path, run_id)
@@ -187,8 +187,8 @@ class AutoDriver:
 
         facts = self.plan.model_facts
         self.result = adaptive_sweep(
-            [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.get("n_ctx_train"),
-            boundaries=self.ax.boundaries(facts.get("full_attention_layers") or ()), options=self.options,
+            [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.n_ctx_train,
+            boundaries=self.ax.boundaries(facts.full_attention_layers or ()), options=self.options,
             clock=lambda: self.clock() - self.started, show=self.ax.value)
         refs = [(b, self.ax.spec(x), engines[0]) for b in self.builds
                 for x in [sentinel_x(series_key(b), self.result.measured.get(series_key(b)) or {}, cost)] if x is not None]
