@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
-from ..records import FleetSummary, RunPlan
+from ..records import FleetSection, FleetSummary, RunPlan
 from ..store import Store
 from . import BENCH_PASS
 from .config import Fleet, FleetHost
@@ -99,10 +99,10 @@ def build_all(hosts: list[FleetHost], pins_file: Path, backends: str | None, opt
 # ---- bench ------------------------------------------------------------------------------------
 def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backends: str | None,
                      options: dict[str, Any], command: str | None, name: str | None) -> str:
-    plan = {"fleet": {"file": str(fleet.path) if fleet.path else None,
-                      "hosts": {h.name: {"machine": h.machine, "target": str(h.target)} for h in hosts}},
-            "bench_args": option_args(options),
-            "host_backends": {h.name: host_backends(h, backends) for h in hosts}}
+    plan = RunPlan(fleet=FleetSection(file=str(fleet.path) if fleet.path else None,
+                                      hosts={h.name: {"machine": h.machine, "target": str(h.target)} for h in hosts}
+                                      ).keep_nulls("file"),
+                   bench_args=option_args(options), host_backends={h.name: host_backends(h, backends) for h in hosts})
     run_id = store.new_run(FLEET_KIND, plan, command=command, name=name, env={})
     store.set_run_summary(run_id, FleetSummary(hosts={h.name: {"machine": h.machine, "status": "pending"} for h in hosts}))
     return run_id
