@@ -40,7 +40,7 @@ from .findings.comparison import compare_note, fmt_cmp, fmt_side, verdict_word
 from .judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
 from .judge.sequential import DEFAULT_MAX_STARTS
 from .metrics import FIELDS
-from .records import build_manifest
+from .records import CompareSection, CompareSide, CompareSummary, RunPlan, build_manifest
 from .store import Point, Probe, Run, Store
 
 #: requests per server start (each start also has its discarded warm-up)
@@ -158,20 +158,19 @@ def schedule(n_rounds: int, n_points: int) -> list[tuple[int, int, str]]:
     return [x for r in range(1, n_rounds + 1) for x in round_order(r, range(n_points))]
 
 
-def _compare_plan_json(req: CompareRequest, plan: Any, a: Any, b: Any) -> dict:
-    pj = plan.to_json()
-    pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
-                           "build": a.key, "commit": a.commit},
-                     "B": {"ref": req.head.ref, "backend": req.head.backend, "source": req.head.source,
-                           "build": b.key, "commit": b.commit},
-                     "repeats": req.repeats, "rounds": req.rounds if req.rounds is not None else "auto",
-                     "max_launches": req.policy.max_starts, "per_round": req.per_round,
-                     "min_effect": req.min_effect,
-                     "interleave": "ABBA, one process per side per open point per round"}
-    for side, bb in (("A", a), ("B", b)):
-        if getattr(bb, "variant", None) is not None:     # --base-variant / --head-variant
-            pj["compare"][side]["variant"] = bb.to_record()
-    return pj
+def _side(s: Side, bb: Any) -> CompareSide:
+    variant = bb.to_record() if getattr(bb, "variant", None) is not None else None   # --base-variant / --head-variant
+    return CompareSide(ref=s.ref, backend=s.backend, source=s.source, build=bb.key, commit=bb.commit,
+                       variant=variant).keep_nulls("source")
+
+
+def _compare_plan(req: CompareRequest, plan: Any, a: Any, b: Any) -> RunPlan:
+    """The run's plan: the sweep plan both sides are measured with, and the compare section."""
+    return plan.to_record().replace(compare=CompareSection(
+        a=_side(req.base, a), b=_side(req.head, b), repeats=req.repeats,
+        rounds=req.rounds if req.rounds is not None else "auto", max_launches=req.policy.max_starts,
+        per_round=req.per_round, min_effect=req.min_effect,
+        interleave="ABBA, one process per side per open point per round"))
 
 
 def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[Any, Any] | None = None,
@@ -187,7 +186,7 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     plan = _plan(req, model_path, (a, b))
     for side in (a, b):
         runtime_for(side, plan)      # recorded quirks / lavapipe defaults: announced, kept in the plan
-    run_id = store.new_run("compare", _compare_plan_json(req, plan, a, b), command=command, env=collect_env(),
+    run_id = store.new_run("compare", _compare_plan(req, plan, a, b), command=command, env=collect_env(),
                            name=f"compare {req.base.describe()} vs {req.head.describe()}")
     for bb in (a, b):
         store.add_build(build_manifest(bb), run_id)
@@ -301,15 +300,15 @@ def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: fl
 
 
 def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,
-                  stops: dict[int, dict] | None = None) -> dict:
+                  stops: dict[int, dict] | None = None) -> CompareSummary:
     pts = store.points(run_id)
     alpha = policy.look_alpha if policy is not None else None
-    out = {"comparisons": comparisons(store, run_id, min_effect, alpha=alpha), "min_effect": min_effect,
-           "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+    out = CompareSummary(comparisons=comparisons(store, run_id, min_effect, alpha=alpha), min_effect=min_effect,
+                         points=len(pts), failed=sum(1 for p in pts if p.status != "ok"))
     if policy is not None:
-        out["launches"] = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
+        out.launches = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
     if stops:
-        out["stops"] = {str(i): st for i, st in sorted(stops.items())}
+        out.stops = {str(i): st for i, st in sorted(stops.items())}
     return out
 
 
@@ -317,20 +316,15 @@ _VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "sam
             "inconclusive": "[yellow]inconclusive[/]"}
 
 
-def side_text(d: dict) -> str:
-    """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
-    return f"{d.get('ref')} ({d.get('backend')})" + (f" on {d['machine']}" if d.get("machine") else "")
-
-
 def compare_table(run: Run) -> Table:
     """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
+    c = run.plan.compare or CompareSection()
+    a, b = c.a or CompareSide(), c.b or CompareSide()
+    t = Table(title=esc(f"compare {run.id}: A = {a.text()} vs B = {b.text()}"))
     for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
                 "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         ratio, p, verdict = fmt_cmp(r["comparison"])
         t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), fmt_side(r["A"]),
                   fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
@@ -340,7 +334,7 @@ def compare_table(run: Run) -> Table:
 def worse_rows(run: Run) -> list[str]:
     """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
     out = []
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         c = r.get("comparison") or {}
         if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
@@ -352,7 +346,7 @@ def worse_rows(run: Run) -> list[str]:
 def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))
-    s = run.summary or {}
+    s = run.summary_as(CompareSummary)
     console.print(esc(compare_note(s)))
-    if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")
+    if s.failed:
+        notice(f"{s.failed} of {s.points} measured points failed (see `llamaforge runs {run.id} --failed`)")
