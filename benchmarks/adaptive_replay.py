@@ -156,9 +156,9 @@ def load(store: Store, run_id: str) -> Stored:
     run = store.get_run(run_id)
     builds = store.builds_for_run(run.id)
     backend = {b["key"]: b.get("backend", b["key"]) for b in builds}
-    facts = (run.plan.get("model") or {}).get("facts") or {}
-    st = Stored(run.id, {}, {}, facts.get("n_ctx_train"), [], list(facts.get("full_attention_layers") or []),
-                int(facts.get("n_layers") or 0))
+    facts = run.plan.facts
+    st = Stored(run.id, {}, {}, facts.n_ctx_train, [], list(facts.full_attention_layers or []),
+                int(facts.n_layers or 0))
     points = store.points(run.id)
     name = sweep_axis([p for p in points if not p.label])
     if name == "ngl" and not st.n_layers:
@@ -413,7 +413,7 @@ def exhaustive_runs(store: Store) -> list[str]:
     :data:`MIN_SERIES_POINTS` offload points in each series (demos and spot checks are skipped)."""
     out = []
     for r in store.list_runs("sweep"):
-        if r.plan.get("reproduces") or r.plan.get("adaptive"):
+        if r.plan.reproduces or r.plan.adaptive is not None:
             continue
         per: dict[str, set] = {}
         for pt in store.points(r.id, with_samples=False):

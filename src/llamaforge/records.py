@@ -67,7 +67,10 @@ class Record:
 
     @classmethod
     def from_json(cls, d: Any, version: int | None = None) -> Self:
-        """Read a stored dict of any version (``None``: the dict's own :data:`VERSION_KEY`, else 0)."""
+        """Read a stored dict of any version (``None``: the dict's own :data:`VERSION_KEY`, else 0); a record
+        of this class gives a copy of itself."""
+        if isinstance(d, cls):
+            return cls.from_json(d.to_json(), RECORD_VERSION)
         d = dict(d) if isinstance(d, dict) else {}
         v = version if version is not None else int(d.pop(VERSION_KEY, 0) or 0)
         d.pop(VERSION_KEY, None)
@@ -86,6 +89,18 @@ class Record:
         rec = cls(**kw, extra=d) if "extra" in {f.name for f in _fields(cls)} else cls(**kw)
         rec._present = present
         return rec
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``; optional fields the stored form had (as ``null``) stay in it, those set
+        to None here leave it."""
+        out = dataclasses.replace(self, **changes)
+        out._present = self._present - {k for k, v in changes.items() if v is None}
+        return out
+
+    def keep_nulls(self, *names: str) -> Self:
+        """Write these fields even while None (as ``null``), as a writer that always stored the key did."""
+        self._present = self._present | set(names)
+        return self
 
     @property
     def _present(self) -> set[str]:
@@ -258,7 +273,9 @@ def _facts_v1(d: dict) -> dict:
 @dataclass
 class ModelFactsRecord(Record):
     """A model's facts as stored in a plan (``models.gguf_info.ModelFacts.to_dict``); every field optional
-    because plans of older versions, and hand-made plans, carry a subset."""
+    because plans of older versions, and hand-made plans, carry a subset. ``ModelFacts`` is what a GGUF file
+    says (every value known, computed from its header); this is the stored view of it that the plan
+    (``bench.plan.Plan.model_facts``) and every reader of a stored run use."""
 
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_facts_v1,)
 
@@ -324,24 +341,44 @@ class ModelSection(Record):
 
 @dataclass
 class FitSection(Record):
-    """``--fitt`` / ``--vram-budget`` as resolved for the run (``bench.plan.FitOptions``)."""
+    """How llama.cpp fits the context (``bench.plan.FitOptions`` is this class): ``fitt_mib`` → ``-fitt`` (margin
+    per device, MiB), or ``vram_budget_gib`` to emulate a smaller card (margin = free − budget + llama.cpp's
+    default 1 GiB, per device, from NVML: ``bench.fit.resolve_fit`` fills ``margins_mib`` when the run starts)."""
 
     fitt_mib: int | None = None
     vram_budget_gib: float | None = None
-    margins_mib: list[int] | None = None
-    fitt_arg: str | None = None
+    margins_mib: list[int] | None = None   # resolved per device margins
+    fitt_arg: str | None = None            # as stored: the ``-fitt`` value of :meth:`target` when the plan was written
     notice: str | None = None
     extra: dict = field(default_factory=dict)
+
+    def target(self) -> str | None:
+        """The ``-fitt`` value: the per-device margins, else ``fitt_mib``, else None."""
+        if self.margins_mib:
+            return ",".join(str(m) for m in self.margins_mib)
+        if self.fitt_mib is not None:
+            return str(self.fitt_mib)
+        return None
 
 
 @dataclass
 class CompareSide(Record):
+    """One side (A: base, B: head) of a compare run."""
+
     ref: str | None = None
     backend: str | None = None
     source: str | None = None
     build: str | None = None
     commit: str | None = None
+    variant: dict | None = None           # --base-variant / --head-variant: variants.VariantBuild.to_record
+    host: str | None = None               # a side measured on a fleet host (compare --base-host/--head-host)
+    machine: str | None = None
+    run: str | None = None                # ... the imported run of that host
     extra: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
+        return f"{self.ref} ({self.backend})" + (f" on {self.machine}" if self.machine else "")
 
 
 @dataclass
@@ -358,6 +395,21 @@ class CompareSection(Record):
     per_round: int | None = None          # requests per server start
     min_effect: float | None = None
     interleave: str | None = None
+    fleet_run: str | None = None          # compare --base-host/--head-host: the fleet run that measured both
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class FleetSection(Record):
+    """``plan.fleet``: of a fleet run (``fleet.toml`` and its hosts) or of a run imported from a host
+    (the fleet run, host, machine and the host's own run id)."""
+
+    file: str | None = None
+    hosts: dict | None = None                    # host name → {machine, target} (a fleet run)
+    run: str | None = None                       # the fleet run (an imported run)
+    host: str | None = None
+    machine: str | None = None
+    remote_run: str | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -446,6 +498,9 @@ class RunPlan(Record):
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
     adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
     variants: list[dict] = field(default_factory=list)   # --variant: name, backend, pin, defines, env, args, build
+    fleet: FleetSection | None = None            # run kind "fleet", or a run imported from a fleet host
+    bench_args: list[str] | None = None          # run kind "fleet": the options every host's bench gets
+    host_backends: dict | None = None            # run kind "fleet": host name → backends
     extra: dict = field(default_factory=dict)
 
     @property
@@ -612,6 +667,87 @@ class MemoryBreakdown(Record):
         return None if not shaped else cls.from_json(shaped, RECORD_VERSION)
 
 
+# ------------------------------------------------------------------------------ run summaries
+
+
+@dataclass
+class RunSummary(Record):
+    """What a run concluded (``runs.summary_json``): one record per run kind (:data:`SUMMARIES`); a run of
+    another kind keeps its summary in ``extra``. Written once the run ends (a fleet run: as hosts report)."""
+
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class SweepSummary(RunSummary):
+    """A sweep's counts and times (``bench.summary.run_summary``), and its re-measurement's verdict."""
+
+    points: int | None = None
+    ok: int | None = None
+    failed: int | None = None
+    failures: dict = field(default_factory=dict)      # failure class → points
+    unstable_points: int | None = None
+    time: dict = field(default_factory=dict)          # wall_s, load_s, warmup_s, measure_s
+    machines: dict | None = None                      # bench.summary.machines_summary (None: stored before)
+    allow_busy: bool | None = None                    # measured with --allow-busy
+    reproduce: dict | None = None                     # this run re-measures another: reproduce.Verdict.to_dict
+
+
+@dataclass
+class CompareSummary(RunSummary):
+    """A compare run's verdicts: one row per point and metric (``compare.comparisons``)."""
+
+    comparisons: list[dict] = field(default_factory=list)
+    min_effect: float | None = None
+    points: int | None = None
+    failed: int | None = None
+    launches: dict | int | None = None     # the policy of --launches auto (a dict), or the fixed starts per side
+    stops: dict | None = None              # point index → why --launches auto stopped adding starts
+    cross_machine: bool | None = None      # compare --base-host/--head-host
+
+
+@dataclass
+class BisectSummary(RunSummary):
+    """A bisection's result (``bisect.session.summary``)."""
+
+    status: str | None = None              # found | undecided | skipped | refused
+    first_bad: str | None = None
+    subject: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    reason: str | None = None
+    builds: int | None = None
+    measured: int | None = None
+    skipped: list[str] = field(default_factory=list)
+    starts: int | None = None
+    endpoints: dict | None = None
+    feasibility: dict | None = None
+    feasibility_line: str | None = None
+    culprit: dict | None = None
+    metric: str | None = None
+    quiet: dict | None = None
+    probes: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class FleetSummary(RunSummary):
+    """A fleet run's state per host (``fleet.run.bench_all``): machine, status, imported run, error and fix."""
+
+    hosts: dict = field(default_factory=dict)
+
+
+#: run kind → its summary record (other kinds: :class:`RunSummary`)
+SUMMARIES: dict[str, type[RunSummary]] = {"sweep": SweepSummary, "compare": CompareSummary,
+                                          "bisect": BisectSummary, "fleet": FleetSummary}
+
+
+def summary_record(kind: str, d: Any) -> RunSummary | None:
+    """A stored summary of a run of ``kind`` as its record (None: the run has none yet)."""
+    if d is None:
+        return None
+    cls = SUMMARIES.get(kind, RunSummary)
+    return d if type(d) is cls else cls.from_json(d.to_json() if isinstance(d, Record) else d)
+
+
 # ------------------------------------------------------------------------------ conversion
 
 
@@ -633,7 +769,8 @@ def stamp(d: dict | None) -> dict:
     return {**(d or {}), VERSION_KEY: RECORD_VERSION}
 
 
-TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord)
+TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord,
+                                       *SUMMARIES.values())
 
 
 def _type_name(tp: Any) -> str:

@@ -41,12 +41,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import StoreError
-from .records import Environment, RunPlan, to_json
+from .records import Environment, RunPlan, RunSummary, summary_record, to_json
 from .redact import env_secrets, redact_obj, redact_text
 
 _SCHEMA = """
@@ -172,8 +172,15 @@ def _ruj(text: str | None, secrets: tuple[str, ...] | None = None) -> Any:
     return None if text is None else redact_obj(json.loads(text), secrets)
 
 
+S = TypeVar("S", bound=RunSummary)
+
+
 @dataclass
 class Run:
+    """A stored run. ``plan``, ``env`` and ``summary`` are records (:mod:`llamaforge.records`; the summary's class
+    follows the run's kind, :data:`records.SUMMARIES`): older shapes migrated, unknown keys kept in their
+    ``extra``; a dict given here is read into its record."""
+
     id: str
     kind: str
     name: str | None
@@ -181,19 +188,33 @@ class Run:
     created: float
     updated: float
     command: str | None
-    plan: dict
-    env: dict
-    summary: dict | None
+    plan: RunPlan
+    env: Environment
+    summary: RunSummary | None
     parent_run: str | None = None     # the run this one reproduces
 
-    @property
-    def plan_record(self) -> RunPlan:
-        """The plan as a typed record (older shapes migrated; see :mod:`llamaforge.records`)."""
-        return RunPlan.from_json(self.plan)
+    def __post_init__(self) -> None:
+        if not isinstance(self.plan, RunPlan):
+            self.plan = RunPlan.from_json(self.plan or {})
+        if not isinstance(self.env, Environment):
+            self.env = Environment.from_json(self.env or {})
+        self.summary = summary_record(self.kind, self.summary)
 
-    @property
-    def env_record(self) -> Environment:
-        return Environment.from_json(self.env)
+    def summary_as(self, cls: type[S]) -> S:
+        """The summary as the record of this run's kind (an empty one while the run has none)."""
+        return self.summary if isinstance(self.summary, cls) else cls()
+
+
+def _summary_json(summary: RunSummary | None) -> str | None:
+    return None if summary is None else _j(redact_obj(to_json(summary)))
+
+
+# How a field of Point / Sample is kept (``dataclasses.field`` metadata). Their fields are the one list of a
+# point's and a sample's columns: the store's, the exports' (bench.export) and the fleet import's (fleet.merge).
+_TEXT: dict[str, bool] = {"text": True}                  # free text: redacted on the way in and out
+_LONG: dict[str, bool] = {"text": True, "long": True}    # ... and multi-line: not a CSV column
+_JSON: dict[str, bool] = {"json": True}                  # JSON text in the column ``<name>_json``; not in the CSV
+_ROWS: dict[str, bool] = {"rows": True}                  # not a column of the point: its row id, its sample rows
 
 
 @dataclass
@@ -207,7 +228,7 @@ class Sample:
     predicted_n: int | None = None
     predicted_ms: float | None = None
     tg_tps: float | None = None
-    raw: dict | None = None
+    raw: dict | None = field(default=None, metadata=_JSON)
     launch: int = 1
 
 
@@ -223,27 +244,27 @@ class Point:
     label: str = ""
     status: str = "ok"
     failure_class: str | None = None   # oom | crash | hang | unhealthy | bad-response | fit | error
-    failure_detail: str | None = None
-    log_tail: str | None = None
+    failure_detail: str | None = field(default=None, metadata=_LONG)
+    log_tail: str | None = field(default=None, metadata=_LONG)
     n_ctx: int | None = None
     n_ctx_train: int | None = None
     vram_used_mib: float | None = None
     vram_self_mib: float | None = None
     vram_total_mib: float | None = None
     rss_peak_mib: float | None = None
-    mem_breakdown: dict | None = None
+    mem_breakdown: dict | None = field(default=None, metadata=_JSON)
     prompt_tokens: int | None = None
     n_predict: int | None = None
     t_load_s: float | None = None
     t_warmup_s: float | None = None
     t_measure_s: float | None = None
-    command: list[str] | None = None
-    build_info: str | None = None
-    extra: dict | None = None
+    command: list[str] | None = field(default=None, metadata=_JSON)
+    build_info: str | None = field(default=None, metadata=_TEXT)
+    extra: dict | None = field(default=None, metadata=_JSON)
     started: float | None = None
     finished: float | None = None
-    samples: list[Sample] = field(default_factory=list)
-    id: int | None = None
+    samples: list[Sample] = field(default_factory=list, metadata=_ROWS)
+    id: int | None = field(default=None, metadata=_ROWS)
 
     @property
     def key(self) -> tuple[str, str, int, int, str]:
@@ -301,11 +322,29 @@ class Probe:
     note: str | None = None
 
 
-_POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class",
-               "failure_detail", "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib",
-               "vram_total_mib", "rss_peak_mib", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
-               "t_measure_s", "build_info", "started", "finished"]
-_POINT_TEXT = frozenset({"failure_detail", "log_tail", "build_info"})   # free text: redacted in and out
+def _names(cls: type, *, without: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``cls``'s field names in order, without those whose metadata has any of ``without``."""
+    return tuple(f.name for f in fields(cls) if not any(f.metadata.get(k) for k in without))
+
+
+def _flagged(cls: type, flag: str) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls) if f.metadata.get(flag))
+
+
+#: everything a point carries besides its samples: the JSON export's and the fleet import's keys
+POINT_FIELDS = _names(Point, without=("rows",))
+#: the point fields with a column of their own in ``points`` (the others: ``<name>_json``)
+POINT_COLUMNS = _names(Point, without=("rows", "json"))
+#: the point fields of the CSV export (one line each)
+POINT_CSV = _names(Point, without=("rows", "json", "long"))
+#: everything a sample carries: the JSON export's and the fleet import's keys
+SAMPLE_FIELDS = _names(Sample)
+#: the sample fields of the CSV export
+SAMPLE_CSV = _names(Sample, without=("json",))
+_POINT_JSON = tuple(n for n in POINT_FIELDS if n in _flagged(Point, "json"))
+_POINT_TEXT = _flagged(Point, "text")
+_SAMPLE_JSON = _flagged(Sample, "json")
+_SAMPLE_COLUMNS = tuple(f"{n}_json" if n in _SAMPLE_JSON else n for n in SAMPLE_FIELDS)
 
 
 def check_results_folder(folder: Path, *, create: bool = True) -> None:
@@ -456,7 +495,7 @@ class Store:
                         " command=excluded.command, plan_json=excluded.plan_json, env_json=excluded.env_json,"
                         " summary_json=excluded.summary_json",
                         (run.id, run.kind, run.name, run.status, run.created, run.updated, redact_text(run.command),
-                         _j(redact_obj(run.plan)), _j(redact_obj(run.env or {})), _j(redact_obj(run.summary)),
+                         _j(redact_obj(to_json(run.plan))), _j(redact_obj(to_json(run.env))), _summary_json(run.summary),
                          run.parent_run))
 
     def child_runs(self, run_id: str) -> list[Run]:
@@ -467,7 +506,8 @@ class Store:
     def _run(self, row: sqlite3.Row) -> Run:
         # URLs are redacted on the way in and again on the way out (stores written before that)
         return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
-                   redact_text(row["command"]), redact_obj(_uj(row["plan_json"]) or {}), _ruj(row["env_json"]) or {},
+                   redact_text(row["command"]), RunPlan.from_json(redact_obj(_uj(row["plan_json"]) or {})),
+                   Environment.from_json(_ruj(row["env_json"]) or {}),
                    _ruj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:
@@ -511,8 +551,12 @@ class Store:
     def set_run_status(self, run_id: str, status: str) -> None:
         self.db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
 
-    def set_run_summary(self, run_id: str, summary: dict) -> None:
-        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_j(redact_obj(summary)), time.time(), run_id))
+    def set_run_summary(self, run_id: str, summary: RunSummary | dict) -> None:
+        """Store a run's summary as the record of its kind (a dict is read into it)."""
+        if not isinstance(summary, RunSummary):
+            row = self.db.execute("SELECT kind FROM runs WHERE id=?", (run_id,)).fetchone()
+            summary = summary_record(row[0] if row else "", summary)
+        self.db.execute("UPDATE runs SET summary_json=?, updated=? WHERE id=?", (_summary_json(summary), time.time(), run_id))
 
     def update_run_plan(self, run_id: str, plan: dict | RunPlan) -> None:
         """Replace a run's plan (the adaptive sweep records the points it chose as it goes)."""
@@ -553,16 +597,16 @@ class Store:
             db.execute("DELETE FROM points WHERE run_id=? AND build_key=? AND engine=? AND ncmoe=? AND ngl=? AND label=?",
                        (p.run_id, *p.key))
             sec = env_secrets()
-            vals = [redact_text(v, sec) if c in _POINT_TEXT else v for c, v in ((c, getattr(p, c)) for c in _POINT_COLS)]
-            cols = _POINT_COLS + ["mem_breakdown_json", "command_json", "extra_json"]
-            vals += [_j(redact_obj(p.mem_breakdown, sec)), _j(redact_obj(p.command, sec)), _j(redact_obj(p.extra, sec))]
+            vals = [redact_text(getattr(p, c), sec) if c in _POINT_TEXT else getattr(p, c) for c in POINT_COLUMNS]
+            cols = [*POINT_COLUMNS, *(f"{c}_json" for c in _POINT_JSON)]
+            vals += [_j(redact_obj(getattr(p, c), sec)) for c in _POINT_JSON]
             cur = db.execute(f"INSERT INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals)
             pid = int(cur.lastrowid)
             db.executemany(
-                "INSERT INTO samples (point_id, idx, warmup, test, prompt_n, prompt_ms, pp_tps, predicted_n,"
-                " predicted_ms, tg_tps, raw_json, launch) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(pid, s.idx, int(s.warmup), s.test, s.prompt_n, s.prompt_ms, s.pp_tps, s.predicted_n,
-                  s.predicted_ms, s.tg_tps, _j(redact_obj(s.raw, sec)), s.launch) for s in p.samples])
+                f"INSERT INTO samples (point_id, {', '.join(_SAMPLE_COLUMNS)}) VALUES (?{',?' * len(_SAMPLE_COLUMNS)})",
+                [(pid, *(_j(redact_obj(getattr(s, c), sec)) if c in _SAMPLE_JSON else
+                         int(s.warmup) if c == "warmup" else getattr(s, c) for c in SAMPLE_FIELDS))
+                 for s in p.samples])
             db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), p.run_id))
         p.id = pid
         return pid
@@ -577,11 +621,9 @@ class Store:
         out = []
         sec = env_secrets()
         for r in self.db.execute(q + " ORDER BY build_key, engine, label, ncmoe, ngl", args).fetchall():
-            p = Point(**{c: redact_text(r[c], sec) if c in _POINT_TEXT else r[c] for c in _POINT_COLS})
+            p = Point(**{c: redact_text(r[c], sec) if c in _POINT_TEXT else r[c] for c in POINT_COLUMNS},
+                      **{c: _ruj(r[f"{c}_json"], sec) for c in _POINT_JSON})
             p.id = r["id"]
-            p.mem_breakdown = _ruj(r["mem_breakdown_json"], sec)
-            p.command = _ruj(r["command_json"], sec)
-            p.extra = _ruj(r["extra_json"], sec)
             if with_samples:
                 p.samples = self.samples(p.id)
             out.append(p)
@@ -590,8 +632,8 @@ class Store:
     def samples(self, point_id: int) -> list[Sample]:
         rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY launch, warmup DESC, idx", (point_id,))
         sec = env_secrets()
-        return [Sample(r["idx"], bool(r["warmup"]), r["test"], r["prompt_n"], r["prompt_ms"], r["pp_tps"],
-                       r["predicted_n"], r["predicted_ms"], r["tg_tps"], _ruj(r["raw_json"], sec), r["launch"])
+        return [Sample(**{n: _ruj(r[col], sec) if n in _SAMPLE_JSON else bool(r[col]) if n == "warmup" else r[col]
+                          for n, col in zip(SAMPLE_FIELDS, _SAMPLE_COLUMNS, strict=True)})
                 for r in rows]
 
     def done_keys(self, run_id: str, *, include_failed: bool = True) -> set[tuple[str, str, int, int, str]]:

@@ -33,7 +33,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         run_id, driver = run_auto(plan, [cpu_build], store, lf_paths, options=AdaptiveOptions(max_points=4),
                                   progress=False)
         run = store.get_run(run_id)
-        ad = run.plan["adaptive"]
+        ad = run.plan.adaptive.to_json()
         fit = store.get_run(ad["fitmap_run"])
         fits = store.points(fit.id)      # the threshold's bisection: a few fits, not one per ncmoe
         assert fit.kind == "fitmap" and 1 <= len(fits) <= max_fits(n_layers + 1) < n_layers + 1
@@ -45,7 +45,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         assert measured == chosen and 0 in measured and n_layers in measured
         assert 2 <= len(measured) <= 4 and ad["n_measured"] == len(measured)
         assert all(c["reason"] for c in ad["chosen"])
-        assert sorted(p["ncmoe"] for p in run.plan["points"]) == measured
+        assert sorted(p["ncmoe"] for p in run.plan.points) == measured
         for p in pts:
             assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
             assert len(p.measured("tg_tps")) >= 2 and all(v > 0 for v in p.measured("tg_tps"))
@@ -99,7 +99,7 @@ def test_ncmoe_auto_killed_mid_run_resumes_without_measuring_a_point_twice(cpu_b
     assert r.returncode == 0, r.stderr[-2000:]
     with Store(db) as s:
         pts = s.points(run_id)
-        ad = s.get_run(run_id).plan["adaptive"]
+        ad = s.get_run(run_id).plan.adaptive.to_json()
         assert s.get_run(run_id).status == "done"
     keys = Counter((p.build_key, p.ncmoe, p.engine, p.label) for p in pts)
     assert all(n == 1 for n in keys.values()), keys                 # no point stored twice

@@ -67,7 +67,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
     assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
     for p in pts:
         assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
-        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts["n_ctx_train"]
+        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts.n_ctx_train
         assert p.rss_peak_mib and p.rss_peak_mib > 0
         assert p.mem_breakdown and p.mem_breakdown["host"]["self"] > 0
         if any_build.backend == "cpu":
@@ -82,7 +82,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
         assert "--n-cpu-moe" in p.command or p.ncmoe == 0
     assert store.get_run(run).status == "done"
     assert store.builds_for_run(run)[0]["key"] == any_build.key
-    assert store.get_run(run).env.get("cpu_model")
+    assert store.get_run(run).env.cpu_model
 
 
 def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_model, store, lf_paths, monkeypatch):
@@ -104,7 +104,7 @@ def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_mode
     assert by_n[2].status == "failed" and by_n[2].failure_class == "error" and "no-such-flag" in by_n[2].log_tail
     assert by_n[3].status == "failed" and by_n[3].failure_class == "crash"
     assert by_n[3].log_tail and by_n[3].n_ctx  # what was measured before the crash is kept
-    assert store.get_run(run).summary["failed"] == 2
+    assert store.get_run(run).summary.failed == 2
 
 
 def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny_model, tmp_path, lf_paths):
@@ -153,7 +153,6 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
     """The H200 case of 12-01: a K=2 sweep interrupted on one VM, resumed on another. The second machine is
     played with LLAMAFORGE_MACHINE_ID (the override that exists for this); everything else is real."""
     from llamaforge.machine import OVERRIDE_ENV
-    from llamaforge.records import Environment
     from llamaforge.report import data as rdata
     from llamaforge.report.contents import build_sections
 
@@ -192,12 +191,12 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
         run = s.get_run(run_id)
         pts = s.points(run_id)
         assert run.status == "done" and all(p.status == "ok" and len(p.launches) == 2 for p in pts)
-        assert [res.machine.id for res in Environment.from_json(run.env).resumes] == ["vm-two"]
-        counts = {m: v["launches"] for m, v in run.summary["machines"]["launches"].items()}
+        assert [res.machine.id for res in run.env.resumes] == ["vm-two"]
+        counts = {m: v["launches"] for m, v in run.summary.machines["launches"].items()}
         assert counts == {"vm-one": before, "vm-two": 4 - before}
         # launches 1 of both points come first in the schedule: at least one point has one launch per machine
         mixed = [p.ncmoe for p in pts if {r["machine"]["id"] for r in p.launches} == {"vm-one", "vm-two"}]
-        assert mixed and len(run.summary["machines"]["mixed_points"]) == len(mixed)
+        assert mixed and len(run.summary.machines["mixed_points"]) == len(mixed)
         sections = build_sections(rdata.load(s, run_id), [])
     notes = [n for sec in sections for n in sec.notes]
     assert any("measured on 2 machines (launches per machine: vm-" in n for n in notes)

@@ -39,8 +39,8 @@ def _unpublish(lf_paths, sha: str) -> None:
 
 def _describe(store: Store, run_id: str, t0: float) -> list[str]:
     run = store.get_run(run_id)
-    s = run.summary or {}
-    q = (run.plan.get("bisect") or {}).get("quiet") or {}
+    s = run.summary.to_json() if run.summary else {}
+    q = (run.plan.bisect.quiet if run.plan.bisect else None) or {}
     lines = [f"run {run_id}: {s.get('status')} in {time.monotonic() - t0:.0f} s; quiet: {q.get('text')}"]
     if s.get("feasibility_line"):
         lines.append(f"  endpoints: {s['feasibility_line']}")
@@ -79,25 +79,25 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
         lines = _describe(store, run_id, t0)
 
     assert res.first_bad == fx.slow, f"expected {fx.slow[:9]} ({fx.subjects[SLOW_INDEX]}), got {res.reason}"
-    assert run.summary["subject"] == fx.subjects[SLOW_INDEX]
+    assert run.summary.subject == fx.subjects[SLOW_INDEX]
     assert fx.broken in res.skipped, "the broken commit sits at the first midpoint and must be skipped"
     assert [p.verdict for p in probes if p.commit_sha == fx.broken] == ["skip"]
     assert res.builds <= 7 and res.measured <= 6   # ⌈log2 16⌉ + 2
     assert png.stat().st_size > 0 and fx.slow in md and "95 % CI" in md
     # the slowdown is real and shown against its parent: the endpoints differ a lot, the culprit's CI too
     assert res.endpoints["verdict"] == "differs" and res.endpoints["ratio"] < 0.8
-    c = run.summary["culprit"]
+    c = run.summary.culprit
     assert c["confirmed"] and c["good"] == fx.commits[SLOW_INDEX - 1] and c["judgement"]["high"] < 0.95
     assert all(p.k >= 3 for p in res.probes if p.verdict != "skip")
     # quieter starts recorded: physical cores, and the scheduling options this llama-bench has
-    quiet = run.plan["bisect"]["quiet"]
+    quiet = run.plan.bisect.quiet
     assert quiet["threads"] and quiet["threads_from"] == "physical cores"
     assert "--cpu-strict" in quiet["args"] and "--prio" in quiet["args"]
 
     built = [p for p in probes if p.build_s is not None and p.note != "cached build"]
     rebuilt = [p for p in probes if p.commit_sha == fx.commits[7]]
     assert rebuilt and rebuilt[0].incremental is True, "the unpublished probe is rebuilt incrementally"
-    if run.plan["bisect"].get("cold_start"):
+    if run.plan.bisect.cold_start:
         assert built[0].incremental is False, "the first build of a fresh bisect dir is cold"
     lines += [f"{'incremental' if p.incremental else 'cold' if p.incremental is False else 'cached/skip':<12} "
               f"{p.commit_sha[:9]}: {p.build_s or 0:6.1f} s ({p.verdict})" for p in probes]

@@ -89,7 +89,7 @@ def test_ngl_auto_on_a_dense_model_bisects_few_fits_and_measures_only_chosen_lay
     assert "adaptive sweep over ngl" in r.stdout
     with Store(results / "llamaforge.sqlite") as store:
         run = store.get_run("dense-auto")
-        ad = run.plan["adaptive"]
+        ad = run.plan.adaptive.to_json()
         assert ad["axis"] == "ngl" and ad["n_measured"] <= 3
         fits = store.points(ad["fitmap_run"])
         # the threshold's bisection over ngl n+1 .. 0: a few fits, each with an explicit -ngl

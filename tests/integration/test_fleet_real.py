@@ -127,19 +127,19 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
     assert "Traceback" not in out
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         fleet = store.list_runs(kind="fleet")[-1]
-        hosts = fleet.summary["hosts"]
+        hosts = fleet.summary.hosts
         assert (hosts["alpha"]["status"], hosts["beta"]["status"], hosts["refused"]["status"]) == ("ok", "ok", "failed")
         assert "unreachable" in hosts["refused"]["error"]
         counts = {}
         for name, machine in (("alpha", "alpha"), ("beta", "beta-box")):
             run = store.get_run(hosts[name]["run"])
-            assert run.id.endswith("." + machine) and run.env["machine"] == machine and run.status == "done"
-            assert run.plan["fleet"]["run"] == fleet.id and run.plan["model"]["ref"] == "synth:tiny-qwen35moe"
+            assert run.id.endswith("." + machine) and run.env.machine == machine and run.status == "done"
+            assert run.plan.fleet.run == fleet.id and run.plan.model.ref == "synth:tiny-qwen35moe"
             pts = store.points(run.id)
             assert sorted(p.ncmoe for p in pts) == [0, 8] and all(p.status == "ok" for p in pts), pts
             assert all(len(p.measured("tg_tps")) == 2 and len(p.measured("pp_tps")) == 2 for p in pts)
             export = Path(hosts[name]["export"])
-            assert export.is_file() and json.loads(export.read_text())["run"]["id"] == run.plan["fleet"]["remote_run"]
+            assert export.is_file() and json.loads(export.read_text())["run"]["id"] == run.plan.fleet.remote_run
             counts[name] = len(pts)
         n_samples = store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
 
@@ -172,12 +172,12 @@ def test_compare_one_build_on_two_hosts(fleet_ws):
     assert "not interleaved across machines" in out and "on alpha vs" in out and "on beta-box" in out, out
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         run = store.list_runs(kind="compare")[-1]
-        c = run.plan["compare"]
+        c = run.plan.compare.to_json()
         assert (c["A"]["machine"], c["B"]["machine"]) == ("alpha", "beta-box") and c["A"]["commit"] == c["B"]["commit"]
         for side in ("A", "B"):   # 4 server starts per side on its host: the test's n
             pts = store.points(c[side]["run"])
             assert len(pts) == 1 and len(pts[0].launch_groups("tg_tps")) == 4, pts
-        rows = run.summary["comparisons"]
+        rows = run.summary.comparisons
         assert {r["metric"] for r in rows} >= {"tg", "pp"} and all(r["comparison"] for r in rows if r["metric"] == "tg")
         assert all(r["A"]["shape"].startswith("4") for r in rows if r["A"])
     r = _cli(ws, "report", run.id, timeout=300)
@@ -250,7 +250,7 @@ def test_killing_the_controller_stops_the_remote_sweep_and_resume_completes_it(f
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         run = store.get_run(fid)
         assert run.status == "done"
-        pts = store.points(run.summary["hosts"]["alpha"]["run"])
+        pts = store.points(run.summary.hosts["alpha"]["run"])
         assert sorted(p.ncmoe for p in pts) == [0, 2, 4, 6, 8] and all(p.status == "ok" for p in pts)
         assert all(len(p.measured("tg_tps")) == 2 for p in pts)   # the interrupted point re-measured, none doubled
     assert not _leftovers(remote_ws)
@@ -266,7 +266,7 @@ def test_a_detached_sweep_outlives_the_controller_and_resume_collects_it(fleet_w
     assert r.returncode == 0 and "detached" in r.stdout, r.stdout + r.stderr
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         fid = store.list_runs(kind="fleet")[-1].id
-        assert store.get_run(fid).summary["hosts"]["beta"]["status"] == "detached"
+        assert store.get_run(fid).summary.hosts["beta"]["status"] == "detached"
     deadline = time.monotonic() + 600
     while True:   # the controller is gone between calls; the sweep keeps measuring on the host
         r = _cli(ws, "fleet.bench", "--resume", fid)
@@ -278,6 +278,6 @@ def test_a_detached_sweep_outlives_the_controller_and_resume_collects_it(fleet_w
         assert "still being measured" in r.stdout and time.monotonic() < deadline, r.stdout
         time.sleep(3)
     with Store(ws / "results" / "llamaforge.sqlite") as store:
-        pts = store.points(run.summary["hosts"]["beta"]["run"])
+        pts = store.points(run.summary.hosts["beta"]["run"])
         assert sorted(p.ncmoe for p in pts) == [0, 8] and all(len(p.measured("tg_tps")) == 2 for p in pts)
     assert not _leftovers(tmp / "ws-beta")

@@ -86,7 +86,7 @@ def test_the_workflow_tracks_the_newest_commit_against_the_last_good_one(tmp_pat
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         runs = store.list_runs(kind="compare")
         assert len(runs) == 3 and all(r.status == "done" for r in runs)
-        assert [(r.plan["compare"]["A"]["commit"], r.plan["compare"]["B"]["commit"]) for r in runs] == \
+        assert [(r.plan.compare.a.commit, r.plan.compare.b.commit) for r in runs] == \
             [(fx.commits[0], harmless), (harmless, fx.slow), (harmless, fx.slow)]
         for run in runs:   # the report the upload step takes along
             assert (ws / "results" / "reports" / run.id / "report.md").is_file()

@@ -98,7 +98,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
             if pt.ncmoe == 2:
                 assert "--n-cpu-moe" in pt.command or "--override-tensor" in pt.command
             assert pt.extra["fit_status"] in ("fitted", "unsupported")
-        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
+        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary.comparisons}
         assert set(cmp) == {(n, m) for n in (0, 2) for m in ("pp", "tg")}, run.summary
         for c in cmp.values():
             assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8, c          # every measured request, no warm-up
@@ -126,7 +126,7 @@ def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, l
         pts = store.points(run.id)
         assert {pt.build_key for pt in pts} == keys
         assert all(pt.status == "ok" for pt in pts), [(pt.build_key, pt.status, pt.failure_detail) for pt in pts]
-        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary["comparisons"]}
+        cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary.comparisons}
         assert set(cmp) == {(0, "pp"), (0, "tg")}, run.summary
         for c in cmp.values():
             assert c["A"]["n_requests"] == 8 and c["B"]["n_requests"] == 8 and c["A"]["centre"] > 0 and c["B"]["centre"] > 0, c

@@ -78,9 +78,9 @@ def test_engine_both_then_reproduce_a_subset(cpu_build, tiny_model, tmp_path, lf
 
         v = reproduce(store, lf_paths, run, points="8", progress=False)
         child = store.get_run(v.child)
-        assert child.parent_run == run and child.plan["reproduces"] == run
+        assert child.parent_run == run and child.plan.reproduces == run
         assert sorted((p.engine, p.ncmoe) for p in store.points(child.id)) == [("llama-bench", 8), ("server", 8)]
         assert len(v.points) == 2 and v.line().startswith(f"{v.n_ok}/2 points reproduce")
-        assert child.summary["reproduce"]["line"] == v.line()
+        assert child.summary.reproduce["line"] == v.line()
         parent_secs = {s.id: s for s in build_sections(rdata.load(store, run), [])}
         assert v.line() in parent_secs["reproduction"].notes[0]

@@ -90,7 +90,7 @@ def test_real_report_of_a_hostile_run_name_and_presigned_model_url_stays_inert(r
     with Store(Path(store_path)) as src:
         src.db.execute("VACUUM INTO ?", (str(copy),))
     with Store(copy) as store:
-        plan = store.get_run(run_id).plan
+        plan = store.get_run(run_id).plan.to_json()
         plan["model"]["ref"] = "https://cdn.example/m.gguf?X-Amz-Signature=sig_secret"
         store.db.execute("UPDATE runs SET name=?, plan_json=? WHERE id=?",
                          ("<script>alert(1)</script>", json.dumps(plan), run_id))

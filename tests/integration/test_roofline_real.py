@@ -31,7 +31,7 @@ def test_report_of_a_real_cpu_run_has_a_cpu_roofline(lf_paths, cpu_build, tiny_m
     assert roof.tables, roof.absent
     rows = roof.tables[0].data
     assert rows and all(d["series"] == "CPU" for d in rows)
-    assert env["ram_bandwidth_gbps"] > 0
+    assert env.ram_bandwidth_gbps > 0
     for d in rows:
         assert d["device_gbs"] == env["ram_bandwidth_gbps"]
         assert d["bytes_per_token"] >= facts.bytes_per_token(0) and d["achieved_gbs"] > 0

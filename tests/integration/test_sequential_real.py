@@ -26,7 +26,7 @@ def test_auto_launches_sweep_records_where_each_point_stopped_and_why(cpu_build,
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     with Store(tmp_path / "llamaforge.sqlite") as store:
         run = store.get_run("auto-k")
-        assert run.plan["sequential"]["max_launches"] == 4 and run.plan["launches"] == 3
+        assert run.plan.sequential["max_launches"] == 4 and run.plan.launches == 3
         pts = [p for p in store.points(run.id) if p.label == ""]
         assert len(pts) == 2
         for p in pts:

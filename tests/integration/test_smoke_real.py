@@ -183,4 +183,4 @@ def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_poi
         assert not any("-ub" in p.command for p in vk + cpu)   # a smaller ubatch made lavapipe crash
         assert all(p.prompt_tokens and p.prompt_tokens > 2000 for p in cpu)        # the default, untouched
         assert all(p.prompt_tokens and p.prompt_tokens < 2000 for p in vk)
-        assert run.plan["runtime"][vulkan_build.key]["notes"]
+        assert run.plan.runtime[vulkan_build.key]["notes"]

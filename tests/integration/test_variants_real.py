@@ -49,7 +49,7 @@ def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build
         on, off = pts[("cpu-fa-on", 0)].extra["observed"], pts[("cpu-fa-off", 0)].extra["observed"]
         assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
         assert pts[("cpu-nkvo", 0)].extra["observed"]["kv_buffers"] == ["CPU"]
-        rec = {v["name"]: v for v in run.plan["variants"]}
+        rec = {v["name"]: v for v in run.plan.variants}
         nof16 = rec["vk-nof16"]
         assert nof16["devices"]["vulkan"][0]["fp16"] == 0                     # the device line with the variable
         sec = matrix_section(rdata.load(store, run.id))

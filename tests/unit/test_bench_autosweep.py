@@ -63,8 +63,8 @@ def test_the_driver_measures_chosen_points_confirms_anomalies_and_records_the_pl
     assert fake.calls[-1][2] == _END_ONLY and fake.calls[-1][0] == [("cpu-1", 0, "server")]   # the end sentinel
     rec = store.get_run(run_id).plan
     measured = sorted(res.measured["cpu-1"])
-    assert sorted(p["ncmoe"] for p in rec["points"]) == measured
-    ad = rec["adaptive"]
+    assert sorted(p["ncmoe"] for p in rec.points) == measured
+    ad = rec.adaptive.to_json()
     assert ad["fitmap_run"] == "fit-1" and ad["n_measured"] == len(measured) and ad["stopped"] == "stable"
     assert [c["ncmoe"] for c in ad["chosen"]][:4] == [0, 1, 2, 3] and all(c["reason"] for c in ad["chosen"])
     assert set(map(int, ad["interpolated"]["cpu-1"])) == set(range(9)) - set(measured)
@@ -109,7 +109,7 @@ def test_bad_auto_options_are_one_line_with_the_fix(tmp_path, args, needles):
 def test_the_report_lists_measured_and_interpolated_points_but_no_interpolated_number(tmp_path):
     store, run_id = run_fake.build(tmp_path, backends=("cpu",))
     key = "cpu-0c1e570-abcd"
-    plan = store.get_run(run_id).plan
+    plan = store.get_run(run_id).plan.to_json()
     plan["adaptive"] = {"fitmap_run": "f", "n_measured": 3, "stopped": "stable",
                         "chosen": [{"series": key, "ncmoe": x, "reason": f"why {x}"} for x in (0, 1, 8)],
                         "interpolated": {key: {str(x): 12345.678 + x for x in range(2, 8)}},
@@ -154,11 +154,11 @@ def test_ngl_auto_measures_explicit_ngl_points_and_records_everything_as_ngl(tmp
     fake = FakeLayerMeasure(store, run_id)
     driver(fake, run_id)
     rec = store.get_run(run_id).plan
-    ad = rec["adaptive"]
+    ad = rec.adaptive.to_json()
     measured = sorted(p.ngl for p in store.points(run_id) if not p.label)
     assert ad["axis"] == "ngl" and sorted(c["ngl"] for c in ad["chosen"]) == measured
     assert {9, 0, 6} <= set(measured)                 # the ends (all layers / none) and the threshold
-    assert sorted(p["ngl"] for p in rec["points"]) == measured and {p["ncmoe"] for p in rec["points"]} == {0}
+    assert sorted(p["ngl"] for p in rec.points) == measured and {p["ncmoe"] for p in rec.points} == {0}
     assert ad["conclusions"]["threshold"] == {"cpu-1": 6} and ad["conclusions"]["sweet_spot"] == {"cpu-1": 6}
     assert set(map(int, ad["interpolated"]["cpu-1"])) == set(range(10)) - set(measured)
     assert ad["ctx"]["cpu-1"]["6"] == 4096 and ad["ctx"]["cpu-1"]["9"] == 1024       # by ngl
@@ -191,7 +191,7 @@ def test_the_threshold_search_fits_log2_points_and_stores_them_as_a_fit_map(tmp_
         assert ctx[key] == {x: (4096 if x >= 13 else 2000) for x in xs}
     run = store.get_run(run_id)
     assert run.status == "done" and len(store.points(run_id)) == len(fitted)
-    assert sorted(p["ncmoe"] for p in run.plan["points"]) == sorted({x for _, x in fitted})
+    assert sorted(p["ncmoe"] for p in run.plan.points) == sorted({x for _, x in fitted})
 
 
 def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):

@@ -4,6 +4,7 @@ import pytest
 
 from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, parse_int_list, split_extra
 from llamaforge.errors import BenchError
+from llamaforge.records import FitSection, RunPlan
 
 
 @pytest.mark.parametrize("spec, want", [
@@ -56,6 +57,29 @@ def test_plan_json_has_the_keys_the_report_reads_and_round_trips():
     assert js["points"][0] == {"ncmoe": 0, "ngl": -1}
     back = Plan.from_json(js)
     assert back.to_json() == js
+
+
+def test_the_plan_is_stored_as_its_record_and_a_plan_stored_by_the_old_writer_reads_back():
+    plan = _plan(fit=FitOptions(vram_budget_gib=24.0, margins_mib=[100, 200]), ctx=4096)
+    assert FitOptions is FitSection and plan.fit.target() == "100,200"
+    rec = plan.to_record()
+    assert isinstance(rec, RunPlan) and rec.fit.fitt_arg == "100,200" and rec.prompt_tokens_target == 2500
+    assert rec.facts.n_layers == 8 and rec.ctx == 4096 and rec.timeouts == {"load_s": 600.0, "request_s": 900.0}
+    js = rec.to_json()
+    assert js["threads"] is None and js["seed"] is None and js["fit"]["fitt_mib"] is None   # keys always written
+    assert "compare" not in js and "adaptive" not in js and "sequential" not in js
+    # the hand-written to_json this replaced: nulls, no variants key, no version
+    old = {"model": {"ref": "m.gguf", "path": "/m.gguf", "facts": {"n_layers": 8}}, "builds": ["k"],
+           "backends": ["cpu"], "pins": ["default"], "points": [{"ncmoe": 4, "ngl": -1}], "engine": "server",
+           "repeats": 2, "prompt_tokens_target": 256, "n_predict": 16,
+           "fit": {"fitt_mib": 512, "vram_budget_gib": None, "margins_mib": None, "fitt_arg": "512", "notice": None},
+           "extra_args": [], "threads": None, "timeouts": {"load_s": 60.0, "request_s": 90.0}, "warmup": True,
+           "bench_depths": [], "launches": 2, "seed": 7, "sentinel_every": None, "ctx": None, "quirks": True,
+           "runtime": {}}
+    back = Plan.from_json(old)
+    assert (back.build_keys, back.repeats, back.prompt_tokens, back.fit.target(), back.load_timeout_s, back.seed) == \
+           (["k"], 2, 256, "512", 60.0, 7)
+    assert Plan.from_record(back.to_record()).to_json() == back.to_json()
 
 
 @pytest.mark.parametrize("kw", [dict(engine="nope"), dict(repeats=0), dict(n_predict=0), dict(prompt_tokens=1),

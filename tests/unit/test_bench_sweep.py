@@ -99,7 +99,7 @@ def test_sweep_goes_on_after_a_failing_build_and_resume_measures_only_what_is_mi
     assert len(pts) == 6
     assert {p.status for p in pts if p.build_key == "good"} == {"ok"}
     assert {p.failure_class for p in pts if p.build_key == "bad"} == {"oom"}
-    assert store.get_run(run).status == "done" and store.get_run(run).summary["failed"] == 3
+    assert store.get_run(run).status == "done" and store.get_run(run).summary.failed == 3
     # lose one ok point (as after a kill -9 mid-point), then resume
     store.db.execute("DELETE FROM points WHERE run_id=? AND build_key='good' AND ncmoe=1", (run,))
     before = {p.id for p in store.points(run)}
@@ -119,8 +119,8 @@ def test_vram_budget_is_ignored_with_a_notice_for_cpu_builds(fake_build, store):
 
     plan = _plan("0", repeats=1, fit=FitOptions(vram_budget_gib=24))
     run = run_sweep(plan, [fake_build()], store, progress=False)
-    fit = store.get_run(run).plan["fit"]
-    assert fit["margins_mib"] is None and "ignored" in fit["notice"]
+    fit = store.get_run(run).plan.fit
+    assert fit.margins_mib is None and "ignored" in fit.notice
     assert "--fit-target" not in store.points(run)[0].command
 
 

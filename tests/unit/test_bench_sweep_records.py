@@ -47,7 +47,7 @@ def test_a_held_host_lock_refuses_the_sweep_before_a_run_exists(build, store, tm
 def test_allow_busy_measures_and_records_it(build, store, tmp_path):
     with HostLock("other sweep"):
         run = run_sweep(_plan(tmp_path, "0"), [build], store, progress=False, allow_busy=True)
-    assert store.get_run(run).summary["allow_busy"] is True
+    assert store.get_run(run).summary.allow_busy is True
     (p,) = store.points(run)
     assert f"PID {os.getpid()}" in p.extra["busy"]["host_lock"]   # who held the lock while it measured
 
@@ -59,7 +59,7 @@ def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):
     monkeypatch.setattr(rep, "run_builds", lambda _s, _p, _r, _b=None: [build])
     v = rep.reproduce(store, None, run, points="1", progress=False)
     child = store.get_run(v.child)
-    assert child.parent_run == run and child.plan["reproduces"] == run
+    assert child.parent_run == run and child.plan.reproduces == run
     assert [p.ncmoe for p in store.points(child.id)] == [1]
     assert len(v.points) == 1 and v.line().startswith(f"{v.n_ok}/1 points reproduce")
-    assert child.summary["reproduce"]["line"] == v.line()
+    assert child.summary.reproduce["line"] == v.line()

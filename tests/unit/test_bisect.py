@@ -397,7 +397,7 @@ def test_run_bisect_stores_starts_probes_the_culprits_change_and_renders(repo, e
         assert res.first_bad == commits[5]
         run = store.get_run(run_id)
         assert run.kind == "bisect" and run.status == "done"
-        s = run.summary
+        s = run.summary.to_json()
         assert s["first_bad"] == commits[5] and s["subject"] == "commit 5 (slow)" and s["status"] == "found"
         assert s["culprit"]["confirmed"] and s["culprit"]["judgement"]["ratio"] < 0.7
         assert s["feasibility"]["feasible"] and s["endpoints"]["verdict"] == "differs"
@@ -409,10 +409,10 @@ def test_run_bisect_stores_starts_probes_the_culprits_change_and_renders(repo, e
         assert all(len(p.launch_groups("tg_tps")) >= 3 for p in points.values())   # starts as launches
         assert sum(len(p.launch_groups("tg_tps")) for p in points.values()) == s["starts"]
         # the quieter settings: physical cores and the options this llama-bench lists, in the plan
-        quiet = run.plan_record.bisect.quiet
+        quiet = run.plan.bisect.quiet
         assert quiet["threads"] == 2 and quiet["args"] == ["--cpu-strict", "1", "--prio", "2", "--poll", "50"]
         assert all(x["threads"] == 2 and "--prio" in x["extra_args"] for x in fake.seen)
-        assert run.plan["threads"] == 2
+        assert run.plan.threads == 2
         md = bisect_kind.lead(store, run)
         assert commits[5] in md and "skip" in md and "does not build" in md and "![" in md
         assert f"commit {commits[5][:12]}: tg \u2212" in md and "95 % CI" in md and "spread" in md
@@ -430,8 +430,8 @@ def test_run_bisect_stores_a_refusal_and_names_the_run(repo, env, monkeypatch) -
         with pytest.raises(BisectRefused) as e:
             bis.run_bisect(env, store, BisectRequest(good=commits[0], bad=commits[8], source=f"path:{r}"), builder=fb)
         run = store.list_runs("bisect")[-1]
-        assert run.status == "refused" and run.summary["status"] == "refused"
-        assert run.id in (e.value.fix or "") and "same within" in run.summary["reason"]
+        assert run.status == "refused" and run.summary.status == "refused"
+        assert run.id in (e.value.fix or "") and "same within" in run.summary.reason
         assert fb.calls == [commits[0], commits[8]]
         md = bisect_kind.lead(store, store.get_run(run.id))
         assert "refused: " in md

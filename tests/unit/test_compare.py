@@ -93,10 +93,10 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
         run = store.get_run(run_id)
         assert run.kind == "compare" and run.status == "done"
-        assert run.plan["compare"]["A"]["ref"] == "aaaa" and run.plan["compare"]["B"]["build"] == b.key
+        assert run.plan.compare.a.ref == "aaaa" and run.plan.compare.b.build == b.key
         assert [c[0] for c in calls[:4]] == ["A.1", "B.1", "B.1", "A.1"]
         assert {p.label for p in store.points(run_id)} == {f"{s}.{r}" for s in "AB" for r in range(1, 5)}
-        rows = {(r["ncmoe"], r["metric"]): r for r in run.summary["comparisons"]}
+        rows = {(r["ncmoe"], r["metric"]): r for r in run.summary.comparisons}
         assert set(rows) == {(0, "pp"), (0, "tg"), (2, "pp"), (2, "tg")}
         tg = rows[(0, "tg")]
         assert tg["comparison"]["verdict"] == "differs" and verdict_word(tg["comparison"]) == "worse"
@@ -118,7 +118,7 @@ def test_two_backends_of_one_commit_are_two_sides(paths, monkeypatch) -> None:
     req = CompareRequest(Side("A", "cccc", "cpu"), Side("B", "cccc", "vulkan"), "synth:x", [PointSpec(0)], repeats=6)
     with Store(paths.store_db) as store:
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
-        rows = store.get_run(run_id).summary["comparisons"]
+        rows = store.get_run(run_id).summary.comparisons
     assert {r["metric"]: verdict_word(r["comparison"]) for r in rows} == {"pp": "better", "tg": "better"}
     assert {k for _, k in calls} == {a.key, b.key}
     assert len(calls) == 6      # --launches auto: settled after its first 3 rounds, so no 4th round
@@ -134,7 +134,7 @@ def test_requests_of_one_server_are_not_independent_samples(paths, monkeypatch) 
     req = CompareRequest(Side("A", "aaaa", "cpu"), Side("B", "bbbb", "cpu"), "synth:x", [PointSpec(0)], repeats=6, rounds=3)
     with Store(paths.store_db) as store:
         run_id = cmp.run_compare(paths, store, req, builds=(a, b), progress=False)
-        tg = {r["metric"]: r for r in store.get_run(run_id).summary["comparisons"]}["tg"]
+        tg = {r["metric"]: r for r in store.get_run(run_id).summary.comparisons}["tg"]
         pooled = {s: [v for p in store.points(run_id) if p.label.startswith(s) for v in p.measured("tg_tps")]
                   for s in "AB"}
     assert mannwhitneyu(pooled["A"], pooled["B"]).pvalue < 0.05   # what pooling the 18 requests a side would claim

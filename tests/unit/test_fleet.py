@@ -154,8 +154,8 @@ def test_import_is_machine_tagged_and_deduplicated(tmp_path):
         b = import_run(local, doc, machine="m1", host="h1", fleet_run="F")
         assert a == b == f"{rid}.m1"
         run = local.get_run(a)
-        assert run.env["machine"] == "m1" and run.plan["fleet"] == {"run": "F", "host": "h1", "machine": "m1",
-                                                                     "remote_run": rid}
+        assert run.env.machine == "m1" and run.plan.fleet.to_json() == {"run": "F", "host": "h1", "machine": "m1",
+                                                                         "remote_run": rid}
         pts = local.points(a)
         assert len(pts) == 2 and all(len(p.samples) == 4 for p in pts)
         assert [s.tg_tps for s in pts[0].samples if not s.warmup] == [11.0, 12.0, 13.0]
@@ -204,19 +204,19 @@ def test_fleet_bench_records_failures_and_resume_redoes_only_missing_hosts(tmp_p
     with Store(paths.store_db) as store:
         fid = fleet_run.bench_all(store, paths, f, f.select(None), options={"model": "synth:tiny"})
         run = store.get_run(fid)
-        hosts = run.summary["hosts"]
+        hosts = run.summary.hosts
         assert run.kind == "fleet" and run.status == "partial"
         assert hosts["a"]["status"] == "ok" and hosts["a"]["run"].endswith(".box-a")
         assert hosts["b"]["status"] == "failed" and "unreachable" in hosts["b"]["error"]
-        assert run.plan["bench_args"] == ["--model=synth:tiny"] and run.plan["host_backends"] == {"a": "cpu", "b": "cpu"}
+        assert run.plan.bench_args == ["--model=synth:tiny"] and run.plan.host_backends == {"a": "cpu", "b": "cpu"}
         broken.clear()
         calls.clear()
         assert fleet_run.bench_all(store, paths, f, [], resume=fid) == fid
         assert calls == ["b"]                       # a was done: not touched again
         run = store.get_run(fid)
-        assert run.status == "done" and {h["status"] for h in run.summary["hosts"].values()} == {"ok"}
+        assert run.status == "done" and {h["status"] for h in run.summary.hosts.values()} == {"ok"}
         assert fleet_children(store, fid) == [("box-a", hosts["a"]["run"]),
-                                              ("box-b", run.summary["hosts"]["b"]["run"])]
+                                              ("box-b", run.summary.hosts["b"]["run"])]
 
         from llamaforge.report.data import load
 
@@ -337,13 +337,13 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
     with Store(paths.store_db) as store:
         cid = run_host_compare(store, paths, f, req, "0", base_host="a", head_host="b")
         run = store.get_run(cid)
-        c = run.plan["compare"]
+        c = run.plan.compare.to_json()
         assert run.kind == "compare" and c["interleave"] == CROSS_MACHINE and "not interleaved" in CROSS_MACHINE
         assert (c["A"]["machine"], c["B"]["machine"]) == ("box-a", "box-b") and c["A"]["run"].endswith(".box-a")
         fleet = store.get_run(c["fleet_run"])
-        assert fleet.plan["bench_args"] == ["--model=synth:tiny", "--pins=default", "--ncmoe=0", "--repeats=2",
+        assert fleet.plan.bench_args == ["--model=synth:tiny", "--pins=default", "--ncmoe=0", "--repeats=2",
                                             "--launches=4", "--engine=server"]
-        rows = {r["metric"]: r for r in run.summary["comparisons"]}
+        rows = {r["metric"]: r for r in run.summary.comparisons}
         tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
         assert (rows["tg"]["A"]["k"], rows["tg"]["A"]["n_requests"], rows["tg"]["A"]["shape"]) == (4, 8, "4×2")
         assert tg["a"]["k"] == 4 and tg["b"]["k"] == 4        # the judge's replicates: the launches, not the requests

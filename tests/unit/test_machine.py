@@ -14,7 +14,7 @@ from llamaforge import machine
 from llamaforge.bench import sweep
 from llamaforge.bench.display import print_run
 from llamaforge.bench.plan import Plan
-from llamaforge.records import Environment, LaunchRecord
+from llamaforge.records import LaunchRecord
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.reproduce.verdict import check_points
@@ -89,13 +89,13 @@ def test_a_resume_on_another_machine_warns_once_and_is_recorded(store, monkeypat
     warn = [line for line in err.splitlines() if "warning:" in line]
     assert len(warn) == 1 and "on machine vm-2" in warn[0] and "vm-1" in warn[0] and "2 earlier launches" in warn[0]
     r = store.get_run(run)
-    env = Environment.from_json(r.env)
+    env = r.env
     assert env.machine_identity.id == "vm-1"
     (res,) = env.resumes
     assert res.machine.id == "vm-2" and res.earlier == {"vm-1": 2} and res.warning == warn[0].split("warning: ", 1)[1]
-    assert r.summary["machines"]["launches"] == {"vm-1": {"host": res.machine.host, "launches": 2},
+    assert r.summary.machines["launches"] == {"vm-1": {"host": res.machine.host, "launches": 2},
                                                  "vm-2": {"host": res.machine.host, "launches": 4}}
-    mixed = r.summary["machines"]["mixed_points"]
+    mixed = r.summary.machines["mixed_points"]
     assert len(mixed) == 2 and all(m["machines"] == {"vm-1": 1, "vm-2": 1} for m in mixed)
     # the report: the summary counts launches per machine, the mixed points say so
     text = _report_text(store, run)
@@ -108,7 +108,7 @@ def test_a_resume_on_another_machine_warns_once_and_is_recorded(store, monkeypat
 def test_a_resume_on_the_same_machine_records_it_without_a_warning(store, monkeypatch, capsys):
     run, err = _interrupted_then_resumed(store, monkeypatch, "vm-1", "vm-1", capsys)
     assert "warning:" not in err
-    (res,) = Environment.from_json(store.get_run(run).env).resumes
+    (res,) = store.get_run(run).env.resumes
     assert res.warning is None and res.earlier == {"vm-1": 2}
     assert "launches from 2 machines" not in _report_text(store, run)
 
@@ -132,7 +132,7 @@ def test_an_old_store_without_machines_loads_and_its_launches_are_unknown(tmp_pa
         for r in s.list_runs():
             pts = s.points(r.id)
             assert set(machine.launch_machines(lr for p in pts for lr in p.launches)) <= {"unknown"}
-            assert Environment.from_json(r.env).resumes == []
+            assert r.env.resumes == []
             if r.kind == "sweep":
                 assert "launches from" not in _report_text(s, r.id)
     assert LaunchRecord.from_json({"launch": 2, "seq": 7}).machine_id == "unknown"

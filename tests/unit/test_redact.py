@@ -54,8 +54,8 @@ def test_store_neither_keeps_nor_shows_url_secrets(tmp_path):
                                          "pins": ["git:https://u:tok_secret@h/r.git"]},
                                command=f"llamaforge bench --model {PRESIGNED}#frag_secret")
         run = store.get_run(run_id)
-        assert _clean(json.dumps([run.plan, run.command]))
-        assert run.plan["model"]["ref"] == redact_url(PRESIGNED)
+        assert _clean(json.dumps([run.plan.to_json(), run.command]))
+        assert run.plan.model.ref == redact_url(PRESIGNED)
     raw = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT command, plan_json FROM runs").fetchall()
     assert raw and _clean(json.dumps(raw))
 
@@ -78,7 +78,7 @@ def _report_and_exports(store, run_id: str, out: Path) -> dict[str, str]:
 def old_store_with_secrets(tmp_path):
     """A run written before redaction existed: the secrets sit in the database itself."""
     store, run_id = run_fake.build(tmp_path)
-    plan = store.get_run(run_id).plan
+    plan = store.get_run(run_id).plan.to_json()
     plan["model"]["ref"] = PRESIGNED + "#frag_secret"
     plan["fit"] = {}          # a real plan's shape (the fake's ``True`` is enough for reports, not for jsonl)
     _write_raw(store, "runs", {"plan_json": json.dumps(plan), "command": f"llamaforge bench --model '{PRESIGNED}'"},
@@ -89,7 +89,7 @@ def old_store_with_secrets(tmp_path):
 
 def test_reports_and_exports_of_an_old_store_show_no_url_secret(old_store_with_secrets):
     store, run_id, tmp = old_store_with_secrets
-    assert _clean(json.dumps([(r.plan, r.command) for r in store.list_runs()]))
+    assert _clean(json.dumps([(r.plan.to_json(), r.command) for r in store.list_runs()]))
     texts = _report_and_exports(store, run_id, tmp / "out")
     assert [name for name, text in texts.items() if not _clean(text)] == []
     assert "cdn.example:8443/models/m.gguf" in texts["md"]     # redacted, not dropped
@@ -115,7 +115,7 @@ def test_md_text_and_md_code_keep_html_and_markdown_inert():
 
 def test_report_md_renders_hostile_run_names_model_paths_and_logs_as_text(tmp_path):
     store, run_id = run_fake.build(tmp_path)
-    plan = store.get_run(run_id).plan
+    plan = store.get_run(run_id).plan.to_json()
     plan["model"]["ref"] = "/models/" + HOSTILE + ".gguf"
     store.db.execute("UPDATE runs SET name=?, plan_json=?, command=? WHERE id=?",
                      (HOSTILE, json.dumps(plan), "llamaforge bench --name '" + HOSTILE + "'", run_id))

@@ -150,7 +150,7 @@ def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sa
         assert sorted(r["launch"] for r in p.launches) == [1, 2] and p.t_load_s == 2.0
     seqs = sorted(r["seq"] for p in pts for r in p.launches)
     assert seqs == list(range(1, 13))
-    assert store.get_run(run).plan["launches"] == 2 and store.get_run(run).plan["seed"] == 5
+    assert store.get_run(run).plan.launches == 2 and store.get_run(run).plan.seed == 5
 
 
 def test_resume_measures_only_the_missing_launches(store, monkeypatch):

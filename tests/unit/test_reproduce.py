@@ -202,7 +202,7 @@ def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = 
     """The same sweep in another session: every build rebuilt (new keys), tg scaled by ``tg_factor``."""
     from llamaforge.records import BuildManifest
 
-    second = store.new_run("sweep", {**store.get_run(first_id).plan, "backends": ["cpu", "vulkan"]})
+    second = store.new_run("sweep", store.get_run(first_id).plan.replace(backends=["cpu", "vulkan"]))
     new_key = {}
     for b in store.builds_for_run(first_id):
         new_key[b["key"]] = b["key"] + "-rebuilt"

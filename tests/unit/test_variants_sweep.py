@@ -40,8 +40,8 @@ def test_each_variant_is_its_own_series_with_its_own_env_and_args(tmp_path, stor
     sentinels = {p.label for p in pts if is_sentinel(p.label)}          # one sentinel series per variant
     assert "sentinel@a" in sentinels and sentinels <= {"sentinel@a", "sentinel@oom"}
     plan = store.get_run(run).plan
-    assert plan["builds"] == ["fake-cpu"] and [v["name"] for v in plan["variants"]] == ["a", "oom"]
-    assert plan["variants"][0]["build"] == "fake-cpu" and plan["variants"][1]["env"] == {"FAKE_MODE": "oom"}
+    assert plan.builds == ["fake-cpu"] and [v["name"] for v in plan.variants] == ["a", "oom"]
+    assert plan.variants[0]["build"] == "fake-cpu" and plan.variants[1]["env"] == {"FAKE_MODE": "oom"}
 
 
 def test_launches_auto_extends_and_records_each_variant(tmp_path, store):
@@ -58,10 +58,10 @@ def test_launches_auto_extends_and_records_each_variant(tmp_path, store):
 def test_stored_variants_bind_again_to_the_runs_builds(tmp_path, store):
     b = _build(tmp_path)
     run = run_sweep(_plan("0", repeats=1), [VariantBuild(b, parse_cli("x=cpu:-ub 64"))], store, progress=False)
-    again = from_records(store.get_run(run).plan["variants"], [b])
+    again = from_records(store.get_run(run).plan.variants, [b])
     assert again[0].variant == parse_cli("x=cpu:-ub 64") and again[0].key == "fake-cpu"
     stored = Plan.from_json(store.get_run(run).plan)
-    assert stored.variants == store.get_run(run).plan["variants"]
+    assert stored.variants == store.get_run(run).plan.variants
     resumed = run_sweep(stored, again, store, resume_run=run, progress=False)
     assert resumed == run and [p.label for p in store.points(run)] == ["x"]   # nothing measured twice
 
@@ -98,7 +98,7 @@ def test_the_adaptive_sweep_runs_one_series_per_variant(tmp_path):
     driver(measure, run_id)
     assert driver.result is not None and set(driver.result.measured) == {"cpu-1#a", "cpu-1#b"}
     assert {p.label for p in store.points(run_id)} == {"a", "b"}
-    assert set(store.get_run(run_id).plan["adaptive"]["ctx"]) == {"cpu-1#a", "cpu-1#b"}
+    assert set(store.get_run(run_id).plan.adaptive.ctx) == {"cpu-1#a", "cpu-1#b"}
 
 
 def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
@@ -132,7 +132,7 @@ def test_compare_takes_two_variants_of_one_build(tmp_path, monkeypatch):
     paths = Paths(tmp_path)
     with Store(paths.store_db) as store:
         run = store.get_run(cmp.run_compare(paths, store, req, builds=(off, on), progress=False))
-    assert run.plan["compare"]["A"]["variant"]["name"] == "fa-off" and run.plan["compare"]["B"]["build"] == b.key
+    assert run.plan.compare.a.variant["name"] == "fa-off" and run.plan.compare.b.build == b.key
     assert {lab.split(".")[0]: args[:2] for lab, args in seen} == {"A": ["-fa", "off"], "B": ["-fa", "on"]}
-    tg = {r["metric"]: r for r in run.summary["comparisons"]}["tg"]
+    tg = {r["metric"]: r for r in run.summary.comparisons}["tg"]
     assert tg["comparison"]["verdict"] in ("better", "differs") and tg["comparison"]["ratio"] > 1.25

@@ -34,6 +34,7 @@ from ..errors import BenchError
 from ..findings.labels import anomaly_text, threshold_heading
 from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
+from ..records import AdaptiveSection
 from ..store import Store
 from ..variants.build import series_key, series_label
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
@@ -95,7 +96,7 @@ class Axis:
 
 def auto_axis(plan: Plan, name: str = "ncmoe", model: str = "the model") -> Axis:
     """The axis of ``--ncmoe auto`` (a MoE model) or ``--ngl auto`` (a dense model)."""
-    n_layers, n_experts = plan.n_layers, plan.model_facts.get("n_experts")
+    n_layers, n_experts = plan.n_layers, plan.model_facts.n_experts
     if name == "ncmoe" and n_experts == 0:
         raise BenchError(f"{model} is not a MoE model, so --ncmoe auto has nothing to offload",
                          "sweep the layers on the GPU instead: --ngl auto")
@@ -112,7 +113,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
                   progress: bool = True) -> tuple[str, dict[str, dict[int, int | None]]]:
     """Every build's native-context threshold by bisection over fits (:mod:`.threshold`), stored as a
     ``fitmap`` run that holds only the points fitted: (its run id, fitted context per build key and x)."""
-    native = plan.model_facts.get("n_ctx_train")
+    native = plan.model_facts.n_ctx_train
     fit_plan = dataclasses.replace(plan, points=[axis.spec(x) for x in axis.domain])
     run_id = open_fitmap(fit_plan, builds, store, command=command)
     log_dir = run_log_dir(store.path, run_id)
@@ -127,9 +128,9 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
                 return p.n_ctx if p.status == "ok" else None
 
             ctx[series_key(b)] = bisect_threshold(axis.domain, fit, native).probes
-    js = dict(store.get_run(run_id).plan)
-    js["points"] = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
-    js["extra"] = {**(js.get("extra") or {}), "search": "bisection for the native-context threshold"}
+    js = store.get_run(run_id).plan
+    js.points = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
+    js.extra["extra"] = {**(js.extra.get("extra") or {}), "search": "bisection for the native-context threshold"}
     store.update_run_plan(run_id, js)
     return run_id, ctx
 
@@ -186,8 +187,8 @@ class AutoDriver:
 
         facts = self.plan.model_facts
         self.result = adaptive_sweep(
-            [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.get("n_ctx_train"),
-            boundaries=self.ax.boundaries(facts.get("full_attention_layers") or ()), options=self.options,
+            [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.n_ctx_train,
+            boundaries=self.ax.boundaries(facts.full_attention_layers or ()), options=self.options,
             clock=lambda: self.clock() - self.started, show=self.ax.value)
         refs = [(b, self.ax.spec(x), engines[0]) for b in self.builds
                 for x in [sentinel_x(series_key(b), self.result.measured.get(series_key(b)) or {}, cost)] if x is not None]
@@ -226,13 +227,13 @@ class AutoDriver:
         return out
 
     def _record(self, run_id: str, launches: dict[tuple[str, int], int]) -> None:
-        plan = dict(self.store.get_run(run_id).plan)
-        plan["points"] = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
+        plan = self.store.get_run(run_id).plan
+        plan.points = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
         adaptive = self.record()
         if self.result is None:
             adaptive["chosen_so_far"] = [{"series": s, self.ax.name: self.ax.value(x), "launches": k}
                                          for (s, x), k in launches.items()]
-        plan["adaptive"] = adaptive
+        plan.adaptive = AdaptiveSection.from_json(adaptive)
         self.store.update_run_plan(run_id, plan)
 
 
@@ -247,19 +248,20 @@ def run_auto(plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *, o
     plan.sentinel_every = 0          # one sentinel per build at the end instead (see the module doc)
     driver = AutoDriver(plan, builds, store, ctx, options, fitmap_run, ax, started=started)
     run_id = run_sweep(plan, builds, store, command=command, name=name, progress=progress,
-                       allow_busy=allow_busy, run_extra={"adaptive": driver.record()}, driver=driver)
+                       allow_busy=allow_busy, run_extra={"adaptive": AdaptiveSection.from_json(driver.record())},
+                       driver=driver)
     return run_id, driver
 
 
 def resume_auto(run: Any, plan: Plan, builds: list[BuildLike], store: Store, paths: Any, *,
                 allow_busy: bool = False) -> tuple[str, AutoDriver]:
     """Continue an adaptive run: the loop again, on the recorded context curve; stored launches are kept."""
-    rec = run.plan.get("adaptive") or {}
-    ax = Axis(rec.get("axis") or "ncmoe", int(plan.n_layers or 0))
-    ctx = {k: {ax.value(int(x)): c for x, c in v.items()} for k, v in (rec.get("ctx") or {}).items()}
-    opts = AdaptiveOptions(**{k: v for k, v in (rec.get("options") or {}).items()
+    rec = run.plan.adaptive or AdaptiveSection()
+    ax = Axis(rec.axis or "ncmoe", int(plan.n_layers or 0))
+    ctx = {k: {ax.value(int(x)): c for x, c in v.items()} for k, v in (rec.ctx or {}).items()}
+    opts = AdaptiveOptions(**{k: v for k, v in (rec.options or {}).items()
                               if k in {f.name for f in dataclasses.fields(AdaptiveOptions)}})
-    driver = AutoDriver(plan, builds, store, ctx, opts, rec.get("fitmap_run"), ax)
+    driver = AutoDriver(plan, builds, store, ctx, opts, rec.fitmap_run, ax)
     run_id = run_sweep(plan, builds, store, resume_run=run.id, allow_busy=allow_busy, driver=driver)
     return run_id, driver
 
@@ -286,7 +288,8 @@ def adaptive_table(adaptive: dict, names: dict[str, str] | None = None) -> Table
 
 
 def print_adaptive(store: Store, run_id: str) -> None:
-    adaptive = store.get_run(run_id).plan.get("adaptive") or {}
+    rec = store.get_run(run_id).plan.adaptive
+    adaptive = rec.to_json() if rec is not None else {}
     console.print(adaptive_table(adaptive))
     regions = (adaptive.get("conclusions") or {}).get("regions") or []
     if regions:

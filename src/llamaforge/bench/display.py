@@ -113,21 +113,21 @@ def print_run(store: Store, run_id: str) -> None:
     run = store.get_run(run_id)
     pts = store.points(run_id)
     console.print(points_table(pts, title=esc(f"run {run.id} ({run.kind}, {run.status})")))
-    launches = int(run.plan.get("launches") or 1)
+    launches = int(run.plan.launches or 1)
     if run.kind == "sweep" and launches == 1:
         notice("each point ran in ONE server start (--launches 1): between-process spread was not measured, "
                "so the CIs cover only request-to-request spread (use --launches 2 or more)")
     s = run_summary(store, run_id)
-    if s["unstable_points"]:
-        notice(f"{s['unstable_points']} point(s) have a coefficient of variation above 10 % (⚠): "
+    if s.unstable_points:
+        notice(f"{s.unstable_points} point(s) have a coefficient of variation above 10 % (⚠): "
                "raise --repeats or check for background load")
-    machines = s["machines"]["launches"]
+    machines = (s.machines or {}).get("launches") or {}
     if len(machines) > 1:
         per = ", ".join(f"{m}" + (f" ({v['host']})" if v.get("host") else "") + f": {v['launches']}"
                         for m, v in machines.items())
-        mixed = s["machines"]["mixed_points"]
+        mixed = (s.machines or {}).get("mixed_points") or []
         notice(f"this run's launches come from {len(machines)} machines ({per})"
                + (f"; {len(mixed)} point(s) mix machines (marked in the report)" if mixed else ""))
-    if s["failed"]:
-        notice(f"{s['failed']} point(s) failed: " + ", ".join(f"{k}×{v}" for k, v in s["failures"].items())
+    if s.failed:
+        notice(f"{s.failed} point(s) failed: " + ", ".join(f"{k}×{v}" for k, v in s.failures.items())
                + f" (log tails: `llamaforge runs {shlex.quote(run.id)} --failed`; logs under results/logs/{component(run.id)}/)")

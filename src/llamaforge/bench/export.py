@@ -7,6 +7,10 @@ rows per point (a ``pp`` test with ``n_gen=0`` and a ``tg`` test with ``n_prompt
 llama-server used by default where llama-bench has a setting (``n_batch`` 2048, ``n_ubatch`` 512,
 f16 KV cache, ...). ``compare-llama-bench.py`` requires every key property plus ``build_commit``,
 ``test_time`` and ``avg_ts``; extra keys (``engine``, ``n_ctx``) are ignored by it.
+
+The ``json`` and ``csv`` columns of a point and a sample are the fields of :class:`store.Point` and
+:class:`store.Sample` (:data:`store.POINT_FIELDS`, :data:`store.POINT_CSV`, ...): the list the store's columns
+and the fleet import (:mod:`llamaforge.fleet.merge`) are derived from too.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import statistics
 import time
 from typing import Any
 
+from .. import records
 from ..errors import StoreError
 from ..findings.labels import display_name
 from ..records import BuildManifest, Environment, RunPlan
-from ..store import Point, Store
+from ..store import POINT_CSV, POINT_FIELDS, SAMPLE_CSV, SAMPLE_FIELDS, Point, Store
 from .summary import point_summary
 
 FORMATS = ("json", "csv", "jsonl")
@@ -35,26 +40,19 @@ LLAMA_BENCH_FIELDS = [
     "stddev_ts", "samples_ns", "samples_ts",
 ]
 
-_SAMPLE_COLS = ["idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms", "tg_tps",
-                "launch"]
-_POINT_COLS = ["run_id", "build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "n_ctx",
-               "n_ctx_train", "vram_used_mib", "vram_self_mib", "vram_total_mib", "rss_peak_mib", "prompt_tokens",
-               "n_predict", "t_load_s", "t_warmup_s", "t_measure_s", "build_info"]
-
-
 def _point_dict(p: Point) -> dict:
-    d = {c: getattr(p, c) for c in _POINT_COLS}
-    d.update(failure_detail=p.failure_detail, log_tail=p.log_tail, mem_breakdown=p.mem_breakdown, command=p.command,
-             extra=p.extra, started=p.started, finished=p.finished, summary=point_summary(p) if p.samples else None,
-             samples=[{c: getattr(s, c) for c in _SAMPLE_COLS} | {"raw": s.raw} for s in p.samples])
-    return d
+    """A point in the JSON export: every field of :class:`store.Point` (:data:`store.POINT_FIELDS`), its samples'
+    (:data:`store.SAMPLE_FIELDS`) and the judge's summary."""
+    return {**{c: getattr(p, c) for c in POINT_FIELDS}, "summary": point_summary(p) if p.samples else None,
+            "samples": [{c: getattr(s, c) for c in SAMPLE_FIELDS} for s in p.samples]}
 
 
 def to_json(store: Store, run_id: str) -> str:
     run = store.get_run(run_id)
     doc = {"run": {"id": run.id, "kind": run.kind, "name": run.name, "status": run.status, "created": run.created,
-                   "updated": run.updated, "command": run.command, "plan": run.plan, "env": run.env,
-                   "summary": run.summary},
+                   "updated": run.updated, "command": run.command, "plan": records.to_json(run.plan),
+                   "env": records.to_json(run.env),
+                   "summary": records.to_json(run.summary) if run.summary is not None else None},
            "builds": store.builds_for_run(run.id),
            "points": [_point_dict(p) for p in store.points(run.id)]}
     return json.dumps(doc, indent=2, sort_keys=True, default=str)
@@ -65,13 +63,13 @@ def to_csv(store: Store, run_id: str) -> str:
     run = store.get_run(run_id)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(_POINT_COLS + _SAMPLE_COLS)
+    w.writerow([*POINT_CSV, *SAMPLE_CSV])
     for p in store.points(run.id):
-        base = [getattr(p, c) for c in _POINT_COLS]
+        base = [getattr(p, c) for c in POINT_CSV]
         if not p.samples:
-            w.writerow(base + [""] * len(_SAMPLE_COLS))
+            w.writerow(base + [""] * len(SAMPLE_CSV))
         for s in p.samples:
-            w.writerow(base + [int(getattr(s, c)) if c == "warmup" else getattr(s, c) for c in _SAMPLE_COLS])
+            w.writerow(base + [int(getattr(s, c)) if c == "warmup" else getattr(s, c) for c in SAMPLE_CSV])
     return buf.getvalue()
 
 
@@ -124,7 +122,7 @@ def llama_bench_rows(store: Store, run_id: str) -> list[dict]:
     """llama-bench result objects for every ok point of a run (fields in llama-bench's order)."""
     run = store.get_run(run_id)
     builds = {b["key"]: BuildManifest.from_json(b) for b in store.builds_for_run(run.id)}
-    plan, env = run.plan_record, run.env_record
+    plan, env = run.plan, run.env
     rows: list[dict] = []
     for p in store.points(run.id):
         if p.status != "ok":

@@ -63,5 +63,5 @@ def fitt_for(build: BuildLike, plan: Plan) -> str | None:
     if plan.fit.fitt_mib is not None:
         return str(plan.fit.fitt_mib)
     if plan.fit.margins_mib and build.backend not in NO_GPU_BACKENDS:
-        return plan.fit.fitt_arg()
+        return plan.fit.target()
     return None

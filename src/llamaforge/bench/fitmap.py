@@ -60,9 +60,9 @@ def open_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: s
     plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
     for b in builds:
         runtime_for(b, plan)
-    js = plan.to_json()
-    js["engine"] = "fit"
-    run_id = store.new_run("fitmap", js, command=command, env=collect_env())
+    rec = plan.to_record()
+    rec.engine = "fit"
+    run_id = store.new_run("fitmap", rec, command=command, env=collect_env())
     for b in builds:
         store.add_build(build_manifest(b), run_id)
     return run_id
@@ -95,7 +95,7 @@ def run_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: st
 
 def fitmap_table(store: Store, run_id: str) -> Table:
     run = store.get_run(run_id)
-    native = ((run.plan.get("model") or {}).get("facts") or {}).get("n_ctx_train")
+    native = run.plan.facts.n_ctx_train
     tab = Table(title=esc(f"fit map {run.id}" + (f" (native context {native:,})" if native else "")))
     for col, j in (("build", "left"), ("ncmoe", "right"), ("ngl", "right"), ("context", "right"),
                    ("of native", "right"), ("placement", "left")):

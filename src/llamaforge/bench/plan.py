@@ -1,9 +1,9 @@
 """What a benchmark run measures: the :class:`Plan` (builds × points × engine × repeats × prompt).
 
-A plan is pure data. ``Plan.to_json()`` is what the store keeps in ``runs.plan_json`` and what the
-report code reads (keys: ``model{ref,path,facts,download}``, ``builds``, ``backends``, ``pins``, ``points``,
-``engine``, ``repeats``, ``prompt_tokens_target``, ``n_predict``, ``fit``, ``extra_args``, ...);
-``Plan.from_json`` rebuilds it for ``--resume``.
+A plan is pure data. Its stored form is the record :class:`records.RunPlan` (``runs.plan_json``):
+``Plan.to_record()`` writes it (what the store keeps and the report reads), ``Plan.from_record`` rebuilds
+the plan from it for ``--resume`` and ``reproduce``; there is no other plan shape. Its fit options are the
+record's own :class:`records.FitSection` (``FitOptions``).
 
 Offload points are written like llama-bench ranges, but inclusive and Python-ish:
 ``0:40`` (0..40), ``0:40:2`` (0, 2, ..., 40), ``0,2,5-8`` (0, 2, 5, 6, 7, 8), ``12``. Every value
@@ -29,6 +29,7 @@ from ..errors import BenchError
 from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
+from ..records import RECORD_VERSION, FitSection, ModelFactsRecord, ModelSection, RunPlan
 from ..redact import redact_url
 from .argcheck import check_extra
 
@@ -78,39 +79,15 @@ class PointSpec:
         return cls(int(d["ncmoe"]), int(d.get("ngl", -1)), tuple(d.get("extra_args") or ()))
 
 
-@dataclass
-class FitOptions:
-    """How llama.cpp fits the context: ``fitt_mib`` → ``-fitt`` (margin per device, MiB), or
-    ``vram_budget_gib`` to emulate a smaller card (margin = free − budget + llama.cpp's default 1 GiB, per
-    device, from NVML: see ``bench.fit.budget_margins``)."""
-
-    fitt_mib: int | None = None
-    vram_budget_gib: float | None = None
-    margins_mib: list[int] | None = None   # resolved per device margins (filled by resolve_fit)
-    notice: str | None = None
-
-    def fitt_arg(self) -> str | None:
-        if self.margins_mib:
-            return ",".join(str(m) for m in self.margins_mib)
-        if self.fitt_mib is not None:
-            return str(self.fitt_mib)
-        return None
-
-    def to_dict(self) -> dict:
-        return {"fitt_mib": self.fitt_mib, "vram_budget_gib": self.vram_budget_gib,
-                "margins_mib": self.margins_mib, "fitt_arg": self.fitt_arg(), "notice": self.notice}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> FitOptions:
-        d = d or {}
-        return cls(d.get("fitt_mib"), d.get("vram_budget_gib"), d.get("margins_mib"), d.get("notice"))
+#: how llama.cpp fits the context: the plan's options are their stored record (``target()`` is the ``-fitt`` value)
+FitOptions = FitSection
 
 
 @dataclass
 class Plan:
     model_ref: str
     model_path: Path
-    model_facts: dict
+    model_facts: ModelFactsRecord    # a dict (``ModelFacts.to_dict()``) given here is read into the record
     points: list[PointSpec]
     backends: list[str] = field(default_factory=lambda: ["cpu"])
     pins: list[str] = field(default_factory=lambda: ["default"])
@@ -142,6 +119,8 @@ class Plan:
     variants: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model_facts, ModelFactsRecord):
+            self.model_facts = ModelFactsRecord.from_json(self.model_facts or {}, RECORD_VERSION)
         if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
             self.model_download = download_record(self.model_path)
         if self.launches < 1:
@@ -167,57 +146,58 @@ class Plan:
 
     @property
     def n_layers(self) -> int | None:
-        v = self.model_facts.get("n_layers")
+        v = self.model_facts.n_layers
         return int(v) if v is not None else None
 
+    def to_record(self) -> RunPlan:
+        """The plan as its stored record (``runs.plan_json``): what the store keeps, the report reads and
+        ``--resume`` measures again (:meth:`from_record`)."""
+        fit = self.fit.replace(fitt_arg=self.fit.target())
+        return RunPlan(
+            model=ModelSection(ref=redact_url(self.model_ref), path=str(self.model_path),
+                               facts=ModelFactsRecord.from_json(self.model_facts),
+                               download=self.model_download),
+            builds=list(self.build_keys), backends=list(self.backends), pins=list(self.pins),
+            points=[p.to_dict() for p in self.points], engine=self.engine, repeats=self.repeats,
+            prompt_tokens_target=self.prompt_tokens, n_predict=self.n_predict,
+            fit=fit.keep_nulls("fitt_mib", "vram_budget_gib", "margins_mib", "fitt_arg", "notice"),
+            extra_args=list(self.extra_args), threads=self.threads,
+            timeouts={"load_s": self.load_timeout_s, "request_s": self.request_timeout_s}, warmup=self.warmup,
+            bench_depths=list(self.bench_depths), launches=self.launches,
+            sequential=dict(self.sequential) if self.sequential else None, seed=self.seed,
+            sentinel_every=self.sentinel_every, ctx=self.ctx, quirks=self.quirks, runtime=dict(self.runtime),
+            variants=[dict(v) for v in self.variants],
+        ).keep_nulls("threads", "seed", "sentinel_every", "ctx")
+
     def to_json(self) -> dict:
-        return {
-            "model": {"ref": redact_url(self.model_ref), "path": str(self.model_path), "facts": self.model_facts,
-                      **({"download": self.model_download} if self.model_download is not None else {})},
-            "builds": list(self.build_keys),
-            "backends": list(self.backends),
-            "pins": list(self.pins),
-            "points": [p.to_dict() for p in self.points],
-            "engine": self.engine,
-            "repeats": self.repeats,
-            "prompt_tokens_target": self.prompt_tokens,
-            "n_predict": self.n_predict,
-            "fit": self.fit.to_dict(),
-            "extra_args": list(self.extra_args),
-            "threads": self.threads,
-            "timeouts": {"load_s": self.load_timeout_s, "request_s": self.request_timeout_s},
-            "warmup": self.warmup,
-            "bench_depths": list(self.bench_depths),
-            "launches": self.launches,
-            **({"sequential": dict(self.sequential)} if self.sequential else {}),
-            "seed": self.seed,
-            "sentinel_every": self.sentinel_every,
-            "ctx": self.ctx,
-            "quirks": self.quirks,
-            "runtime": dict(self.runtime),
-            **({"variants": [dict(v) for v in self.variants]} if self.variants else {}),
-        }
+        return self.to_record().to_json()
 
     @classmethod
-    def from_json(cls, d: dict) -> Plan:
-        m = d.get("model") or {}
-        t = d.get("timeouts") or {}
-        return cls(model_ref=m.get("ref", ""), model_path=Path(m.get("path", "")), model_facts=m.get("facts") or {},
-                   points=[PointSpec.from_dict(p) for p in d.get("points", [])],
-                   backends=list(d.get("backends") or ["cpu"]), pins=list(d.get("pins") or ["default"]),
-                   engine=d.get("engine", "server"), repeats=int(d.get("repeats", DEFAULT_REPEATS)),
-                   prompt_tokens=int(d.get("prompt_tokens_target", DEFAULT_PROMPT_TOKENS)),
-                   n_predict=int(d.get("n_predict", DEFAULT_N_PREDICT)), fit=FitOptions.from_dict(d.get("fit")),
-                   extra_args=list(d.get("extra_args") or []), threads=d.get("threads"),
+    def from_record(cls, rec: RunPlan) -> Plan:
+        """The plan a stored record describes (``--resume``, ``reproduce``); defaults where an older plan lacks a value."""
+        m, t = rec.model, rec.timeouts or {}
+
+        def given(v: Any, default: Any) -> Any:
+            return default if v is None else v
+
+        return cls(model_ref=m.ref or "", model_path=Path(m.path or ""), model_facts=ModelFactsRecord.from_json(m.facts),
+                   points=[PointSpec.from_dict(p) for p in rec.points],
+                   backends=list(rec.backends or ["cpu"]), pins=list(rec.pins or ["default"]),
+                   engine=given(rec.engine, "server"), repeats=int(given(rec.repeats, DEFAULT_REPEATS)),
+                   prompt_tokens=int(given(rec.prompt_tokens_target, DEFAULT_PROMPT_TOKENS)),
+                   n_predict=int(given(rec.n_predict, DEFAULT_N_PREDICT)), fit=FitSection.from_json(rec.fit),
+                   extra_args=list(rec.extra_args), threads=rec.threads,
                    load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
-                   warmup=bool(d.get("warmup", True)), bench_depths=list(d.get("bench_depths") or []),
-                   build_keys=list(d.get("builds") or []), launches=int(d.get("launches") or 1),
-                   sequential=dict(d["sequential"]) if isinstance(d.get("sequential"), dict) else None,
-                   seed=d.get("seed"), sentinel_every=d.get("sentinel_every"),
-                   ctx=int(d["ctx"]) if d.get("ctx") else None, model_download=m.get("download"),
-                   quirks=bool(d.get("quirks", True)),
-                   runtime=dict(d.get("runtime") or {}),
-                   variants=[dict(v) for v in d.get("variants") or [] if isinstance(v, dict)])
+                   warmup=bool(given(rec.warmup, True)), bench_depths=list(rec.bench_depths),
+                   build_keys=list(rec.builds), launches=int(rec.launches or 1),
+                   sequential=dict(rec.sequential) if isinstance(rec.sequential, dict) else None,
+                   seed=rec.seed, sentinel_every=rec.sentinel_every, ctx=int(rec.ctx) if rec.ctx else None,
+                   model_download=m.download, quirks=bool(given(rec.quirks, True)), runtime=dict(rec.runtime),
+                   variants=[dict(v) for v in rec.variants if isinstance(v, dict)])
+
+    @classmethod
+    def from_json(cls, d: dict | RunPlan) -> Plan:
+        return cls.from_record(RunPlan.from_json(d))
 
 
 # ------------------------------------------------------------------------------ parsing options

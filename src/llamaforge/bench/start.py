@@ -128,7 +128,7 @@ def _variant_builds(p: Paths, o: BenchOptions, auto: tuple | None) -> list:
 
 def _warn_not_taken(store: Store, run_id: str) -> None:
     """One warning per variant knob that did not take effect (the report flags them too)."""
-    records = store.get_run(run_id).plan.get("variants") or []
+    records = store.get_run(run_id).plan.variants
     if not records:
         return
     for who, s in not_taken(records, store.points(run_id, with_samples=False)):
@@ -144,7 +144,7 @@ def _resume(p: Paths, store: Store, o: BenchOptions) -> str:
     if not plan.model_path.is_file():
         raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file or start a new run")
     builds = _resume_builds(p, plan, o, store=store, run_id=run.id)
-    if run.plan.get("adaptive"):
+    if run.plan.adaptive is not None:
         return resume_auto(run, plan, builds, store, p, allow_busy=o.allow_busy)[0]
     return run_sweep(plan, builds, store, resume_run=run.id, retry_failed=o.retry_failed, allow_busy=o.allow_busy)
 

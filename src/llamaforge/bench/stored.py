@@ -33,7 +33,7 @@ from .plan import Plan
 def stored_plan(run: Run) -> Plan:
     """The plan of ``run`` to measure again, its arguments checked (one line naming any that is refused)."""
     try:
-        plan = Plan.from_json(run.plan)
+        plan = Plan.from_record(run.plan)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise BenchError(f"run {run.id} has a malformed stored plan ({type(e).__name__}: {e})",
                          "measure anew with `llamaforge bench`") from None

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..judge import Estimate, Starts, estimate
 from ..machine import hosts_of, launch_machines
+from ..records import SweepSummary
 from ..store import Point, Store
 
 #: a spread (between starts, or within one) above this is flagged ⚠ (the headline names it)
@@ -74,15 +75,15 @@ def machines_summary(points: list[Point]) -> dict:
             "mixed_points": mixed}
 
 
-def run_summary(store: Store, run_id: str, wall_s: float | None = None) -> dict:
+def run_summary(store: Store, run_id: str, wall_s: float | None = None) -> SweepSummary:
     pts = store.points(run_id)
     ok = [p for p in pts if p.status == "ok"]
     t_load = sum(p.t_load_s or 0 for p in pts)
     t_warm = sum(p.t_warmup_s or 0 for p in pts)
     t_meas = sum(p.t_measure_s or 0 for p in pts)
-    return {"points": len(pts), "ok": len(ok), "failed": len(pts) - len(ok),
-            "failures": {p.failure_class: sum(1 for q in pts if q.failure_class == p.failure_class)
-                         for p in pts if p.status != "ok"},
-            "unstable_points": sum(1 for p in ok if point_summary(p)["unstable"]),
-            "time": {"wall_s": wall_s, "load_s": t_load, "warmup_s": t_warm, "measure_s": t_meas},
-            "machines": machines_summary(pts)}
+    return SweepSummary(points=len(pts), ok=len(ok), failed=len(pts) - len(ok),
+                        failures={p.failure_class: sum(1 for q in pts if q.failure_class == p.failure_class)
+                                  for p in pts if p.status != "ok"},
+                        unstable_points=sum(1 for p in ok if point_summary(p)["unstable"]),
+                        time={"wall_s": wall_s, "load_s": t_load, "warmup_s": t_warm, "measure_s": t_meas},
+                        machines=machines_summary(pts))

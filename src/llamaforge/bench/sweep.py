@@ -216,7 +216,8 @@ def run_sweep(plan: Plan, builds: list[BuildLike], store: Store, *, resume_run: 
     points are kept on resume unless ``retry_failed``. The sweep holds the host-wide measurement lock
     (:mod:`llamaforge.hostlock`) and checks before each point that no other process computes on
     the GPU; ``allow_busy`` measures anyway and records it (run summary and each point's
-    ``extra["busy"]``). ``run_extra`` is merged into the stored plan (e.g. ``reproduces``).
+    ``extra["busy"]``). ``run_extra`` sets fields of the stored plan (:class:`records.RunPlan`: ``reproduces``,
+    ``adaptive``).
 
     ``driver`` (the adaptive sweep, :mod:`llamaforge.bench.autosweep`) replaces "every point of the
     plan": it is called once with a function that measures a list of items (with the plan it is given,
@@ -255,7 +256,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
 
 def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
     """A resume measures the run's own builds only: another --bin-dir (or other builds) would add a series."""
-    keys = list(run.plan.get("builds") or [])
+    keys = list(run.plan.builds)
     other = [b.key for b in builds if b.key not in keys]
     if other:
         raise BenchError(f"run {run.id} ({run.status}) was measured with {', '.join(keys) or 'no builds'}; "
@@ -285,8 +286,8 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
         plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
         for b in builds:
             adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
-        run_id = store.new_run("sweep", {**plan.to_json(), **(run_extra or {})}, command=command, env=collect_env(),
-                               name=name, parent_run=(run_extra or {}).get("reproduces"))
+        run_id = store.new_run("sweep", plan.to_record().replace(**(run_extra or {})), command=command,
+                               env=collect_env(), name=name, parent_run=(run_extra or {}).get("reproduces"))
         held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:
         store.add_build(build_manifest(b), run_id)
@@ -310,7 +311,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
             store.set_run_status(run_id, status)
             summary = run_summary(store, run_id, time.monotonic() - t0)
             if allow_busy:
-                summary["allow_busy"] = True
+                summary.allow_busy = True
             store.set_run_summary(run_id, summary)
     if progress:
         print_drift(drift_flags(store.points(run_id)))
@@ -332,7 +333,7 @@ def note_resume(store: Store, run: Any) -> ResumeRecord:
                 "measured on both will mix machines (the report marks them; `llamaforge reproduce` re-measures on one)")
         warning(text)
     rec = ResumeRecord(at=time.time(), machine=me, earlier=dict(earlier), warning=text)
-    env = run.env_record
+    env = run.env
     env.resumes.append(rec)
     store.update_run_env(run.id, env)
     return rec

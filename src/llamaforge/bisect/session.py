@@ -26,7 +26,7 @@ from ..files import file_lock
 from ..findings.bisection import result_lines
 from ..judge.sequential import DEFAULT_MIN_STARTS
 from ..llamacpp.options import build_options
-from ..records import build_manifest
+from ..records import BisectSection, BisectSummary, RunPlan, build_manifest
 from ..sources import first_parent_commits, resolve_commit
 from ..sources.mirror import Mirror
 from ..store import Point, Probe, Store
@@ -97,10 +97,10 @@ def bisect_plan(req: BisectRequest, model_path: Path, quiet: Quiet | None = None
 class _Measurer:
     """Builds and single starts of a bisect run, stored as they happen (see the module doc)."""
 
-    def __init__(self, store: Store, run_id: str, req: BisectRequest, model_path: Path, plan_json: dict,
+    def __init__(self, store: Store, run_id: str, req: BisectRequest, model_path: Path, plan: RunPlan,
                  builder: Callable[[str], Any]) -> None:
         self.store, self.run_id, self.req, self.model_path = store, run_id, req, model_path
-        self.plan_json, self.builder = plan_json, builder
+        self.plan, self.builder = plan, builder
         self.field = check_metric(req.metric)
         self.quiet: Quiet | None = None
         self.plans: dict[str, Plan] = {}          # build key → its plan (its own quiet options)
@@ -117,9 +117,9 @@ class _Measurer:
         q = settings(self.req.quiet_request(), opts)
         if self.quiet is None:                    # the good endpoint's settings are the run's
             self.quiet = q
-            self.plan_json = {**self.plan_json, **bisect_plan(self.req, self.model_path, q).to_json(),
-                              "bisect": {**self.plan_json["bisect"], "quiet": q.to_dict()}}
-            self.store.update_run_plan(self.run_id, self.plan_json)
+            bisect = (self.plan.bisect or BisectSection()).replace(quiet=q.to_dict())
+            self.plan = bisect_plan(self.req, self.model_path, q).to_record().replace(bisect=bisect)
+            self.store.update_run_plan(self.run_id, self.plan)
             console.print(esc(f"  quieter starts: {q.describe()}"))
         elif q.args != self.quiet.args:
             self.notes[sha] = f"measured with {' '.join(q.args) or 'no scheduling options'} ({q.describe()})"
@@ -157,16 +157,16 @@ class _Measurer:
                             f" measure {p.measure_s or 0:5.1f} s  {subjects.get(p.sha, '')[:50]}{where}"))
 
 
-def _plan_json(req: BisectRequest, model_path: Path, commits: list[str], subjects: dict, good: str, bad: str,
-               builder: Any) -> dict:
+def _run_plan(req: BisectRequest, model_path: Path, commits: list[str], subjects: dict, good: str, bad: str,
+              builder: Any) -> RunPlan:
     pol = req.policy
-    return {**bisect_plan(req, model_path).to_json(), "bisect": {
-        "good": req.good, "bad": req.bad, "good_sha": good, "bad_sha": bad, "metric": req.metric,
-        "backend": req.backend, "threshold": req.threshold, "repeats": req.repeats, "source": req.source,
-        "commits": commits, "subjects": subjects, "max_measured": max_measured(len(commits) - 1),
-        "min_starts": pol.min_starts, "max_launches": pol.max_starts,
-        "unit": "one llama-bench process per start; --repeats requests inside it",
-        "build_dir": str(getattr(builder, "build_dir", "")), "cold_start": getattr(builder, "cold_at_start", None)}}
+    return bisect_plan(req, model_path).to_record().replace(bisect=BisectSection(
+        good=req.good, bad=req.bad, good_sha=good, bad_sha=bad, metric=req.metric, backend=req.backend,
+        threshold=req.threshold, repeats=req.repeats, source=req.source, commits=commits, subjects=subjects,
+        max_measured=max_measured(len(commits) - 1), min_starts=pol.min_starts, max_launches=pol.max_starts,
+        unit="one llama-bench process per start; --repeats requests inside it",
+        build_dir=str(getattr(builder, "build_dir", "")), cold_start=getattr(builder, "cold_at_start", None),
+    ).keep_nulls("source", "cold_start"))
 
 
 def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callable[[str], Any] | None = None,
@@ -183,15 +183,15 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
     mirror = Mirror(paths.mirror)
     subjects = {sha: mirror.subject(sha) for sha in commits}
     builder = builder or IncrementalBuilder(paths, req.backend)
-    plan_json = _plan_json(req, model_path, commits, subjects, good, bad, builder)
-    run_id = store.new_run("bisect", plan_json, command=command, env=collect_env(),
+    run_plan = _run_plan(req, model_path, commits, subjects, good, bad, builder)
+    run_id = store.new_run("bisect", run_plan, command=command, env=collect_env(),
                            name=f"bisect {req.metric} {good[:9]}..{bad[:9]} ({req.backend})")
     pol = req.policy
     console.print("[bold]bisect[/] " + esc(
         f"{req.metric} on {req.backend}: {len(commits) - 1} commits after {good[:9]} (at most "
         f"{max_measured(len(commits) - 1)} measured for a clean step), {pol.min_starts}–{pol.max_starts} starts per "
         f"commit, {req.repeats} requests each — run {run_id}"))
-    m = _Measurer(store, run_id, req, model_path, plan_json, builder)
+    m = _Measurer(store, run_id, req, model_path, run_plan, builder)
     status, res = "failed", None
     try:
         with _session_lock(Path(paths.builds) / f"bisect-{req.backend}.session.lock"):
@@ -209,14 +209,14 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
     return run_id, res
 
 
-def summary(res: SearchResult, req: BisectRequest, subjects: dict[str, str], quiet: Quiet | None) -> dict:
-    return {"status": res.status, "first_bad": res.first_bad, "subject": subjects.get(res.first_bad or "", None),
-            "candidates": res.candidates, "reason": res.reason, "builds": res.builds, "measured": res.measured,
-            "skipped": res.skipped, "starts": res.starts, "endpoints": res.endpoints,
-            "feasibility": res.feasibility.to_dict() if res.feasibility else None,
-            "feasibility_line": res.feasibility.line(req.metric) if res.feasibility else None,
-            "culprit": res.culprit, "metric": req.metric, "quiet": quiet.to_dict() if quiet else None,
-            "probes": [p.to_dict() for p in res.probes]}
+def summary(res: SearchResult, req: BisectRequest, subjects: dict[str, str], quiet: Quiet | None) -> BisectSummary:
+    return BisectSummary(status=res.status, first_bad=res.first_bad, subject=subjects.get(res.first_bad or "", None),
+                         candidates=res.candidates, reason=res.reason, builds=res.builds, measured=res.measured,
+                         skipped=res.skipped, starts=res.starts, endpoints=res.endpoints,
+                         feasibility=res.feasibility.to_dict() if res.feasibility else None,
+                         feasibility_line=res.feasibility.line(req.metric) if res.feasibility else None,
+                         culprit=res.culprit, metric=req.metric, quiet=quiet.to_dict() if quiet else None,
+                         probes=[p.to_dict() for p in res.probes])
 
 
 def _color(verdict: str) -> str:
@@ -225,12 +225,12 @@ def _color(verdict: str) -> str:
 
 def print_result(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "bisect")
-    s = run.summary or {}
-    subjects = run.plan.get("bisect", {}).get("subjects", {})
+    s = run.summary_as(BisectSummary)
+    subjects = run.plan.bisect.subjects if run.plan.bisect else {}
     for i, line in enumerate(result_lines(s, subjects)):
-        style = "bold red" if i == 0 and s.get("first_bad") else ("bold yellow" if i == 0 else "")
+        style = "bold red" if i == 0 and s.first_bad else ("bold yellow" if i == 0 else "")
         console.print(f"[{style}]{esc(line)}[/]" if style else esc(line))
-    console.print(esc(f"{s.get('builds')} builds, {s.get('measured')} commits measured, {s.get('starts')} starts"
-                      + (f", skipped (did not build): {', '.join(x[:9] for x in s['skipped'])}" if s.get("skipped") else "")))
+    console.print(esc(f"{s.builds} builds, {s.measured} commits measured, {s.starts} starts"
+                      + (f", skipped (did not build): {', '.join(x[:9] for x in s.skipped)}" if s.skipped else "")))
 
 

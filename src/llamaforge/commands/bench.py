@@ -59,9 +59,9 @@ def _show_run(store: Store, run_id: str) -> None:
 
     print_run(store, run_id)
     plan = store.get_run(run_id).plan
-    if plan.get("engine") == "both":
+    if plan.engine == "both":
         print_gap(store, run_id)
-    if plan.get("adaptive"):
+    if plan.adaptive is not None:
         print_adaptive(store, run_id)
     info(f"run id: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`, export: `llamaforge export {run_id}`)"))
 
@@ -121,9 +121,9 @@ def runs(c, run=None, kind=None, failed=False):
         for r in all_runs:
             pts = store.points(r.id, with_samples=False)
             ok = sum(1 for pt in pts if pt.status == "ok")
-            model = Path(str((r.plan.get("model") or {}).get("path", ""))).name
+            model = Path(str(r.plan.model.path or "")).name
             t.add_row(*(esc(v) for v in (r.id, r.kind, r.status, r.name or "", model,
-                                         ", ".join(map(str, r.plan.get("backends") or [])))),
+                                         ", ".join(map(str, r.plan.backends)))),
                       str(len(pts)), str(ok), str(len(pts) - ok))
         console.print(t)
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..bench.cli_options import HOST_OPTIONS, convert, help_for, task_values
 from ..console import console, esc, info
 from ..errors import FleetError
+from ..records import FleetSummary
 from ._common import as_int, csv_list, lf_task, paths
 
 _COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
@@ -161,7 +162,7 @@ def bench(c, model=None, backends=None, pins=None, ncmoe=None, ngl=None, repeats
         run = store.get_run(run_id)
     _print_fleet_run(run)
     info(f"fleet run: [bold]{esc(run_id)}[/]  " + esc(f"(report: `llamaforge report {run_id}`)"))
-    states = ((run.summary or {}).get("hosts") or {}).items()
+    states = run.summary_as(FleetSummary).hosts.items()
     if any(s.get("status") == "detached" for _, s in states):
         info(esc(f"detached sweeps keep measuring on their hosts; collect them with `inv fleet.bench --resume {run_id}`"))
     bad = {h: s for h, s in states if s.get("status") == "failed"}
@@ -175,7 +176,7 @@ def _print_fleet_run(run) -> None:  # noqa: ANN001
     t = Table(title=esc(f"fleet run {run.id} ({run.status})"))
     for col in ("host", "machine", "status", "imported run", "error"):
         t.add_column(col, overflow="fold")
-    for h, s in ((run.summary or {}).get("hosts") or {}).items():
+    for h, s in run.summary_as(FleetSummary).hosts.items():
         color = {"ok": "green", "failed": "red"}.get(str(s.get("status")), "yellow")
         t.add_row(esc(h), esc(s.get("machine")), f"[{color}]{esc(s.get('status'))}[/]", esc(s.get("run") or "-"),
                   esc(s.get("error") or ""))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ..findings.comparison import verdict_word
 from ..judge import Policy, Starts, control, estimate, judge
 from ..metrics import FIELDS
+from ..records import CompareSummary
 from ..store import Point, Run, Store
 
 
@@ -59,22 +60,22 @@ def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: fl
 
 
 def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,
-                  stops: dict[int, dict] | None = None) -> dict:
+                  stops: dict[int, dict] | None = None) -> CompareSummary:
     pts = store.points(run_id)
     alpha = policy.look_alpha if policy is not None else None
-    out = {"comparisons": comparisons(store, run_id, min_effect, alpha=alpha), "min_effect": min_effect,
-           "points": len(pts), "failed": sum(1 for p in pts if p.status != "ok")}
+    out = CompareSummary(comparisons=comparisons(store, run_id, min_effect, alpha=alpha), min_effect=min_effect,
+                         points=len(pts), failed=sum(1 for p in pts if p.status != "ok"))
     if policy is not None:
-        out["launches"] = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
+        out.launches = policy.to_dict() if policy.max_starts > policy.min_starts else policy.max_starts
     if stops:
-        out["stops"] = {str(i): st for i, st in sorted(stops.items())}
+        out.stops = {str(i): st for i, st in sorted(stops.items())}
     return out
 
 
 def worse_rows(run: Run) -> list[str]:
     """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
     out = []
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         c = r.get("comparison") or {}
         if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")

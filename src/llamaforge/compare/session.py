@@ -36,7 +36,7 @@ from ..console import console, notice
 from ..errors import LlamaforgeError
 from ..judge import INCONCLUSIVE, Policy
 from ..judge.sequential import DEFAULT_MAX_STARTS
-from ..records import build_manifest
+from ..records import CompareSection, CompareSide, RunPlan, build_manifest
 from ..store import Probe, Store
 from .judged import comparisons, summarize_run
 
@@ -152,20 +152,19 @@ def schedule(n_rounds: int, n_points: int) -> list[tuple[int, int, str]]:
     return [x for r in range(1, n_rounds + 1) for x in round_order(r, range(n_points))]
 
 
-def _compare_plan_json(req: CompareRequest, plan: Any, a: Any, b: Any) -> dict:
-    pj = plan.to_json()
-    pj["compare"] = {"A": {"ref": req.base.ref, "backend": req.base.backend, "source": req.base.source,
-                           "build": a.key, "commit": a.commit},
-                     "B": {"ref": req.head.ref, "backend": req.head.backend, "source": req.head.source,
-                           "build": b.key, "commit": b.commit},
-                     "repeats": req.repeats, "rounds": req.rounds if req.rounds is not None else "auto",
-                     "max_launches": req.policy.max_starts, "per_round": req.per_round,
-                     "min_effect": req.min_effect,
-                     "interleave": "ABBA, one process per side per open point per round"}
-    for side, bb in (("A", a), ("B", b)):
-        if getattr(bb, "variant", None) is not None:     # --base-variant / --head-variant
-            pj["compare"][side]["variant"] = bb.to_record()
-    return pj
+def _side(s: Side, bb: Any) -> CompareSide:
+    variant = bb.to_record() if getattr(bb, "variant", None) is not None else None   # --base-variant / --head-variant
+    return CompareSide(ref=s.ref, backend=s.backend, source=s.source, build=bb.key, commit=bb.commit,
+                       variant=variant).keep_nulls("source")
+
+
+def _compare_plan(req: CompareRequest, plan: Any, a: Any, b: Any) -> RunPlan:
+    """The run's plan: the sweep plan both sides are measured with, and the compare section."""
+    return plan.to_record().replace(compare=CompareSection(
+        a=_side(req.base, a), b=_side(req.head, b), repeats=req.repeats,
+        rounds=req.rounds if req.rounds is not None else "auto", max_launches=req.policy.max_starts,
+        per_round=req.per_round, min_effect=req.min_effect,
+        interleave="ABBA, one process per side per open point per round"))
 
 
 def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[Any, Any] | None = None,
@@ -181,7 +180,7 @@ def run_compare(paths: Any, store: Store, req: CompareRequest, *, builds: tuple[
     plan = _plan(req, model_path, (a, b))
     for side in (a, b):
         runtime_for(side, plan)      # recorded quirks / lavapipe defaults: announced, kept in the plan
-    run_id = store.new_run("compare", _compare_plan_json(req, plan, a, b), command=command, env=collect_env(),
+    run_id = store.new_run("compare", _compare_plan(req, plan, a, b), command=command, env=collect_env(),
                            name=f"compare {req.base.describe()} vs {req.head.describe()}")
     for bb in (a, b):
         store.add_build(build_manifest(bb), run_id)

@@ -8,26 +8,22 @@ from rich.table import Table
 
 from ..console import console, esc, notice
 from ..findings.comparison import compare_note, fmt_cmp, fmt_side
+from ..records import CompareSection, CompareSide, CompareSummary
 from ..store import Run, Store
 
 _VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "same",
             "inconclusive": "[yellow]inconclusive[/]"}
 
 
-def side_text(d: dict) -> str:
-    """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
-    return f"{d.get('ref')} ({d.get('backend')})" + (f" on {d['machine']}" if d.get("machine") else "")
-
-
 def compare_table(run: Run) -> Table:
     """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
-    c = run.plan.get("compare", {})
-    a, b = c.get("A", {}), c.get("B", {})
-    t = Table(title=esc(f"compare {run.id}: A = {side_text(a)} vs B = {side_text(b)}"))
+    c = run.plan.compare or CompareSection()
+    a, b = c.a or CompareSide(), c.b or CompareSide()
+    t = Table(title=esc(f"compare {run.id}: A = {a.text()} vs B = {b.text()}"))
     for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
                 "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    for r in (run.summary or {}).get("comparisons", []):
+    for r in run.summary_as(CompareSummary).comparisons:
         ratio, p, verdict = fmt_cmp(r["comparison"])
         t.add_row(str(r["ncmoe"]) + ("" if r["ngl"] == -1 else f" ngl={r['ngl']}"), esc(r["metric"]), fmt_side(r["A"]),
                   fmt_side(r["B"]), ratio, p, _VERDICT[verdict])
@@ -37,7 +33,7 @@ def compare_table(run: Run) -> Table:
 def print_compare(store: Store, run_id: str) -> None:
     run = store.get_run(run_id, "compare")
     console.print(compare_table(run))
-    s = run.summary or {}
+    s = run.summary_as(CompareSummary)
     console.print(esc(compare_note(s)))
-    if s.get("failed"):
-        notice(f"{s['failed']} of {s.get('points')} measured points failed (see `llamaforge runs {run.id} --failed`)")
+    if s.failed:
+        notice(f"{s.failed} of {s.points} measured points failed (see `llamaforge runs {run.id} --failed`)")

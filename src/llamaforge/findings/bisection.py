@@ -6,25 +6,26 @@ verdicts, and the result lines it ends with — what ``bisect`` prints and what 
 from __future__ import annotations
 
 from ..judge.locate import change
+from ..records import BisectSummary
 from ..store import Run, Store
 
 
-def result_lines(s: dict, subjects: dict) -> list[str]:
+def result_lines(s: BisectSummary, subjects: dict) -> list[str]:
     """What ``bisect`` prints at the end (and the report leads with), from the run's summary."""
     out: list[str] = []
-    c = s.get("culprit") or {}
-    if s.get("first_bad"):
-        out.append(f"first bad commit: {s['first_bad']}  {s.get('subject') or ''}")
-    elif s.get("status") == "skipped":
-        out.append(f"{s.get('reason')}; the first bad commit is one of:")
-        out += [f"  {x}  {subjects.get(x, '')}" for x in s.get("candidates") or []]
-    elif s.get("reason"):
-        out.append(("refused: " if s.get("status") == "refused" else "") + str(s["reason"]))
-        if s.get("status") == "undecided" and s.get("candidates"):
-            out.append("candidates: " + ", ".join(x[:12] for x in s["candidates"]))
+    c = s.culprit or {}
+    if s.first_bad:
+        out.append(f"first bad commit: {s.first_bad}  {s.subject or ''}")
+    elif s.status == "skipped":
+        out.append(f"{s.reason}; the first bad commit is one of:")
+        out += [f"  {x}  {subjects.get(x, '')}" for x in s.candidates]
+    elif s.reason:
+        out.append(("refused: " if s.status == "refused" else "") + str(s.reason))
+        if s.status == "undecided" and s.candidates:
+            out.append("candidates: " + ", ".join(x[:12] for x in s.candidates))
     j = c.get("judgement") or {}
     if c.get("confirmed") and j:
-        out.append(f"commit {str(c.get('bad'))[:12]}: {s.get('metric', 'tg')} "
+        out.append(f"commit {str(c.get('bad'))[:12]}: {s.metric or 'tg'} "
                    f"{change(j['ratio'], j['low'], j['high'])} against {str(c.get('good'))[:12]} "
                    f"(95 % CI, {j['a']['k']}+{j['b']['k']} starts, ABBA)")
     return out
@@ -32,9 +33,9 @@ def result_lines(s: dict, subjects: dict) -> list[str]:
 
 def probe_rows(store: Store, run: Run) -> list[dict]:
     """Probes of a bisect run in commit order with their starts and verdicts (from the stored summary)."""
-    b = run.plan.get("bisect", {})
-    order = {sha: i for i, sha in enumerate(b.get("commits", []))}
-    meds = {p["sha"]: p for p in (run.summary or {}).get("probes", [])}
+    b = run.plan.bisect
+    order = {sha: i for i, sha in enumerate(b.commits if b else [])}
+    meds = {p["sha"]: p for p in run.summary_as(BisectSummary).probes}
     rows = []
     for pr in store.probes(run.id):
         d = meds.get(pr.commit_sha, {})

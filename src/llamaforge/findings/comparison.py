@@ -7,6 +7,7 @@ Stores made before the judge keep their shape (``median``/``ci_low``/``ratio_ci_
 from __future__ import annotations
 
 from ..judge import INCONCLUSIVE
+from ..records import CompareSummary
 
 
 def verdict_word(c: dict | None) -> str:
@@ -49,10 +50,10 @@ def fmt_cmp(c: dict | None) -> tuple[str, str, str]:
     return f"{c['ratio']:.3f} [{c['ratio_ci_low']:.3f}, {c['ratio_ci_high']:.3f}]", f"{c['p_value']:.3g}", mark
 
 
-def compare_note(s: dict) -> str:
+def compare_note(s: CompareSummary) -> str:
     """How a compare run's verdicts were reached, in one paragraph (terminal and report)."""
-    e = float(s.get("min_effect", 0.05))
-    launches = s.get("launches")
+    e = float(s.min_effect if s.min_effect is not None else 0.05)
+    launches = s.launches
     how = (f"--launches auto: rounds added while a verdict was open, up to {launches.get('max_launches')} starts per "
            "side, each look at α/2" if isinstance(launches, dict) else f"{launches or 'fixed'} server start(s) per side")
     return (f"Judged on server starts (requests of one start are not independent): B/A of the start-level centres "

@@ -24,6 +24,7 @@ from ..compare.judged import compare_sides
 from ..compare.session import CompareRequest
 from ..errors import FleetError
 from ..paths import Paths
+from ..records import CompareSection, CompareSide, CompareSummary, FleetSummary
 from ..store import Store
 from .config import Fleet
 from .jobs import Progress
@@ -57,7 +58,7 @@ def run_host_compare(store: Store, paths: Paths, fleet: Fleet, req: CompareReque
                                "n_predict": req.n_predict, "threads": req.threads}
     fleet_run = bench_all(store, paths, fleet, hosts, backends=req.base.backend, options=options, command=command,
                           name=f"compare {req.base.describe()} on {base_host} vs {head_host}", progress=progress)
-    state = (store.get_run(fleet_run).summary or {}).get("hosts") or {}
+    state = store.get_run(fleet_run).summary_as(FleetSummary).hosts
     for h in hosts:
         s = state.get(h.name) or {}
         if s.get("status") != "ok":
@@ -72,17 +73,16 @@ def run_host_compare(store: Store, paths: Paths, fleet: Fleet, req: CompareReque
         sides[side] = (run, pts, {"ref": req.base.ref, "backend": req.base.backend, "source": None,
                                   "build": keys[0] if keys else None, "commit": (build or {}).get("commit"),
                                   "host": h.name, "machine": h.machine, "run": run.id})
-    plan = dict(sides["A"][0].plan or {})
-    plan.pop("fleet", None)
-    plan["compare"] = {"A": sides["A"][2], "B": sides["B"][2], "repeats": req.repeats, "rounds": req.rounds or "auto",
-                       "per_round": req.per_round, "min_effect": req.min_effect, "interleave": CROSS_MACHINE,
-                       "fleet_run": fleet_run}
+    compare = CompareSection(a=CompareSide(**sides["A"][2]), b=CompareSide(**sides["B"][2]), repeats=req.repeats,
+                             rounds=req.rounds or "auto", per_round=req.per_round, min_effect=req.min_effect,
+                             interleave=CROSS_MACHINE, fleet_run=fleet_run)
+    plan = sides["A"][0].plan.replace(fleet=None, compare=compare)
     run_id = store.new_run("compare", plan, command=command, env={},
                            name=f"compare {req.base.describe()} on {hosts[0].machine} vs {hosts[1].machine}")
     pts_a, pts_b = sides["A"][1], sides["B"][1]
-    store.set_run_summary(run_id, {
-        "comparisons": compare_sides(pts_a, pts_b, req.min_effect), "min_effect": req.min_effect,
-        "points": len(pts_a) + len(pts_b), "failed": sum(1 for p in [*pts_a, *pts_b] if p.status != "ok"),
-        "cross_machine": True})
+    store.set_run_summary(run_id, CompareSummary(
+        comparisons=compare_sides(pts_a, pts_b, req.min_effect), min_effect=req.min_effect,
+        points=len(pts_a) + len(pts_b), failed=sum(1 for p in [*pts_a, *pts_b] if p.status != "ok"),
+        cross_machine=True))
     store.set_run_status(run_id, "done")
     return run_id

@@ -14,14 +14,11 @@ import time
 from typing import Any
 
 from ..errors import FleetError
-from ..store import Point, Run, Sample, Store
+from ..records import Environment, FleetSection, RunPlan
+from ..store import POINT_FIELDS, SAMPLE_FIELDS, Point, Run, Sample, Store
 
-_POINT_FIELDS = ("build_key", "engine", "ncmoe", "ngl", "label", "status", "failure_class", "failure_detail",
-                 "log_tail", "n_ctx", "n_ctx_train", "vram_used_mib", "vram_self_mib", "vram_total_mib",
-                 "rss_peak_mib", "mem_breakdown", "prompt_tokens", "n_predict", "t_load_s", "t_warmup_s",
-                 "t_measure_s", "command", "build_info", "extra", "started", "finished")
-_SAMPLE_FIELDS = ("idx", "warmup", "test", "prompt_n", "prompt_ms", "pp_tps", "predicted_n", "predicted_ms",
-                  "tg_tps", "raw", "launch")
+#: what an imported point keeps of the export (its run is the imported run)
+_POINT_FIELDS = tuple(c for c in POINT_FIELDS if c != "run_id")
 
 
 def imported_id(remote_id: str, machine: str) -> str:
@@ -55,7 +52,7 @@ def _point(run_id: str, d: Any) -> Point:
     for s in d.get("samples") or []:
         if not isinstance(s, dict):
             raise _bad("a sample is not an object")
-        p.samples.append(Sample(**{k: s[k] for k in _SAMPLE_FIELDS if k in s}))
+        p.samples.append(Sample(**{k: s[k] for k in SAMPLE_FIELDS if k in s}))
     return p
 
 
@@ -63,10 +60,11 @@ def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: s
     """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id."""
     r = doc["run"]
     rid = imported_id(r["id"], machine)
-    env = dict(r.get("env") or {})
-    env.update(machine=machine, fleet_host=host)
-    plan = dict(r.get("plan") or {})
-    plan["fleet"] = {"run": fleet_run, "host": host, "machine": machine, "remote_run": r["id"]}
+    env = Environment.from_json(r.get("env") or {})
+    env.machine = machine
+    env.extra["fleet_host"] = host
+    plan = RunPlan.from_json(r.get("plan") or {})
+    plan.fleet = FleetSection(run=fleet_run, host=host, machine=machine, remote_run=r["id"])
     now = time.time()
     store.put_run(Run(id=rid, kind=str(r.get("kind") or "sweep"), name=r.get("name"), status=str(r.get("status") or "?"),
                       created=float(r.get("created") or now), updated=now, command=r.get("command"), plan=plan,

@@ -22,6 +22,7 @@ from ..bench.cli_options import convert
 from ..errors import FleetError
 from ..paths import Paths
 from ..pathsafe import component, under
+from ..records import FleetSection, FleetSummary, RunPlan
 from ..store import Store
 from . import BENCH_PASS
 from .config import Fleet, FleetHost
@@ -99,22 +100,22 @@ def build_all(hosts: list[FleetHost], pins_file: Path, backends: str | None, opt
 # ---- bench ------------------------------------------------------------------------------------
 def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backends: str | None,
                      options: dict[str, Any], command: str | None, name: str | None) -> str:
-    plan = {"fleet": {"file": str(fleet.path) if fleet.path else None,
-                      "hosts": {h.name: {"machine": h.machine, "target": str(h.target)} for h in hosts}},
-            "bench_args": option_args(options),
-            "host_backends": {h.name: host_backends(h, backends) for h in hosts}}
+    plan = RunPlan(fleet=FleetSection(file=str(fleet.path) if fleet.path else None,
+                                      hosts={h.name: {"machine": h.machine, "target": str(h.target)} for h in hosts}
+                                      ).keep_nulls("file"),
+                   bench_args=option_args(options), host_backends={h.name: host_backends(h, backends) for h in hosts})
     run_id = store.new_run(FLEET_KIND, plan, command=command, name=name, env={})
-    store.set_run_summary(run_id, {"hosts": {h.name: {"machine": h.machine, "status": "pending"} for h in hosts}})
+    store.set_run_summary(run_id, FleetSummary(hosts={h.name: {"machine": h.machine, "status": "pending"} for h in hosts}))
     return run_id
 
 
-def check_stored_bench_args(run_id: str, plan: dict) -> None:
+def check_stored_bench_args(run_id: str, plan: RunPlan) -> None:
     """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
     ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
     from ..builds.backends import parse_backends
 
     fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
-    args = plan.get("bench_args")
+    args = plan.bench_args
     if not isinstance(args, list):
         raise FleetError(f"fleet run {run_id} has no stored host options", fix)
     allowed = {"--" + k.replace("_", "-"): k for k in BENCH_PASS}
@@ -125,7 +126,7 @@ def check_stored_bench_args(run_id: str, plan: dict) -> None:
                              "fleet.bench never passes", fix)
         if eq:       # a value: through its row of the bench options table (numbers in bounds, --extra allow-listed)
             convert({allowed[flag]: value})
-    for backends in (plan.get("host_backends") or {}).values():
+    for backends in (plan.host_backends or {}).values():
         parse_backends(str(backends))
 
 
@@ -133,15 +134,15 @@ def _resume_hosts(store: Store, fleet: Fleet, run_ref: str) -> tuple[str, list[F
     run = store.get_run(run_ref)
     if run.kind != FLEET_KIND:
         raise FleetError(f"run {run.id} is a {run.kind} run, not a fleet run", "resume a run made by `fleet.bench`")
-    names = list((run.plan.get("fleet") or {}).get("hosts") or {})
-    hosts = fleet.select(names)
+    stored = (run.plan.fleet.hosts if run.plan.fleet else None) or {}
+    hosts = fleet.select(list(stored))
     for h in hosts:
-        was = (run.plan["fleet"]["hosts"][h.name] or {}).get("machine")
+        was = (stored[h.name] or {}).get("machine")
         if was != h.machine:
             raise FleetError(f"host {h.name} is machine {h.machine!r} in fleet.toml but {was!r} in run {run.id}",
                              "restore its machine = \"...\" in fleet.toml, or start a new fleet run")
     check_stored_bench_args(run.id, run.plan)   # before any host is reached
-    state = (run.summary or {}).get("hosts") or {}
+    state = run.summary_as(FleetSummary).hosts
     return run.id, [h for h in hosts if (state.get(h.name) or {}).get("status") != "ok"]
 
 
@@ -163,7 +164,7 @@ def _wait_started(r: Remote, h: FleetHost, name: str, log: str) -> None:
         time.sleep(0.5)
 
 
-def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, detach: bool
+def _bench_job(fleet_run: str, plan: RunPlan, pins_file: Path, local_dir: Path, detach: bool
                ) -> Callable[[FleetHost, LineSink], dict]:
     def job(h: FleetHost, sink: LineSink) -> dict:
         with Remote(h) as r:
@@ -175,7 +176,7 @@ def _bench_job(fleet_run: str, plan: dict, pins_file: Path, local_dir: Path, det
                 sink.line(f"run {st.get('id')} is still being measured ({st.get('points')} points stored)")
                 return {"detached": True, "log": r.ws("results", "fleet", f"{component(name)}.log")}
             if not st.get("exists"):
-                argv = [r.llamaforge, "bench", f"--backends={plan['host_backends'][h.name]}", *plan["bench_args"],
+                argv = [r.llamaforge, "bench", f"--backends={(plan.host_backends or {})[h.name]}", *(plan.bench_args or []),
                         f"--name={name}"]
             elif st.get("status") != "done":
                 sink.line(f"resuming run {st.get('id')} ({st.get('points')} points stored)")
@@ -229,8 +230,8 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
         todo = hosts
     run = store.get_run(fleet_run)
     plan = run.plan
-    summary = dict(run.summary or {})
-    state: dict[str, dict] = dict(summary.get("hosts") or {})
+    summary = run.summary_as(FleetSummary)
+    state: dict[str, dict] = dict(summary.hosts)
     store.set_run_status(fleet_run, "running")
     local_dir = under(paths.results / "fleet", fleet_run)
     job = _bench_job(fleet_run, plan, paths.pins_file, local_dir, detach)
@@ -255,7 +256,7 @@ def bench_all(store: Store, paths: Paths, fleet: Fleet, hosts: list[FleetHost], 
         else:
             st.update(status="failed", error=out.error, fix=out.fix, tail=out.tail[-5:])
         state[out.host] = st
-        store.set_run_summary(fleet_run, {**summary, "hosts": state})
+        store.set_run_summary(fleet_run, summary.replace(hosts=state))
     statuses = {s.get("status") for s in state.values()}
     store.set_run_status(fleet_run, "done" if statuses == {"ok"} else
                          "detached" if "detached" in statuses else "partial" if "ok" in statuses else "failed")

@@ -24,7 +24,7 @@ from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
-from ..records import Environment, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
+from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
@@ -189,18 +189,18 @@ class ReportData:
     @property
     def env(self) -> Environment:
         """The run's environment (a fleet run has one per machine: :attr:`machine_envs`)."""
-        return self.run.env_record
+        return self.run.env
 
     @property
     def machine_envs(self) -> dict[str, Environment]:
         """A fleet run's environment of each machine (``_fleet_inputs``); empty for other runs."""
         if self.run.kind != "fleet":
             return {}
-        return {m: Environment.from_json(e) for m, e in (self.run.env or {}).items() if isinstance(e, dict)}
+        return {m: Environment.from_json(e) for m, e in self.run.env.extra.items() if isinstance(e, dict)}
 
     @property
     def plan(self) -> RunPlan:
-        return self.run.plan_record
+        return self.run.plan
 
     @property
     def model_ref(self) -> str:
@@ -272,10 +272,10 @@ def load(store: Store, run_id: str) -> ReportData:
         b = by_key.get(key) or store.get_build(key) or {}
         return str(b.get("backend") or key.split("-")[0] or "?")
 
-    declared = [str(v.get("name")) for v in run.plan.get("variants") or [] if isinstance(v, dict)]
+    declared = [str(v.get("name")) for v in run.plan.variants if isinstance(v, dict)]
     keys = _series_order(groups, machine_of, declared, backend_of)
     names = _series_names(keys, machine_of, set(declared), by_key, backend_of)
-    facts = run.plan_record.facts
+    facts = run.plan.facts
     axis = sweep_axis(points)
     n_layers = facts.n_layers
     ngl_all = (n_layers + 1 if isinstance(n_layers, int) else max(p.ngl for p in points) + 1) if axis == "ngl" else None
@@ -298,10 +298,10 @@ def _inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point], dict[
     """The run to report, its builds, its points and (fleet runs) each series label's machine."""
     if run.kind == "fleet":
         return _fleet_inputs(store, run)
-    if (run.plan.get("compare") or {}).get("fleet_run"):   # compare --base-host/--head-host: the hosts' runs
+    if run.plan.compare and run.plan.compare.fleet_run:   # compare --base-host/--head-host: the hosts' runs
         import dataclasses
 
-        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan["compare"]["fleet_run"]))
+        fleet, builds, points, machine_of = _fleet_inputs(store, store.get_run(run.plan.compare.fleet_run))
         return dataclasses.replace(run, env=fleet.env), builds, points, machine_of
     return run, store.builds_for_run(run.id), store.points(run.id), {}
 
@@ -370,16 +370,17 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
     builds: list[dict] = []
     points: list[Point] = []
     machine_of: dict[str, str] = {}
-    plan: dict = {}
+    plan: RunPlan | None = None
     env: dict = {}
     for machine, child_id in fleet_children(store, run.id):
         try:
             child = store.get_run(child_id)
         except StoreError:
             continue
-        plan = plan or dict(child.plan)
-        env[machine] = {k: child.env.get(k) for k in ("host", "cpu_model", "cpu_cores_logical", "ram_total_mib",
-                                                       "gpus", "nvidia_driver", "os", "llamaforge") if k in child.env}
+        plan = plan or child.plan
+        child_env = child.env.to_json()
+        env[machine] = {k: child_env[k] for k in ("host", "cpu_model", "cpu_cores_logical", "ram_total_mib",
+                                                  "gpus", "nvidia_driver", "os", "llamaforge") if k in child_env}
         seen = {b.get("key") for b in builds}
         builds += [b for b in store.builds_for_run(child.id) if b.get("key") not in seen]
         for p in store.points(child.id):
@@ -387,8 +388,9 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
                 p.label = f"{machine}/{p.label}" if p.label else machine
                 machine_of[p.label] = machine
             points.append(p)
-    plan = {**plan, "fleet": run.plan.get("fleet"), "fleet_hosts": (run.summary or {}).get("hosts")}
-    return dataclasses.replace(run, plan=plan, env=env), builds, points, machine_of
+    plan = plan or RunPlan()
+    plan = plan.replace(fleet=run.plan.fleet, extra={**plan.extra, "fleet_hosts": run.summary_as(FleetSummary).hosts})
+    return dataclasses.replace(run, plan=plan, env=Environment(extra=env)), builds, points, machine_of
 
 
 def _reproductions(store: Store, run: Run) -> list[dict]:

@@ -40,7 +40,7 @@ def check_same_plan(datas: Sequence[ReportData]) -> None:
         if d.run.kind != "sweep" or first.run.kind != "sweep":
             raise ReportError(f"run {d.run.id} is a {d.run.kind} run; sessions are compared between sweeps",
                               "give sweeps of one plan (`llamaforge runs --kind sweep`)")
-        diff = first.run.plan_record.differences(d.run.plan_record)
+        diff = first.run.plan.differences(d.run.plan)
         if diff:
             raise ReportError(f"run {d.run.id} is not a session of run {first.run.id}'s plan: {', '.join(diff)} "
                               "differ", "compare runs made with the same `llamaforge bench` options (same model, "

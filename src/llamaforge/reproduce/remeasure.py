@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchError
-from ..reproduce.verdict import MIN_EFFECT, Verdict, sweep_run, verdict_for
+from ..records import SweepSummary
 from ..store import Run, Store
+from .verdict import MIN_EFFECT, Verdict, sweep_run, verdict_for
 
 
 def select_points(plan_points: list, points: str | None, n_layers: int | None) -> list:
@@ -38,7 +39,7 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
     one line naming what to rebuild."""
     from ..bench.stored import local_builds
 
-    keys = [str(k) for k in (run.plan.get("builds") or [b.get("key") for b in store.builds_for_run(run.id)])]
+    keys = [str(k) for k in (run.plan.builds or [b.get("key") for b in store.builds_for_run(run.id)])]
     return local_builds(paths, keys, run_id=run.id, stored=store.get_build,
                         given=_given_build(store, run, keys, bin_dir) if bin_dir else None)
 
@@ -72,7 +73,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     plan = stored_plan(parent)   # the store is data: its arguments checked, its builds looked up here
     if not plan.model_path.is_file():
         raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file (same path) to reproduce the run")
-    plan.points = select_points(plan.points, points, plan.model_facts.get("n_layers"))
+    plan.points = select_points(plan.points, points, plan.model_facts.n_layers)
     builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
     if plan.variants:                  # the same variants on the same builds (their labels match the first run's)
@@ -86,5 +87,5 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
                          progress=progress, allow_busy=allow_busy, run_extra={"reproduces": parent.id})
     child = store.get_run(child_id)
     v = verdict_for(store, parent, child, min_effect)
-    store.set_run_summary(child_id, {**(child.summary or {}), "reproduce": v.to_dict()})
+    store.set_run_summary(child_id, child.summary_as(SweepSummary).replace(reproduce=v.to_dict()))
     return v

@@ -211,7 +211,7 @@ def verdict_between(store: Store, first_ref: str, second_ref: str, min_effect: f
     first, second = sweep_run(store, first_ref), sweep_run(store, second_ref)
     if first.id == second.id:
         raise BenchError(f"--against names run {first.id} itself", "give another run of the same plan")
-    diff = first.plan_record.differences(second.plan_record)
+    diff = first.plan.differences(second.plan)
     if diff:
         raise BenchError(f"run {second.id} is not a measurement of run {first.id}'s plan: {', '.join(diff)} differ",
                          "judge runs made with the same `llamaforge bench` options (same model, engine, prompt, "

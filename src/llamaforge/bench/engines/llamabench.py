@@ -122,7 +122,7 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     else:
         point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
                        "fit_note": "no llama-fit-params in this build: the fitted context is unknown"}
-    point.n_ctx_train = plan.model_facts.get("n_ctx_train")
+    point.n_ctx_train = plan.model_facts.n_ctx_train
     point.prompt_tokens = adjust.prompt_tokens(build, plan)
     args = bench_args(build, model_path, spec, plan)
     point.command = args

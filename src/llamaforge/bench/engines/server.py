@@ -209,7 +209,7 @@ def _server_facts(point: Point, session: ServerSession, plan: Plan) -> dict:
     point.n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
     point.build_info = props.get("build_info")
     meta = session.model_meta()
-    point.n_ctx_train = meta.get("n_ctx_train") or (plan.model_facts.get("n_ctx_train") or None)
+    point.n_ctx_train = meta.get("n_ctx_train") or (plan.model_facts.n_ctx_train or None)
     return meta
 
 

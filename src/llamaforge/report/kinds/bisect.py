@@ -17,7 +17,7 @@ from ...files import atomic_path  # noqa: E402
 from ...findings.bisection import probe_rows, result_lines  # noqa: E402
 from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
-from ...records import BisectSection  # noqa: E402
+from ...records import BisectSection, BisectSummary  # noqa: E402
 from ...store import Run, Store  # noqa: E402
 from ..data import ReportData  # noqa: E402
 from ..plots import Plot  # noqa: E402
@@ -36,7 +36,7 @@ def _centres(r: dict) -> list[float]:
 def plot(store: Store, run: Run, out: Path) -> Path:
     """PNG of the metric over the commits of the range: one dot per start, the commit's centre as a
     bar, skipped commits marked at the bottom, the first bad commit marked by a vertical line."""
-    b = run.plan_record.bisect or BisectSection()
+    b = run.plan.bisect or BisectSection()
     commits = b.commits
     rows = [r for r in probe_rows(store, run) if r["index"] is not None]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(commits) + 2), 4.0), dpi=110)
@@ -54,7 +54,7 @@ def plot(store: Store, run: Run, out: Path) -> Path:
         if r["verdict"] == "skip":
             ax.plot([r["index"]], [0], marker="x", color="tab:orange", markersize=10, linestyle="none")
             ax.annotate("skip", (r["index"], 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
-    fb = (run.summary or {}).get("first_bad")
+    fb = run.summary_as(BisectSummary).first_bad
     if fb in commits:
         ax.axvline(commits.index(fb) - 0.5, color="tab:red", linestyle="--", linewidth=1)
         ax.annotate(f"first bad {fb[:9]}", (commits.index(fb) - 0.45, ax.get_ylim()[1] * 0.95), fontsize=8, color="tab:red")
@@ -76,24 +76,28 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     return out
 
 
-def _endpoints(s: dict) -> list[str]:
-    ep = s.get("endpoints") or {}
+def _known(v: object) -> object:
+    return "?" if v is None else v
+
+
+def _endpoints(s: BisectSummary) -> list[str]:
+    ep = s.endpoints or {}
     if not ep.get("a"):
         return []
     a, b = ep["a"], ep["b"]
     out = [f"Endpoints: good {a['centre']:.1f} t/s ({md_text(a.get('shape'))}), bad {b['centre']:.1f} t/s "
            f"({md_text(b.get('shape'))}), measured ABBA: {md_text(change(ep['ratio'], ep['low'], ep['high']))} "
            f"(**{md_text(ep.get('verdict'))}** against ±{float(ep.get('min_effect') or 0):.0%})."]
-    if s.get("feasibility_line"):
-        out.append(f"Can it be located? {md_text(s['feasibility_line'])}.")
+    if s.feasibility_line:
+        out.append(f"Can it be located? {md_text(s.feasibility_line)}.")
     return out
 
 
 def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
     """Markdown for a bisect run: verdict, endpoints, every probe with its starts and build/measure times."""
-    plan = run.plan_record
+    plan = run.plan
     b = plan.bisect or BisectSection()
-    s = run.summary or {}
+    s = run.summary_as(BisectSummary)
     metric = b.metric or "tg"
     quiet = (b.quiet or {}).get("text") or "–"
     out = [f"# Bisection {md_text(run.id)}", "",
@@ -109,7 +113,7 @@ def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
     else:
         out += [f"Status: {md_text(run.status)} (no result).", ""]
     out += [*(f"{x}  " for x in _endpoints(s)), ""]
-    out += [f"{s.get('builds', '?')} builds, {s.get('measured', '?')} commits measured, {s.get('starts', '?')} starts "
+    out += [f"{_known(s.builds)} builds, {_known(s.measured)} commits measured, {_known(s.starts)} starts "
             f"(bound for a clean step: {b.max_measured if b.max_measured is not None else '?'} commits).", ""]
     if plot_name:
         out += [f"![{md_text(metric)} over commits]({plot_name})", ""]
