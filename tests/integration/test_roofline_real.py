@@ -33,7 +33,7 @@ def test_report_of_a_real_cpu_run_has_a_cpu_roofline(lf_paths, cpu_build, tiny_m
     assert rows and all(d["series"] == "CPU" for d in rows)
     assert env.ram_bandwidth_gbps > 0
     for d in rows:
-        assert d["device_gbs"] == env["ram_bandwidth_gbps"]
+        assert d["device_gbs"] == env.ram_bandwidth_gbps
         assert d["bytes_per_token"] >= facts.bytes_per_token(0) and d["achieved_gbs"] > 0
         assert d["fraction"] == pytest.approx(d["achieved_gbs"] / d["device_gbs"])
     cpu_rows = [line for line in md.splitlines() if line.startswith("| CPU |") and "%" in line]
