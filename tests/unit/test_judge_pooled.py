@@ -69,3 +69,14 @@ def test_a_family_of_pooled_effects_is_controlled_with_holm():
 
 def test_points_without_both_sides_are_skipped():
     assert pooled_effect([(Starts.of([]), Starts.of([[1.0]]))]) is None
+
+
+def test_an_effect_a_hair_under_zero_is_printed_without_a_minus_zero():
+    from llamaforge.judge.locate import change
+
+    rng = random.Random(3)
+    pairs = [(Starts.of([[100.0, 100.0]] * 5), Starts.of([[99.8 * math.exp(rng.gauss(0, 0.001))] * 2 for _ in range(5)]))]
+    flat = pooled_effect(pairs)
+    assert flat is not None and flat.ratio < 1
+    assert "-0" not in flat.pct() and flat.pct().startswith("+0 %"), flat.pct()
+    assert "\u22120.0" not in change(0.9996, 0.9990, 1.0001), change(0.9996, 0.9990, 1.0001)

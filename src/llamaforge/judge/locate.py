@@ -106,7 +106,7 @@ def pooled_sd(*sides: Starts) -> tuple[float, int]:
 
 
 def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}".replace("-", "\u2212")
+    return f"{round(x * 100, 1) + 0.0:+.1f}".replace("-", "\u2212")    # + 0.0: never "−0.0"
 
 
 def change(ratio: float, low: float, high: float) -> str:

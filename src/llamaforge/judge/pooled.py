@@ -31,6 +31,11 @@ from .starts import Starts
 from .verdict import ALPHA, INCONCLUSIVE, MIN_EFFECT, _decide, _side, _welch_df
 
 
+def _pp(ratio: float) -> str:
+    """A ratio as whole signed percent: ``+4``, ``-3``; never ``-0`` (a ratio a hair under 1 rounds to ``+0``)."""
+    return f"{round((ratio - 1) * 100):+d}"
+
+
 @dataclass(frozen=True)
 class PooledEffect:
     """B relative to A pooled over ``n_points`` points (``ratio`` = exp of the pooled mean log ratio)."""
@@ -55,13 +60,12 @@ class PooledEffect:
 
     def pct(self) -> str:
         """``+4 % [+2, +6]`` (a 95 % CI), or with a borrowed spread ``+4 % (points +1 to +7)*``."""
-        c = f"{(self.ratio - 1) * 100:+.0f} %"
+        c = f"{_pp(self.ratio)} %"
         if self.small:
             lo, hi = min(self.point_ratios), max(self.point_ratios)
-            rng = f"point {(lo - 1) * 100:+.0f} %" if self.n_points == 1 else \
-                f"points {(lo - 1) * 100:+.0f} to {(hi - 1) * 100:+.0f} %"
+            rng = f"point {_pp(lo)} %" if self.n_points == 1 else f"points {_pp(lo)} to {_pp(hi)} %"
             return f"{c} ({rng})" + ("*" if self.verdict != INCONCLUSIVE else "")
-        return f"{c} [{(self.low - 1) * 100:+.0f}, {(self.high - 1) * 100:+.0f}]"
+        return f"{c} [{_pp(self.low)}, {_pp(self.high)}]"
 
     def to_dict(self) -> dict:
         return {"ratio": self.ratio, "low": self.low, "high": self.high, "verdict": self.verdict,
