@@ -310,3 +310,20 @@ def test_drift_table_names_the_points_in_between_per_series_compactly(tmp_path):
     assert cell == f"{a.name}: all {len(a.rows)} points; {b.name}: {want_b}"
     assert between_cell(data, DriftFlag(a.key[0], 0, -1, "tg", 1, 99, 90.0, 100.0, (98.0, 102.0))) == "–"
     store.close()
+
+
+def test_one_start_per_point_says_the_between_start_spread_was_not_measured_unless_sequential(tmp_path):
+    import dataclasses
+
+    import run_fake
+
+    from llamaforge.report import data as rdata
+    from llamaforge.report.replication import replication_section
+
+    store, run_id = run_fake.build(tmp_path, launches=1)
+    with store:
+        data = rdata.load(store, run_id)
+    assert any("NOT measured" in n for n in replication_section(data).notes)
+    auto = dataclasses.replace(data, run=dataclasses.replace(
+        data.run, plan=data.run.plan.replace(sequential={"max_launches": 10, "precision": 0.05})))
+    assert not any("NOT measured" in n for n in replication_section(auto).notes)

@@ -127,7 +127,7 @@ def replication_section(data: ReportData) -> Section:
         "of 2 starts, or one start's value. Spread within / between: SD of log requests inside a start and of "
         "log start medians between starts (≈ CV), the latter only from ≥ 3 starts. Bimodal starts show both "
         "modes. 'stopped' is where --launches auto stopped adding starts, and why."))
-    if k < 2 and not data.plan.to_json().get("launches_auto"):
+    if k < 2 and not data.plan.sequential:      # --launches auto (sequential) never plans a single start
         sec.notes.append("Between-start spread was NOT measured: every point ran in one server start "
                          "(--launches 1). The values below are one process's; re-measure with --launches auto.")
     t, two_starts = _per_point_table(data, flags)
