@@ -102,6 +102,12 @@ class Estimate:
                 "within": self.within, "modes": [m.to_dict() for m in self.modes]}
 
 
+def signed_pct(ratio: float, digits: int = 0) -> str:
+    """A ratio as a signed percent change: ``+4``, ``-3.2``; never ``-0`` (a ratio a hair under 1 rounds to
+    ``+0``). The one percent format of the judge's effects, for every renderer."""
+    return f"{round((ratio - 1) * 100, digits) + 0.0:+.{digits}f}"
+
+
 def t_quantile(df: float | None, confidence: float = CONFIDENCE) -> float:
     """Two-sided quantile of Student's t (the normal's when ``df`` is ``None``: a known spread)."""
     q = 1 - (1 - confidence) / 2

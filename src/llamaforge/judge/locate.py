@@ -40,7 +40,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import comb, nctdtr, ndtr, stdtrit
 
-from .estimate import t_quantile
+from .estimate import signed_pct, t_quantile
 from .sequential import DEFAULT_MAX_STARTS, DEFAULT_MIN_STARTS, Policy
 from .starts import Starts
 from .verdict import ALPHA, DIFFERS, SAME, Judgement
@@ -105,13 +105,14 @@ def pooled_sd(*sides: Starts) -> tuple[float, int]:
 # ------------------------------------------------------------------------------------------ budget
 
 
-def _pct(x: float) -> str:
-    return f"{round(x * 100, 1) + 0.0:+.1f}".replace("-", "\u2212")    # + 0.0: never "−0.0"
+def _pct(ratio: float) -> str:
+    """``ratio`` as a change in percent with one decimal and a typographic minus: ``−8.0``."""
+    return signed_pct(ratio, 1).replace("-", "\u2212")
 
 
 def change(ratio: float, low: float, high: float) -> str:
     """A relative change with its interval: ``−8.0 % [−10.1, −5.9]``."""
-    return f"{_pct(ratio - 1)} % [{_pct(low - 1)}, {_pct(high - 1)}]"
+    return f"{_pct(ratio)} % [{_pct(low)}, {_pct(high)}]"
 
 
 def _power_probe(delta: float, sd: float, k: int, alpha: float) -> float:
@@ -258,7 +259,7 @@ class Placement:
 
     def fmt(self) -> str:
         """``bad: −14.2 % vs good, +0.8 % vs bad (5 starts; p 0.0004 / 0.61, α 0.0035)``."""
-        return (f"{self.verdict}: {_pct(self.vs_good - 1)} % vs good, {_pct(self.vs_bad - 1)} % vs bad "
+        return (f"{self.verdict}: {_pct(self.vs_good)} % vs good, {_pct(self.vs_bad)} % vs bad "
                 f"({self.k} starts; p {self.p_good:.2g} / {self.p_bad:.2g}, α {self.alpha:.2g})")
 
     def to_dict(self) -> dict:

@@ -24,16 +24,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .estimate import estimate
+from .estimate import estimate, signed_pct
 from .family import METHODS, surviving
 from .spread import Spread
 from .starts import Starts
 from .verdict import ALPHA, INCONCLUSIVE, MIN_EFFECT, _decide, _side, _welch_df
-
-
-def _pp(ratio: float) -> str:
-    """A ratio as whole signed percent: ``+4``, ``-3``; never ``-0`` (a ratio a hair under 1 rounds to ``+0``)."""
-    return f"{round((ratio - 1) * 100):+d}"
 
 
 @dataclass(frozen=True)
@@ -60,12 +55,13 @@ class PooledEffect:
 
     def pct(self) -> str:
         """``+4 % [+2, +6]`` (a 95 % CI), or with a borrowed spread ``+4 % (points +1 to +7)*``."""
-        c = f"{_pp(self.ratio)} %"
+        c = f"{signed_pct(self.ratio)} %"
         if self.small:
             lo, hi = min(self.point_ratios), max(self.point_ratios)
-            rng = f"point {_pp(lo)} %" if self.n_points == 1 else f"points {_pp(lo)} to {_pp(hi)} %"
+            rng = (f"point {signed_pct(lo)} %" if self.n_points == 1
+                   else f"points {signed_pct(lo)} to {signed_pct(hi)} %")
             return f"{c} ({rng})" + ("*" if self.verdict != INCONCLUSIVE else "")
-        return f"{c} [{_pp(self.low)}, {_pp(self.high)}]"
+        return f"{c} [{signed_pct(self.low)}, {signed_pct(self.high)}]"
 
     def to_dict(self) -> dict:
         return {"ratio": self.ratio, "low": self.low, "high": self.high, "verdict": self.verdict,

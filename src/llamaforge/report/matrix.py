@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, control, judge
+from ..judge.estimate import signed_pct
 from ..judge.family import holm_reject
 from ..judge.pooled import PooledEffect, pooled_effect
 from ..variants.model import Variant, knob_title
@@ -317,7 +318,7 @@ def _effect_text(m: Matrix, keys: list[Key], pe: PooledEffect) -> str:
     pts = ""
     if pe.n_points > 1 and not pe.small:
         lo, hi = min(pe.point_ratios), max(pe.point_ratios)
-        pts = f"; points {(lo - 1) * 100:+.0f} to {(hi - 1) * 100:+.0f} %"
+        pts = f"; points {signed_pct(lo)} to {signed_pct(hi)} %"
     if pe.verdict == DIFFERS:
         return f"{pe.pct()} at {where} ({n}{pts.replace('; points', ':')})"
     if pe.verdict == SAME:

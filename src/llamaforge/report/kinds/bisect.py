@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ...files import atomic_path  # noqa: E402
 from ...findings.bisection import probe_rows, result_lines  # noqa: E402
+from ...judge.estimate import signed_pct  # noqa: E402
 from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
 from ...records import BisectSection, BisectSummary  # noqa: E402
@@ -138,7 +139,7 @@ def _probe_table(store: Store, run: Run) -> list[str]:
 def _pct_cell(ratio: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "–"
-    return f"{(ratio - 1) * 100:+.1f} %"
+    return f"{signed_pct(ratio, 1)} %"
 
 
 def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:
