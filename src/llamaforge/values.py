@@ -24,13 +24,14 @@ SEED_MAX = 2**63 - 1
 
 
 def _range_text(minimum: float | None, maximum: float | None) -> str:
+    def num(x: float) -> str:
+        return f"{x:g}" if isinstance(x, float) else str(x)
+
     if minimum is not None and maximum is not None:
-        return f"{minimum:g}..{maximum:g}" if isinstance(minimum, float) else f"{minimum}..{maximum}"
+        return f"{num(minimum)}..{num(maximum)}"
     if minimum is not None:
-        return f"at least {minimum:g}" if isinstance(minimum, float) else f"at least {minimum}"
-    if maximum is not None:
-        return f"at most {maximum:g}" if isinstance(maximum, float) else f"at most {maximum}"
-    return ""
+        return f"at least {num(minimum)}"
+    return "" if maximum is None else f"at most {num(maximum)}"
 
 
 def _fix(what: str, need: str, example: str | None) -> str:

@@ -19,6 +19,7 @@ from ..builds.backends import get_backend
 from ..builds.verify import ensure_runnable
 from ..console import warning
 from ..errors import BenchError
+from ..judge.verdict import MIN_EFFECT
 from ..paths import Paths
 from ..store import Store
 from ..values import csv_list
@@ -53,7 +54,7 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
                 threads=o.threads, load_timeout_s=o.load_timeout, request_timeout_s=o.request_timeout,
                 bench_depths=list(o.depths), launches=lo.policy.min_starts,
                 sequential=None if lo.fixed is not None else {"max_launches": lo.policy.max_starts,
-                                                              "precision": lo.policy.precision, "min_effect": 0.05},
+                                                              "precision": lo.policy.precision, "min_effect": MIN_EFFECT},
                 seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
 
 
