@@ -15,6 +15,7 @@ from .commands import builds as build_cmds
 from .commands import compare as compare_cmds
 from .commands import demo as demo_cmds
 from .commands import fleet as fleet_cmds
+from .commands import history as history_cmds
 from .commands import model as model_cmds
 from .commands import report as report_cmds
 from .invoke_help import install as install_help_fix
@@ -29,6 +30,7 @@ def make_collection() -> Collection:
             ns.add_task(t)
     ns.add_collection(Collection.from_module(model_cmds, name="model"))
     ns.add_collection(Collection.from_module(fleet_cmds, name="fleet"))
+    ns.add_collection(Collection.from_module(history_cmds, name="history"))
     ns.configure({"run": {"echo": False}})
     return ns
 

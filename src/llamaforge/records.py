@@ -438,6 +438,25 @@ class BisectSection(Record):
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class HistorySection(Record):
+    """A history run's plan (``inv history.run``): which commits, how each is measured, and the series it
+    extends (:mod:`llamaforge.history`)."""
+
+    selection: str | None = None                    # "--range a..b --every 2", "--releases", "--commits ..."
+    setup: str | None = None                        # how one start measures (the series key's setup)
+    commits: list[dict] = field(default_factory=list)   # history.select.Chosen.to_dict, in order: the plan
+    source: str | None = None
+    min_starts: int | None = None
+    max_launches: int | None = None
+    precision: float | None = None
+    min_effect: float | None = None
+    continues: bool | None = None                   # --continue: only what is new since the series' last run
+    bisect: bool | None = None
+    quiet: dict = field(default_factory=dict)       # per build key: bisect.quiet.Quiet (llama-bench on cpu)
+    extra: dict = field(default_factory=dict)
+
+
 def _plan_v1(d: dict) -> dict:
     if not isinstance(d.get("fit"), dict):   # very old / hand-made plans stored ``"fit": true``
         d["fit"] = {}
@@ -495,6 +514,7 @@ class RunPlan(Record):
     runtime: dict = field(default_factory=dict)  # per build key: bench.adjust.Runtime
     compare: CompareSection | None = None        # run kind "compare"
     bisect: BisectSection | None = None          # run kind "bisect"
+    history: HistorySection | None = None        # run kind "history"
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
     adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
     variants: list[dict] = field(default_factory=list)   # --variant: name, backend, pin, defines, env, args, build
@@ -735,9 +755,24 @@ class FleetSummary(RunSummary):
     hosts: dict = field(default_factory=dict)
 
 
+@dataclass
+class HistorySummary(RunSummary):
+    """A history run's progress and what it found (``history.run``): commits measured, failed (build or run,
+    per backend), the steps located by bisect (``culprits``: history.locate.Culprit.to_dict)."""
+
+    measured: list[str] = field(default_factory=list)
+    failed: dict = field(default_factory=dict)            # sha → {backend: "build: ..." | "run: ..."}
+    starts: int | None = None
+    builds: dict = field(default_factory=dict)            # sha → {backend: {"key", "build_s", "how"}}
+    measure_s: dict = field(default_factory=dict)         # sha → seconds measuring (all backends and points)
+    culprits: list[dict] = field(default_factory=list)
+    stops: dict = field(default_factory=dict)             # "sha backend ncmoe" → why starts stopped
+
+
 #: run kind → its summary record (other kinds: :class:`RunSummary`)
 SUMMARIES: dict[str, type[RunSummary]] = {"sweep": SweepSummary, "compare": CompareSummary,
-                                          "bisect": BisectSummary, "fleet": FleetSummary}
+                                          "bisect": BisectSummary, "fleet": FleetSummary,
+                                          "history": HistorySummary}
 
 
 def summary_record(kind: str, d: Any) -> RunSummary | None:

@@ -58,6 +58,7 @@ class BisectRequest:
     prompt_tokens: int | None = None     # default: 16 for tg, 128 for pp
     threads: int | None = None           # default on CPU: the physical cores (see .quiet)
     quiet: bool = True                   # --cpu-strict/--prio/--poll where llama-bench has them
+    ncmoe: int = 0                       # the MoE offload of the point measured (a history step's point)
 
     def __post_init__(self) -> None:
         check_metric(self.metric)
@@ -88,7 +89,7 @@ def bisect_plan(req: BisectRequest, model_path: Path, quiet: Quiet | None = None
     except Exception:  # noqa: BLE001 - facts are decoration here
         facts = {}
     pt = req.prompt_tokens or (16 if req.metric == "tg" else 128)
-    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=[PointSpec(0)],
+    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=[PointSpec(req.ncmoe)],
                 backends=[req.backend], pins=[], engine="llama-bench", repeats=req.repeats, prompt_tokens=pt,
                 n_predict=req.n_predict if req.metric == "tg" else 1,
                 threads=quiet.threads if quiet else req.threads, extra_args=list(quiet.args) if quiet else [])
@@ -131,7 +132,7 @@ class _Measurer:
         acc = self.points.get(sha)
         launch = 1 + len(acc.launches) if acc else 1
         self.seq += 1
-        p = measure_launch(b, self.model_path, PointSpec(0), self.plans[b.key], self.store, self.run_id,
+        p = measure_launch(b, self.model_path, PointSpec(self.req.ncmoe), self.plans[b.key], self.store, self.run_id,
                            label=sha[:9], launch=launch, seq=self.seq, acc=acc)
         self.points[sha] = p
         mine = [s for s in p.samples if s.launch == launch and not s.warmup]

@@ -24,7 +24,8 @@ from ..paths import Paths
 from .mirror import Mirror, slug
 from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, remote_url
 
-__all__ = ["SourceTree", "SourceMismatch", "checkout", "checkout_commit", "first_parent_commits", "head_tree", "moved_tree",
+__all__ = ["CommitFacts", "SourceTree", "SourceMismatch", "checkout", "checkout_commit", "commit_facts", "first_parent_commits",
+           "fresh_ref", "head_tree", "moved_tree", "on_first_parent_line",
            "resolve_commit", "Mirror"]
 
 
@@ -169,6 +170,47 @@ def first_parent_commits(paths: Paths, good: str, bad: str, spec: SourceSpec | N
             raise SourceError(f"{good} is not an ancestor of {bad}",
                               "give the older (good) commit first, and commits on the same branch")
         return m.first_parent_range(g, b)
+
+
+def on_first_parent_line(paths: Paths, older: str, newer: str, spec: SourceSpec | None = None) -> list[str]:
+    """Full shas from ``older`` to ``newer`` on ``newer``'s first-parent line, both included, oldest first;
+    refuses (one line) when ``older`` is not on that line (an ancestor reached only through a merge)."""
+    m = _mirror(paths)
+    with m.locked():
+        b = _resolve(m, newer, paths, spec).mirror_commit
+        a = _resolve(m, older, paths, spec).mirror_commit
+        after = m.first_parent_range(a, b) if a != b else []
+        if a != b and (not m.is_ancestor(a, b) or not after or m.first_parent(after[0]) != a):
+            raise SourceError(f"{older} and {newer} are not on one first-parent line ({older} is not a first-parent "
+                              f"ancestor of {newer})", "give the older commit first, both on the same branch's "
+                              "first-parent history (`git log --first-parent NEWER` lists them)")
+        return [a, *after]
+
+
+def fresh_ref(paths: Paths, ref: str, spec: SourceSpec) -> str:
+    """A branch or tag of a git/path source as it is now: fetched again (a nightly must see new commits)."""
+    m = _mirror(paths)
+    fetch_ref(m, spec, ref, paths)
+    with m.locked():
+        sha = m.resolve_in_namespace(ref, slug(remote_url(spec, paths))) or m.resolve(ref)
+    if sha is None:
+        raise SourceError(f"{spec} has no branch or tag {ref}", "check the name, or give a commit")
+    return sha
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    sha: str
+    subject: str
+    date: float | None
+    count: int | None            # the first-parent position llama.cpp's build number uses
+
+
+def commit_facts(paths: Paths, sha: str) -> CommitFacts:
+    """Subject, committer time and commit count of a mirror commit."""
+    m = _mirror(paths)
+    with m.locked():
+        return CommitFacts(sha, m.subject(sha), m.committed(sha), m.count(sha))
 
 
 def moved_tree(paths: Paths, commit: str, where: Path, origin: str = "bisect") -> SourceTree:

@@ -172,6 +172,17 @@ class Mirror:
         return int(self.git(["rev-list", "--count", "--end-of-options", _sha(sha)],
                             timeout=120).output.strip().splitlines()[-1])
 
+    def committed(self, sha: str) -> float:
+        """The committer time (epoch seconds)."""
+        with contextlib.closing(self.repo()) as r:
+            return float(r.commit(sha).committed_date)
+
+    def first_parent(self, sha: str) -> str | None:
+        """The first parent of ``sha`` (``None`` for a root commit)."""
+        with contextlib.closing(self.repo()) as r:
+            parents = r.commit(sha).parents
+            return str(parents[0].hexsha) if parents else None
+
     def is_ancestor(self, a: str, b: str) -> bool:
         return self.git(["merge-base", "--is-ancestor", "--end-of-options", _sha(a), _sha(b)],
                         check=False, timeout=120).returncode == 0

@@ -1,0 +1,114 @@
+"""``history.*`` tasks: ``run`` (measure commits into a series), ``show`` (series, steps, ratios) and
+``publish`` (a static site). Thin: parse options, call :mod:`llamaforge.history`, print."""
+
+from __future__ import annotations
+
+import sys
+
+from ..console import info
+from ..values import parse_effect
+from ._common import as_int, csv_list, lf_task, paths, pins
+
+_RUN_HELP = {
+    "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
+    "every": "with --range: every N-th commit (and always the newest); default 1",
+    "releases": "the release pins of pins.toml (built from their sdists)",
+    "commits": "comma-separated commits",
+    "source": "where commits come from when not in the mirror: path:DIR or git:URL",
+    "backend": "comma-separated backends, each a series of its own (default cpu)",
+    "model": "model (default synth:tiny-qwen35moe)",
+    "ncmoe": "comma-separated -ncmoe points (default 0)",
+    "engine": "server (pp, tg, time to first token, memory; default) or llama-bench (pp, tg)",
+    "repeats": "requests inside one start (default 3); the start is the unit of replication",
+    "prompt_tokens": "prompt tokens per request (default 512)", "n_predict": "generated tokens (default 64)",
+    "threads": "-t (default on cpu: the physical cores)",
+    "quiet_starts": "llama-bench on cpu: --cpu-strict/--prio/--poll where it has them (default on)",
+    "min_launches": "starts per commit and point at least (default 3)",
+    "max_launches": "at most (default 10): more only while a commit cannot be told from the previous one",
+    "precision": "wanted interval half-width (default 5%)",
+    "min_effect": "the smallest change that counts as a step (default 5%)",
+    "continue": "only what is new since this machine's last run of the series (and what an interrupted run left)",
+    "bisect": "locate every step not located yet to its commit (noise-aware bisect)",
+}
+
+
+@lf_task(name="run", help=_RUN_HELP)
+def run(c, range=None, every=1, releases=False, commits=None, source=None, backend="cpu",  # noqa: A002
+        model="synth:tiny-qwen35moe", ncmoe="0", engine="server", repeats=3, prompt_tokens=512, n_predict=64,
+        threads=None, quiet_starts=True, min_launches=3, max_launches=10, precision="5%", min_effect="5%",
+        continue_=False, bisect=False):
+    """Build and measure llama.cpp commits into a performance history (one series per machine, backend, model,
+    point and metric): every commit in sequential server starts, failures recorded and skipped; with
+    --bisect each step found is located to its commit. Then prints the series and their steps."""
+    from ..config import SourceSpec
+    from ..history.load import load_history
+    from ..history.run import HistoryRequest, run_history
+    from ..history.select import Selection
+    from ..history.show import print_history
+    from ..store import Store
+
+    sel = Selection(range=range, every=as_int(every, "--every"), releases=bool(releases),
+                    commits=tuple(csv_list(commits, what="commit")) if commits else (),
+                    source=SourceSpec.parse(source, where="--source") if source else None)
+    req = HistoryRequest(
+        selection=sel, backends=tuple(csv_list(backend, what="backend")), model=model,
+        ncmoe=tuple(as_int(x, "--ncmoe", minimum=0) for x in csv_list(ncmoe, what="ncmoe")), engine=engine,
+        repeats=as_int(repeats, "--repeats"), prompt_tokens=as_int(prompt_tokens, "--prompt-tokens"),
+        n_predict=as_int(n_predict, "--n-predict"), threads=as_int(threads, "--threads", minimum=1) if threads else None,
+        quiet=bool(quiet_starts), min_starts=as_int(min_launches, "--min-launches"),
+        max_starts=as_int(max_launches, "--max-launches"),
+        precision=parse_effect(precision, option="--precision", allow_zero=False),
+        min_effect=parse_effect(min_effect, option="--min-effect", allow_zero=False), resume=bool(continue_),
+        bisect=bool(bisect))
+    p = paths()
+    with Store(p.store_db) as store:
+        out = run_history(p, pins(), store, req, command=" ".join(sys.argv))
+        print_history(load_history(store))
+    if out.run_id:
+        info(f"stored as run [bold]{out.run_id}[/]: {len(out.measured)} commits measured, {len(out.failed)} failed")
+
+
+_FILTER_HELP = {"machine": "only this machine's series", "backend": "only this backend", "metric": "pp, tg, ttft, "
+                "vram or host", "model": "only this model"}
+
+
+def _filter(machine, backend, metric, model):  # noqa: ANN001, ANN202
+    from ..history.load import Filter
+
+    return Filter(machine=machine, backend=backend, model=model, metric=metric)
+
+
+@lf_task(name="show", help=_FILTER_HELP)
+def show(c, machine=None, backend=None, metric=None, model=None):
+    """Print the stored performance history: per series its latest level, its steps (with culprits) and the
+    backend ratios over time."""
+    from ..history.load import load_history
+    from ..history.show import print_history
+    from ..store import Store
+
+    with Store(paths().store_db) as store:
+        print_history(load_history(store, _filter(machine, backend, metric, model)))
+
+
+@lf_task(name="publish", help={"out": "the site's folder (new, empty, or an earlier site)", **_FILTER_HELP,
+                               "title": "the site's title"})
+def publish(c, out, machine=None, backend=None, metric=None, model=None, title="llama.cpp performance history"):
+    """Write the stored history as a static site (index with sparklines and the latest steps, one interactive
+    page per series, backend ratios); open OUT/index.html from disk or serve the folder."""
+    from ..history.load import load_history
+    from ..history.site import publish as write_site
+    from ..store import Store
+
+    with Store(paths().store_db) as store:
+        res = write_site(load_history(store, _filter(machine, backend, metric, model)), _out(out), title=title)
+    info(f"site written: {res.out}/index.html ({res.series} series)")
+
+
+def _out(out):  # noqa: ANN001, ANN202
+    from pathlib import Path
+
+    return Path(out)
+
+
+TASKS = [run, show, publish]
+

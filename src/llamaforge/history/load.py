@@ -1,0 +1,172 @@
+"""The store's history runs as series (see :mod:`.model`): one per machine × backend × model × point ×
+metric × setup, the runs of one series merged commit by commit (a commit measured again adds starts).
+
+A run whose starts come from more than one machine, or two machines behind one name, is refused: a
+series never mixes machines (``fleet.history`` keeps one series per machine by naming each host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..errors import StoreError
+from ..machine import launch_machines
+from ..records import HistorySection, HistorySummary
+from ..store import Point, Run, Store
+from .model import METRICS, History, Level, Series, SeriesKey
+from .ratio import ratios
+from .steps import find_steps
+
+UPSTREAM = "https://github.com/ggml-org/llama.cpp/commit/"
+#: a request metric → the sample field it is read from
+FIELDS = {"pp": "pp_tps", "tg": "tg_tps", "ttft": "prompt_ms"}
+
+
+@dataclass(frozen=True)
+class Filter:
+    machine: str | None = None
+    backend: str | None = None
+    model: str | None = None
+    metric: str | None = None
+
+    def keeps(self, key: SeriesKey) -> bool:
+        return all(want is None or want == have for want, have in ((self.machine, key.machine),
+                   (self.backend, key.backend), (self.model, key.model), (self.metric, key.metric)))
+
+
+def machine_of(run: Run) -> str:
+    return str(run.env.machine or run.env.host or "unknown")
+
+
+def _machine_ids(store: Store, run: Run, points: list[Point]) -> set[str]:
+    ids = set()
+    for p in points:
+        ids |= set(launch_machines(p.launches))
+    ids.discard("unknown")
+    if len(ids) > 1:
+        raise StoreError(f"history run {run.id} holds starts from {len(ids)} machines ({', '.join(sorted(ids))}); "
+                         "a series never mixes machines",
+                         "measure each machine into its own run (fleet.history does), or delete the run")
+    return ids
+
+
+def _values(p: Point, metric: str, engine: str) -> list[list[float]]:
+    if metric in FIELDS:
+        if metric == "ttft" and engine != "server":
+            return []                     # llama-bench reports no time to first token
+        return [g for g in p.launch_groups(FIELDS[metric]) if g]
+    name = "vram_self_mib" if metric == "vram" else "rss_peak_mib"
+    out = []
+    for r in p.launches:
+        v = r.get(name) if r.get("status", "ok") == "ok" else None
+        if metric == "vram" and v is None:
+            v = r.get("vram_used_mib") if r.get("status", "ok") == "ok" else None
+        if v:
+            out.append([float(v)])
+    return out
+
+
+def _url(sha: str, source: str | None) -> str | None:
+    return UPSTREAM + sha if source in (None, "", "git") and len(sha) == 40 else None
+
+
+class _Builder:
+    """Series accumulated run by run."""
+
+    def __init__(self, flt: Filter) -> None:
+        self.flt = flt
+        self.levels: dict[SeriesKey, dict[str, Level]] = {}
+        self.min_effect: dict[SeriesKey, float] = {}
+        self.ids: dict[str, set[str]] = {}           # machine name → machine ids seen
+        self.culprits: list[dict] = []
+
+    def level(self, key: SeriesKey, sha: str, meta: dict, source: str | None) -> Level:
+        lv = self.levels.setdefault(key, {}).get(sha)
+        if lv is None:
+            lv = Level(sha, int(meta.get("order") or 0), meta.get("label") or sha[:9], meta.get("subject") or "",
+                       meta.get("date"), _url(sha, source))
+            self.levels[key][sha] = lv
+        return lv
+
+    def add_run(self, store: Store, run: Run) -> None:
+        sec = run.plan.history or HistorySection()
+        points = store.points(run.id)
+        machine = machine_of(run)
+        seen = self.ids.setdefault(machine, set())
+        seen |= _machine_ids(store, run, points)
+        if len(seen) > 1:
+            raise StoreError(f"the history of {machine!r} holds starts from {len(seen)} machines behind one name",
+                             "give each machine its own LLAMAFORGE_MACHINE name (fleet hosts are named by the fleet file)")
+        backends = {b["key"]: b.get("backend") for b in store.builds_for_run(run.id)}
+        meta = {c["sha"]: c for c in sec.commits}
+        for p in points:
+            backend = backends.get(p.build_key) or "?"
+            where = f"ngl={p.ngl}" if p.ngl != -1 and not p.ncmoe else f"ncmoe={p.ncmoe}"
+            for metric in METRICS:
+                key = SeriesKey(machine, backend, run.plan.model_ref, where, metric, sec.setup or "")
+                groups = _values(p, metric, p.engine)
+                if not self.flt.keeps(key) or (not groups and p.status == "ok"):
+                    continue
+                lv = self.level(key, p.label, meta.get(p.label, {}), sec.source)
+                self.min_effect[key] = sec.min_effect or 0.05
+                lv.starts += groups
+                lv.runs.append(run.id)
+                if p.status != "ok" and not lv.starts:
+                    lv.status, lv.note = "failed", f"{p.failure_class}: {p.failure_detail or ''}"[:300]
+        self._failed_builds(run, sec, machine, meta)
+        summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
+        self.culprits += [{**c, "machine": machine} for c in summ.culprits]
+
+    def _failed_builds(self, run: Run, sec: HistorySection, machine: str, meta: dict) -> None:
+        summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
+        points = [f"ncmoe={p.get('ncmoe', 0)}" for p in run.plan.points] or ["ncmoe=0"]
+        for sha, per_backend in summ.failed.items():
+            for backend, why in per_backend.items():
+                if not str(why).startswith("build"):
+                    continue
+                for where in points:
+                    for metric in ("pp", "tg"):
+                        key = SeriesKey(machine, backend, run.plan.model_ref, where, metric, sec.setup or "")
+                        if self.flt.keeps(key):
+                            lv = self.level(key, sha, meta.get(sha, {}), sec.source)
+                            if not lv.starts:
+                                lv.status, lv.note = "build-failed", str(why)[:300]
+
+    def series(self) -> list[Series]:
+        out = []
+        for key in sorted(self.levels):
+            levels = sorted(self.levels[key].values(), key=lambda lv: (lv.order, lv.date or 0))
+            s = Series(key, levels, min_effect=self.min_effect.get(key, 0.05))
+            s.steps = find_steps(s)
+            attach_culprits(s, self.culprits)
+            out.append(s)
+        return out
+
+
+def attach_culprits(series: Series, culprits: Iterable[dict]) -> None:
+    """Join the located steps (``HistorySummary.culprits``) onto the series' steps: same machine, backend,
+    point and metric, the culprit inside the step's gap (after ``before``, at or before ``after``)."""
+    for st in series.steps:
+        before, after = series.level(st.before), series.level(st.after)
+        if st.between == 0 and before and after:
+            st.culprit, st.culprit_subject, st.culprit_url = after.sha, after.subject, after.url
+            st.bisect_status = "adjacent commits: no bisect needed"
+        for c in culprits:
+            if (c.get("machine"), c.get("backend"), c.get("point"), c.get("metric")) != (
+                    series.key.machine, series.key.backend, series.key.point, series.key.metric):
+                continue
+            if before and after and c.get("before") == st.before and c.get("after") == st.after:
+                st.culprit = c.get("culprit") or st.culprit
+                st.culprit_subject = c.get("subject") or st.culprit_subject
+                st.culprit_url = _url(st.culprit, c.get("source")) if st.culprit else None
+                st.bisect_run, st.bisect_status, st.bisect_note = c.get("run"), c.get("status"), c.get("note")
+
+
+def load_history(store: Store, flt: Filter | None = None) -> History:
+    """Every history run of the store as series with their steps, and the backend ratios."""
+    b = _Builder(flt or Filter())
+    for run in store.list_runs("history"):
+        b.add_run(store, run)
+    series = b.series()
+    return History(series, ratios(series))

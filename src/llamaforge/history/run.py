@@ -1,0 +1,302 @@
+"""``history.run``: build and measure commits into the store as a ``history`` run (see :mod:`llamaforge.history`).
+
+Per commit, every backend is built (release pins from their own sources; commits of a range with the
+incremental builder bisect uses, so a later bisect of a step reuses its build tree) and every point is
+measured in **sequential starts** (:mod:`llamaforge.judge.sequential`): at least ``--min-launches``
+starts, interleaved across the commit's backends and points, then one more while the commit's pp or tg
+cannot be told from the previous measured commit of its series ("inconclusive" against the minimum
+effect) or its interval is wider than the precision, up to ``--max-launches``. Starts of one commit
+run back to back: drift between commits is not separated from the commits' own difference here; a
+step's bisect re-measures its two ends interleaved (ABBA), which is where that is checked.
+
+A commit that does not build, or whose start fails, is recorded (``HistorySummary.failed``) and
+skipped; the run goes on. The plan lists every commit it means to measure before it starts, and the
+summary is written after each commit, so an interrupted run is resumed by ``--continue``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
+from ..bench.sweep import measure_launch
+from ..bisect.quiet import QuietRequest, settings
+from ..builds import BuildOptions, build
+from ..builds.incremental import IncrementalBuilder, build_facts
+from ..config import Pins
+from ..console import console, esc, notice
+from ..envinfo import collect_env
+from ..errors import BenchError, BuildError, ConfigError, SourceError
+from ..files import file_lock
+from ..judge import Policy, Starts, judge, point_stop
+from ..judge.estimate import estimate
+from ..judge.verdict import INCONCLUSIVE, MIN_EFFECT
+from ..llamacpp.options import build_options
+from ..records import HistorySection, HistorySummary, build_manifest
+from ..store import Point, Store
+from .load import Filter, load_history
+from .select import Chosen, Selection, choose
+
+ENGINES = ("server", "llama-bench")
+#: the pp/tg requests of one start (history defaults: small enough for a CPU nightly)
+DEFAULT_PROMPT, DEFAULT_PREDICT = 512, 64
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    selection: Selection
+    backends: tuple[str, ...] = ("cpu",)
+    model: str = "synth:tiny-qwen35moe"
+    ncmoe: tuple[int, ...] = (0,)
+    engine: str = "server"
+    repeats: int = 3
+    prompt_tokens: int = DEFAULT_PROMPT
+    n_predict: int = DEFAULT_PREDICT
+    threads: int | None = None
+    quiet: bool = True
+    min_starts: int = 3
+    max_starts: int = 10
+    precision: float = 0.05
+    min_effect: float = MIN_EFFECT
+    resume: bool = False                 # --continue
+    bisect: bool = False
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine {self.engine!r} is not one of {', '.join(ENGINES)}",
+                              "server (pp, tg, time to first token, memory) or llama-bench (pp, tg)")
+        if not self.backends or len(set(self.backends)) != len(self.backends):
+            raise ConfigError(f"--backend {','.join(self.backends)}: give each backend once", "e.g. --backend cuda,vulkan")
+        for name, v, lo in (("--repeats", self.repeats, 1), ("--min-launches", self.min_starts, 2),
+                            ("--prompt-tokens", self.prompt_tokens, 1), ("--n-predict", self.n_predict, 1)):
+            if v < lo:
+                raise ConfigError(f"{name} must be at least {lo} (got {v})", f"e.g. {name} {max(lo, 3)}")
+        if self.max_starts < self.min_starts:
+            raise ConfigError(f"--max-launches {self.max_starts} is below --min-launches {self.min_starts}",
+                              "give a maximum at least as large as the minimum")
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(self.min_starts, self.max_starts, self.precision)
+
+    @property
+    def setup(self) -> str:
+        """How one start measures: part of every series' key (a different setup is a different series)."""
+        return f"{self.engine} p{self.prompt_tokens} n{self.n_predict} r{self.repeats}"
+
+
+@dataclass
+class HistoryOutcome:
+    run_id: str | None
+    measured: list[str]
+    failed: dict[str, dict[str, str]]
+    chosen: list[Chosen]
+    note: str = ""
+
+
+Builder = Callable[[Chosen, str], Any]
+
+
+def default_builder(paths: Any) -> Builder:
+    """Release pins from their own sources; other commits with the incremental builder (one tree per backend,
+    shared with bisect, under its session lock)."""
+    builders: dict[str, IncrementalBuilder] = {}
+
+    def make(c: Chosen, backend: str) -> Any:
+        if c.pin is not None:
+            return build(paths, c.pin, backend, BuildOptions())
+        inc = builders.setdefault(backend, IncrementalBuilder(paths, backend))
+        with file_lock(Path(paths.builds) / f"bisect-{backend}.session.lock",
+                       f"a bisection uses the {backend} build tree; waiting for it"):
+            return inc(c.sha)
+    return make
+
+
+class _Session:
+    """One history run in progress: builds, starts and the summary, stored as they happen."""
+
+    def __init__(self, store: Store, run_id: str, req: HistoryRequest, plan: Plan, prev: dict) -> None:
+        self.store, self.run_id, self.req, self.plan = store, run_id, req, plan
+        self.prev: dict[tuple[str, int], dict[str, list[list[float]]]] = prev   # (backend, ncmoe) → metric → starts
+        self.plans: dict[str, Plan] = {}
+        self.quiet: dict[str, dict] = {}
+        self.summary = HistorySummary(starts=0)
+        self.seq = 0
+
+    def plan_for(self, b: Any) -> Plan:
+        if b.key not in self.plans:
+            opts = sorted(build_options(b).bench) if self.req.engine == "llama-bench" else None
+            q = settings(QuietRequest(backend=b.backend, threads=self.req.threads, enabled=self.req.quiet), opts)
+            self.quiet[b.key] = q.to_dict()
+            args = list(q.args) if self.req.engine == "llama-bench" else []
+            self.plans[b.key] = dataclasses.replace(self.plan, threads=q.threads, extra_args=args)
+        return self.plans[b.key]
+
+    def save(self) -> None:
+        self.store.set_run_summary(self.run_id, self.summary)
+
+    def fail(self, sha: str, backend: str, why: str) -> None:
+        self.summary.failed.setdefault(sha, {})[backend] = why
+        notice(f"{sha[:9]} ({backend}): {why}")
+
+
+def _groups(p: Point, field: str) -> list[list[float]]:
+    return [g for g in p.launch_groups(field) if g]
+
+
+def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest) -> Any:
+    """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`)."""
+    if p.launches and p.launches[-1].get("status", "ok") != "ok":
+        return None
+    open_ = []
+    for metric, field in (("pp", "pp_tps"), ("tg", "tg_tps")):
+        cur = _groups(p, field)
+        if prev.get(metric) and cur:
+            j = judge(prev[metric], cur, min_effect=req.min_effect, alpha=req.policy.look_alpha)
+            if j is not None and j.verdict == INCONCLUSIVE:
+                open_.append(f"{metric} vs the previous commit")
+    return point_stop(estimate(Starts.of(_groups(p, "tg_tps"))), req.policy, open_comparisons=open_)
+
+
+def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: Path) -> None:
+    items = [(backend, n) for backend in builds for n in s.req.ncmoe]
+    acc: dict[tuple[str, int], Point] = {}
+    while items:
+        for item in list(items):
+            b = builds[item[0]]
+            s.seq += 1
+            launch = len(acc[item].launches) + 1 if item in acc else 1
+            acc[item] = measure_launch(b, model_path, PointSpec(item[1]), s.plan_for(b), s.store, s.run_id,
+                                       label=c.sha, launch=launch, seq=s.seq, acc=acc.get(item))
+            s.summary.starts = (s.summary.starts or 0) + 1
+        for item in list(items):
+            st = _stop(acc[item], s.prev.get(item, {}), s.req)
+            tag = f"{c.sha} {item[0]} {item[1]}"
+            if st is None:
+                s.fail(c.sha, item[0], f"run: start failed ({acc[item].failure_class}: {acc[item].failure_detail})"[:300])
+                s.summary.stops[tag] = "a start failed"
+                items.remove(item)
+            elif not st.more:
+                s.summary.stops[tag] = st.reason
+                s.prev[item] = {"pp": _groups(acc[item], "pp_tps"), "tg": _groups(acc[item], "tg_tps")}
+                items.remove(item)
+
+
+def _build_all(s: _Session, c: Chosen, builder: Builder) -> dict[str, Any]:
+    out = {}
+    for backend in s.req.backends:
+        t0 = time.time()
+        try:
+            b = builder(c, backend)
+        except (BuildError, SourceError) as e:
+            s.fail(c.sha, backend, f"build: {e}"[:300])
+            continue
+        cached, incr, secs = build_facts(b, t0)
+        how = "cached" if cached else ("incremental" if incr else "cold")
+        s.summary.builds.setdefault(c.sha, {})[backend] = {"key": b.key, "build_s": round(time.time() - t0, 2),
+                                                           "compile_s": secs, "how": how}
+        s.store.add_build(build_manifest(b), s.run_id)
+        out[backend] = b
+    return out
+
+
+def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str], list[str], dict]:
+    """Commits this machine's series already measured, those an earlier run planned, and per (backend,
+    ncmoe) the newest measured commit's pp/tg starts (what a new commit is first compared with)."""
+    measured: set[str] = set()
+    planned: list[str] = []
+    prev: dict = {}
+    for run in store.list_runs("history"):
+        sec = run.plan.history
+        if sec is None or sec.setup != req.setup or run.plan.model_ref != req.model or \
+                str(run.env.machine or run.env.host or "unknown") != machine:
+            continue
+        planned += [c["sha"] for c in sec.commits]
+        if run.summary:                  # a commit that failed is recorded, not measured again by --continue
+            measured |= set(run.summary_as(HistorySummary).failed)
+    hist = load_history(store, Filter(machine=machine, model=req.model))
+    for series in hist.series:
+        if series.key.setup != req.setup or series.key.backend not in req.backends:
+            continue
+        lv = series.measured()
+        measured |= {x.sha for x in lv}
+        n = int(series.key.point.split("=")[1]) if series.key.point.startswith("ncmoe=") else 0
+        if lv and series.key.metric in ("pp", "tg"):
+            prev.setdefault((series.key.backend, n), {})[series.key.metric] = lv[-1].starts
+    return sorted(measured), planned, prev
+
+
+def _plan(req: HistoryRequest, model_path: Path) -> Plan:
+    try:
+        facts = read_facts(model_path)
+    except Exception:  # noqa: BLE001 - facts are decoration here
+        facts = {}
+    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts,
+                points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
+                repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads)
+
+
+def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:
+    sel = req.selection
+    return HistorySection(selection=sel.text(), setup=req.setup, commits=[c.to_dict() for c in chosen],
+                          source=str(sel.source) if sel.source else None, min_starts=req.min_starts,
+                          max_launches=req.max_starts, precision=req.precision, min_effect=req.min_effect,
+                          continues=req.resume, bisect=req.bisect)
+
+
+def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, builder: Builder | None = None,
+                command: str | None = None) -> HistoryOutcome:
+    """Measure the selected commits (see the module doc); with ``req.bisect`` then locate the steps
+    (:func:`llamaforge.history.locate.locate_steps`). Returns what was measured; everything is stored."""
+    model_path = resolve_model(req.model, paths)
+    env = collect_env()
+    machine = str(env.get("machine") or env.get("host") or "unknown")
+    measured, planned, prev = _previous(store, machine, req)
+    chosen = choose(paths, pins, req.selection, measured=measured, planned=planned, resume=req.resume)
+    if not chosen:
+        note = "nothing new to measure: every selected commit is already in this machine's series"
+        console.print(esc(note))
+        return HistoryOutcome(None, [], {}, [], note)
+    plan = _plan(req, model_path)
+    run_id = store.new_run("history", plan.to_record().replace(history=_section(req, chosen)), command=command,
+                           env=env, name=f"history {req.selection.text()} ({','.join(req.backends)})")
+    console.print("[bold]history[/] " + esc(
+        f"{len(chosen)} commits × {','.join(req.backends)} × ncmoe {','.join(map(str, req.ncmoe))}, "
+        f"{req.min_starts}–{req.max_starts} starts each ({req.setup}) — run {run_id}"))
+    s = _Session(store, run_id, req, plan, prev)
+    status = "interrupted"
+    try:
+        for c in chosen:
+            _one_commit(s, c, builder or default_builder(paths), model_path)
+        status = "done"
+    finally:
+        record = store.get_run(run_id).plan
+        store.update_run_plan(run_id, record.replace(history=record.history.replace(quiet=s.quiet)))
+        s.save()
+        store.set_run_status(run_id, status)
+    if req.bisect:
+        from .locate import locate_steps
+        locate_steps(paths, store, run_id, req, machine)
+    return HistoryOutcome(run_id, s.summary.measured, s.summary.failed, chosen)
+
+
+def _one_commit(s: _Session, c: Chosen, builder: Builder, model_path: Path) -> None:
+    t0 = time.time()
+    builds = _build_all(s, c, builder)
+    t1 = time.time()
+    if builds:
+        try:
+            _measure_commit(s, c, builds, model_path)
+        except BenchError as e:
+            for backend in builds:
+                s.fail(c.sha, backend, f"run: {e}"[:300])
+    s.summary.measure_s[c.sha] = round(time.time() - t1, 2)
+    if c.sha not in s.summary.failed or len(s.summary.failed[c.sha]) < len(s.req.backends):
+        s.summary.measured.append(c.sha)
+    console.print(esc(f"  {c.label:>12} {c.subject[:60]:<60} build {t1 - t0:6.1f} s  measure {time.time() - t1:6.1f} s"))
+    s.save()
