@@ -91,6 +91,11 @@ SLEEP20 = Variant("sleep20", "bisect-fixture", N_COMMITS, SLOW_INDEX, BROKEN_IND
                   "context: pace single-token decodes")
 SPIN7 = Variant("spin7", "bisect-fixture-spin7", 8, 3, None, spin_code(8), "context: account generation steps")
 SPIN15 = Variant("spin15", "bisect-fixture-spin15", 8, 6, None, spin_code(17), "context: account generation steps")
+#: the history fixture: 12 commits, a slowdown at 3 (each decode spins 18 % of its own time: about −15 % tg)
+#: and a speedup at 8 (the spin cut to 4 %: about +13 % tg), docs and comments everywhere else
+HISTORY = Variant("history", "history-fixture", 12, 3, None, spin_code(18), "context: account generation steps")
+SPEEDUP_INDEX = 8
+SPEEDUP_SUBJECT = "context: cheaper pacing accounting"
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,8 @@ def _steps(repo: Path, variant: Variant = SLEEP20) -> list[tuple[str, callable]]
     def comment(name: str, line: str):  # noqa: ANN202
         return lambda: _append(repo / name, f"\n// {line}\n")
 
+    if variant is HISTORY:
+        return _history_steps(repo, slowdown, doc, comment)
     if variant is not SLEEP20:
         steps = [
             ("docs: mention the bisect fixture in the build guide", doc("docs/build.md", "<!-- spin fixture: 1 -->")),
@@ -193,6 +200,46 @@ def _steps(repo: Path, variant: Variant = SLEEP20) -> list[tuple[str, callable]]
         ("docs: README note 2", doc("README.md", "<!-- bisect fixture: note 7 -->")),
         ("docs: final note", doc("docs/build.md", "<!-- bisect fixture: note 8 -->")),
     ]
+
+
+def _history_steps(repo: Path, slowdown, doc, comment) -> list:  # noqa: ANN001
+    ctx = repo / "src" / "llama-context.cpp"
+
+    def speedup() -> None:
+        _edit(ctx, "* 18 / 100;", "* 4 / 100;")
+
+    return [
+        ("docs: history fixture note 1", doc("docs/build.md", "<!-- history fixture: 1 -->")),
+        ("io: document the string framing", comment("src/llama-io.cpp", "strings are framed as u32 length + bytes")),
+        (HISTORY.slow_subject, slowdown),
+        ("docs: typo pass", doc("README.md", "<!-- history fixture: 2 -->")),
+        ("cparams: note where LLAMA_MAX_SEQ comes from", comment("src/llama-cparams.cpp", "see llama-cparams.h")),
+        ("docs: clarify build flags", doc("docs/build.md", "<!-- history fixture: 3 -->")),
+        ("docs: README note", doc("README.md", "<!-- history fixture: 4 -->")),
+        (SPEEDUP_SUBJECT, speedup),
+        ("io: comment the read path", comment("src/llama-io.cpp", "read_string mirrors write_string")),
+        ("docs: contributing note", doc("CONTRIBUTING.md", "<!-- history fixture: 5 -->")),
+        ("docs: build guide note", doc("docs/build.md", "<!-- history fixture: 6 -->")),
+        ("docs: final note", doc("README.md", "<!-- history fixture: 7 -->")),
+    ]
+
+
+def extend(fx: Fixture, dest: Path, n: int = 0) -> list[str]:
+    """A clone of the fixture at ``dest`` (made when missing) with ``n`` more docs-only commits on top (the
+    nightly case): returns the new commits' shas. The cached fixture itself is never changed."""
+    if not (dest / ".git").is_dir():
+        r = proc.run(["git", "clone", "-q", "--local", "--", str(fx.path), str(dest)], env=_ENV_BASE, timeout=600)
+        if not r.ok:
+            raise RuntimeError(f"git clone failed: {r.output[-500:]}")
+    out = []
+    for _ in range(n):
+        k = int(_git(dest, "rev-list", "--count", "HEAD"))
+        _append(dest / "docs" / "build.md", f"\n<!-- a later commit: {k} -->\n")
+        env = {"GIT_AUTHOR_DATE": _date(k), "GIT_COMMITTER_DATE": _date(k)}
+        _git(dest, "add", "-A", env=env)
+        _git(dest, "commit", "-q", "--no-verify", "-m", f"docs: a later note {k}", env=env)
+        out.append(_git(dest, "rev-parse", "HEAD"))
+    return out
 
 
 def _date(i: int) -> str:

@@ -26,6 +26,6 @@ def find_steps(series: Series, *, alpha: float = ALPHA) -> list[Step]:
 
 def _between(series: Series, before: Level, after: Level) -> int:
     """Commits between the two that the series did not measure (−1: unknown, e.g. between releases)."""
-    if any(lv.label != lv.short for lv in (before, after)):
+    if any(lv.label and lv.label != lv.short for lv in (before, after)):
         return -1                     # release pins: their order is the release order, not commit counts
     return max(after.order - before.order - 1, 0)

@@ -1,0 +1,227 @@
+"""The history's pure parts: change points (judge.changepoints), commit selection, series loading from a
+store (machines never mixed), backend ratios, and the request's validation."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import numpy as np
+import pytest
+
+from llamaforge.config import Pin, Pins, SourceSpec
+from llamaforge.errors import ConfigError, SourceError, StoreError
+from llamaforge.history.load import load_history
+from llamaforge.history.model import History, Level, Series, SeriesKey
+from llamaforge.history.ratio import ratios
+from llamaforge.history.run import HistoryRequest
+from llamaforge.history.select import Selection, release_pins, thin
+from llamaforge.history.steps import find_steps
+from llamaforge.judge import Starts
+from llamaforge.judge.changepoints import propose, steps
+from llamaforge.records import HistorySection, HistorySummary, RunPlan
+from llamaforge.store import Point, Sample, Store
+
+
+def _series(levels_true: list[float], *, k: int = 3, sd: float = 0.03, seed: int = 0) -> list[Starts]:
+    rng = np.random.default_rng(seed)
+    return [Starts.of([[m * math.exp(rng.normal(0, sd)) * math.exp(rng.normal(0, 0.005)) for _ in range(3)]
+                       for _ in range(k)]) for m in levels_true]
+
+
+def test_two_steps_of_opposite_sign_are_both_found_at_their_commits():
+    found = steps(_series([100] * 4 + [86] * 5 + [97] * 4))
+    assert [b.index for b in found] == [4, 9]
+    assert found[0].judgement.ratio < 0.9 and found[1].judgement.ratio > 1.08
+    assert found[0].segment_before == (0, 3) and found[0].segment_after == (4, 8)
+    assert all(b.p_adjusted < 0.05 and "Holm" in b.adjusted for b in found)
+
+
+def test_a_flat_series_has_no_step_in_at_most_alpha_of_trials():
+    """The false-step rate over whole series (the family) stays under α = 5 % (here: 300 null series of
+    10 commits × 3 starts, 4 % between-start spread)."""
+    false = sum(bool(steps(_series([100] * 10, sd=0.04, seed=s))) for s in range(300))
+    assert false / 300 <= 0.05
+
+
+def test_a_change_smaller_than_the_minimum_effect_is_not_a_step():
+    assert not steps(_series([100] * 5 + [97] * 5, sd=0.005))          # 3 % < the 5 % margin
+    assert [b.index for b in steps(_series([100] * 5 + [97] * 5, sd=0.005), min_effect=0.01)] == [5]
+
+
+def test_a_single_outlier_commit_is_not_two_steps_unless_it_is_clear():
+    """One odd commit between alike ones: proposed as a segment, judged as one — with 3 starts it is a
+    real (confirmed) excursion only when it clears the margin; a 4 % blip does not."""
+    assert not steps(_series([100] * 5 + [104] + [100] * 5, sd=0.03))
+
+
+def test_propose_never_splits_inside_a_commit_and_finds_the_obvious_boundary():
+    xs = [np.log(np.array([100.0, 101, 99])), np.log(np.array([100.0, 100.5, 99.5])),
+          np.log(np.array([80.0, 81, 79])), np.log(np.array([80.5, 80, 79.5]))]
+    assert propose(xs, sigma2=0.0001) == [2]
+
+
+def test_find_steps_skips_failed_commits_and_counts_the_gap():
+    st = _series([100] * 3 + [85] * 3)
+    levels = [Level(f"{i:040x}", order=10 + 2 * i, starts=[list(g) for g in s.groups]) for i, s in enumerate(st)]
+    levels.insert(3, Level("f" * 40, order=15, status="build-failed"))
+    s = Series(SeriesKey("m", "cpu", "tiny", "ncmoe=0", "tg"), levels)
+    (step,) = find_steps(s)
+    assert (step.before, step.after) == (levels[2].sha, levels[4].sha) and step.between == 1
+
+
+def test_thin_keeps_every_nth_and_always_the_newest():
+    assert thin(list("abcdefg"), 2) == list("aceg")
+    assert thin(list("abcdef"), 4) == list("aef")
+    assert thin(list("ab"), 1) == list("ab")
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"range": "a..b", "every": 0}, "--every must be at least 1"),
+    ({}, "exactly one of"),
+    ({"range": "a..b", "releases": True}, "exactly one of"),
+    ({"releases": True, "every": 2}, "--every thins a --range"),
+    ({"range": "a...b"}, "is not OLDER..NEWER"),
+    ({"range": "--upload-pack=x..b"}, "is not OLDER..NEWER"),
+    ({"range": "ab"}, "is not OLDER..NEWER"),
+])
+def test_bad_selections_are_one_line(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        Selection(**kw)
+
+
+def test_release_pins_are_the_pypi_ones_in_file_order_one_per_commit():
+    pypi = SourceSpec.parse("pypi:llama-cpp-python==0.3.33")
+    pins = Pins({"default": Pin("default", "c" * 9, (pypi,)), "r1": Pin("r1", "a" * 9, (pypi,)),
+                 "g": Pin("g", "d" * 9, (SourceSpec.parse("git"),)), "r2": Pin("r2", "b" * 9, (pypi,)),
+                 "r2b": Pin("r2b", "b" * 9, (pypi,))})
+    assert [p.name for p in release_pins(pins)] == ["r1", "r2"]
+    with pytest.raises(ConfigError, match="at least two release pins"):
+        release_pins(Pins({"r1": Pin("r1", "a" * 9, (pypi,))}))
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"engine": "both"}, "--engine"), ({"backends": ("cpu", "cpu")}, "each backend once"),
+    ({"repeats": 0}, "--repeats"), ({"min_starts": 1}, "--min-launches"),
+    ({"min_starts": 5, "max_starts": 4}, "below --min-launches"),
+])
+def test_bad_requests_are_one_line(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        HistoryRequest(selection=Selection(range="a..b"), **kw)
+
+
+def test_the_setup_is_part_of_the_series_key():
+    a = HistoryRequest(selection=Selection(range="a..b"))
+    b = HistoryRequest(selection=Selection(range="a..b"), prompt_tokens=64)
+    assert a.setup != b.setup and a.setup.startswith("server ")
+
+
+# --------------------------------------------------------------------------- the store → series
+
+
+def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, machine: str = "box",
+                 launch_machines: tuple[str, ...] = ("id1",), backend: str = "cpu") -> str:
+    sec = HistorySection(selection="--range a..b", setup="llama-bench p64 n32 r3",
+                         commits=[{"sha": sha, "order": int(sha, 16), "label": sha[:9], "subject": f"s{i}", "date": 1e9 + i}
+                                  for i, (sha, _g) in enumerate(commits)], min_effect=0.05)
+    rid = store.new_run("history", RunPlan(history=sec, model={"ref": "tiny"}), env={"machine": machine})
+    key = f"{backend}-key-{rid}"
+    store.add_build({"key": key, "backend": backend, "pin": "x", "commit": "x"}, rid)
+    for sha, groups in commits:
+        samples = [Sample(idx=i, warmup=False, test="tg32", tg_tps=v, launch=li + 1)
+                   for li, g in enumerate(groups) for i, v in enumerate(g)]
+        launches = [{"launch": li + 1, "status": "ok", "rss_peak_mib": 100.0 + li,
+                     "machine": {"id": launch_machines[li % len(launch_machines)]}} for li in range(len(groups))]
+        store.record_point(Point(run_id=rid, build_key=key, engine="llama-bench", label=sha, samples=samples,
+                                 extra={"launches": launches}))
+    store.set_run_summary(rid, HistorySummary(measured=[c for c, _ in commits]))
+    store.set_run_status(rid, "done")
+    return rid
+
+
+def _levels(n: int, value: float, start: int = 0) -> list[tuple[str, list[list[float]]]]:
+    return [(f"{start + i:040x}", [[value * (1 + 0.01 * ((i + j) % 3 - 1))] * 3 for j in range(3)]) for i in range(n)]
+
+
+def test_series_are_loaded_per_metric_with_steps_and_runs_merged(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(4, 100.0))
+        _history_run(store, _levels(4, 80.0, start=4))
+        h = load_history(store)
+    tg = next(s for s in h.series if s.key.metric == "tg")
+    host = next(s for s in h.series if s.key.metric == "host")
+    assert tg.key == SeriesKey("box", "cpu", "tiny", "ncmoe=0", "tg", "llama-bench p64 n32 r3")
+    assert len(tg.measured()) == 8 and tg.levels[0].subject == "s0" and len(tg.levels[0].starts) == 3
+    assert [(st.before, st.after) for st in tg.steps] == [(f"{3:040x}", f"{4:040x}")]
+    assert host.levels[0].starts == [[100.0], [101.0], [102.0]]        # one value per start
+    assert not any(s.key.metric == "ttft" for s in h.series)            # llama-bench has no time to first token
+
+
+def test_a_run_whose_starts_come_from_two_machines_is_refused(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(3, 100.0), launch_machines=("id1", "id2"))
+        with pytest.raises(StoreError, match="from 2 machines"):
+            load_history(store)
+
+
+def test_two_machines_behind_one_name_are_refused_and_two_names_are_two_series(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(3, 100.0), machine="a", launch_machines=("id1",))
+        _history_run(store, _levels(3, 90.0), machine="b", launch_machines=("id2",))
+        assert {s.key.machine for s in load_history(store).series} == {"a", "b"}
+        _history_run(store, _levels(3, 100.0, start=3), machine="a", launch_machines=("id3",))
+        with pytest.raises(StoreError, match="2 machines behind one name"):
+            load_history(store)
+
+
+def test_backend_ratio_per_commit_with_its_interval(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(3, 100.0), backend="cuda")
+        _history_run(store, _levels(3, 62.5), backend="vulkan")
+        h = load_history(store)
+    (r,) = [r for r in h.ratios if r.a.metric == "tg"]
+    assert (r.a.backend, r.b.backend) == ("cuda", "vulkan")
+    assert [round(x.ratio, 2) for x in r.rows] == [1.6, 1.6, 1.6] and all(x.low < 1.6 < x.high for x in r.rows)
+    assert "cuda/vulkan tg at ncmoe=0" in r.summary and "1.60×" in r.summary
+
+
+def test_the_history_round_trips_as_json():
+    s = Series(SeriesKey("m", "cpu", "tiny", "ncmoe=0", "tg", "x"), [Level("a" * 40, 1, starts=[[1.0, 2.0]])])
+    s.steps = []
+    h = History([s], ratios([s]), 1.0, ["n"])
+    assert History.from_dict(h.to_dict()).to_dict() == h.to_dict()
+
+
+# --------------------------------------------------------------------------- first-parent lines (real git)
+
+
+def _git(repo, *args):  # noqa: ANN001, ANN202
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_a_range_off_the_first_parent_line_is_refused(tmp_path, monkeypatch):
+    from llamaforge.paths import Paths
+    from llamaforge.sources import on_first_parent_line
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "root")
+    _git(repo, "checkout", "-q", "-b", "side")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "side work")
+    side = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "main work")
+    _git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    tip = _git(repo, "rev-parse", "HEAD")
+    root = _git(repo, "rev-list", "--max-parents=0", "HEAD")
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    paths = Paths(tmp_path / "ws")
+    spec = SourceSpec.parse(f"path:{repo}")
+    assert on_first_parent_line(paths, root, tip, spec)[0] == root
+    assert len(on_first_parent_line(paths, root, tip, spec)) == 3
+    with pytest.raises(SourceError, match="not on one first-parent line"):
+        on_first_parent_line(paths, side, tip, spec)
