@@ -297,7 +297,8 @@ REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", *PURE_FE
 #: modules that measure, build, fetch or start processes: nothing the report, ``findings/`` or a pure feature part
 #: loads, directly or not (``compare/`` and ``reproduce/`` have ``__init__``s that import nothing, so their pure
 #: halves load without their measuring halves)
-MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "fleet", "sources", "models",
+MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "history.run", "history.locate",
+             "fleet", "sources", "models",
              "commands", "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build",
              "variants.check")
 
