@@ -160,6 +160,22 @@ def test_only_http_urls_are_links_and_page_json_cannot_close_its_script():
     assert json.loads(text) == {"s": HOSTILE, "x": None, "c": "<!-- & -->"}
 
 
+def test_an_empty_history_and_a_series_with_no_measured_commit_still_publish(tmp_path):
+    assert publish(History(), tmp_path / "empty").n_series == 0
+    assert "No series yet" in (tmp_path / "empty" / "index.html").read_text()
+    failed = Series(SeriesKey("m", "cpu", "tiny", "ngl=0", "tg"),
+                    [Level("a" * 40, 1, status="build-failed", note="no compiler"), Level("b" * 40, 2, starts=[[0.0]])])
+    odd = Series(SeriesKey("m", "cpu", "tiny", "ngl=0", "host"), _levels(random.Random(1), [900, 910], [3, 2]))
+    for lv in odd.levels:                                   # memory: one value per start
+        lv.starts = [[s[0]] for s in lv.starts]
+    res = publish(History([failed, odd]), tmp_path / "odd")
+    page = (tmp_path / "odd" / "series" / f"{failed.key.slug}.html").read_text()
+    assert "build-failed: no compiler" in page and "no data" in page
+    assert res.n_series == 2 and len(res.pages) == 4
+    host = (tmp_path / "odd" / "series" / f"{odd.key.slug}.html").read_text()
+    assert "peak host memory" in host and "lower is better" in host and "range of 2 starts" in host
+
+
 def test_the_site_is_pure_it_loads_no_measuring_module():
     """The site reads the model and asks the judge; it never loads bench, builds, bisect, sources, fleet,
     commands (or any module that measures), even through a function-local or ``TYPE_CHECKING`` import."""
