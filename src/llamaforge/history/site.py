@@ -165,9 +165,9 @@ def page_names(series: list[Series]) -> list[str]:
 
 def _level_view(i: int, lv: Level) -> dict[str, Any]:
     est = _estimate(lv)
-    view = {"i": i, "order": lv.order, "epoch": lv.date, "sha": lv.sha, "short": lv.short, "label": lv.label or lv.short, "url": safe_url(lv.url),
-            "date": _date(lv.date), "day": _date(lv.date, "%Y-%m-%d"), "subject": lv.subject or "",
-            "status": lv.status, "note": lv.note or "", "est": est, "centre": "", "interval": "",
+    view = {"i": i, "order": lv.order, "epoch": lv.date, "sha": lv.sha, "short": lv.short,
+            "label": lv.label or lv.short, "url": safe_url(lv.url), "date": _date(lv.date),
+            "subject": lv.subject or "", "status": lv.status, "note": lv.note or "", "est": est, "centre": "", "interval": "",
             "interval_label": "", "hover_interval": "", "shape": "", "starts": []}
     if est is not None:
         iv = _interval(est)
@@ -188,7 +188,7 @@ def _step_view(st: Step, s: Series, where: dict[str, dict[str, Any]]) -> dict[st
         "size": f"{_pct(st.ratio)} %", "interval": f"[{_pct(st.low)}, {_pct(st.high)}]",
         "interval_label": "interval under an assumed spread (< 3 starts a side)" if small else "95 % CI",
         "text": f"{_pct(st.ratio)} % [{_pct(st.low)}, {_pct(st.high)}]",
-        "direction": "regression" if worse else "improvement", "worse": worse,
+        "direction": "regression" if worse else "improvement" if st.ratio != 1 else "–", "worse": worse,
         "before": before or {"label": st.before[:9], "sha": st.before, "url": None},
         "after": after or {"label": st.after[:9], "sha": st.after, "url": None},
         "x": (before["i"] + after["i"]) / 2 if before and after else None,
