@@ -1,10 +1,13 @@
 """Render an HTML file in headless Chromium (Debian's `chromium`): a screenshot and the DOM it built.
-Shared by the report tests (unit: a fake store; integration: a real sweep)."""
+Shared by the report tests (unit: a fake store; integration: a real sweep) and the history site's test
+(:func:`load_in_chromium`: the DOM plus every console message the page produced)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from llamaforge.proc import run
@@ -30,3 +33,29 @@ def render_in_chromium(page: Path, profile: Path, shot: Path, timeout: float = 1
     m = re.search(r"<html.*</html>", res.output, re.S)
     assert m, res.output[-2000:]
     return m.group(0)
+
+
+#: a console message in Chromium's stderr log (``--enable-logging=stderr``). Chromium 156 writes every
+#: level alike (``[pid:tid:time:INFO:CONSOLE:1] "msg", source: url (line)``: console.log, .warn, .error
+#: and an uncaught exception, "Uncaught Error: …", all look the same), so every one is collected.
+_CONSOLE = re.compile(r"^\[[^\]]*:CONSOLE[^\]]*\]\s*(.*)$", re.M)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    dom: str
+    console: list[str]        # every console message and uncaught error, in order
+    log: str                  # Chromium's whole stderr (for a failing assertion's message)
+
+
+def load_in_chromium(page: Path, profile: Path, *, timeout: float = 120, budget_ms: int = 1000) -> Loaded:
+    """Load ``page`` in headless Chromium, let it run ``budget_ms`` of virtual time, and return the DOM it
+    built with the console messages (``--enable-logging=stderr --v=0``). A page that logs nothing and
+    throws nothing has ``console == []``."""
+    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000", "--enable-logging=stderr",
+            "--v=0", f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
+    res = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    m = re.search(r"<html.*</html>", res.stdout, re.S)
+    assert m, (res.stdout + res.stderr)[-2000:]
+    return Loaded(m.group(0), _CONSOLE.findall(res.stderr), res.stderr)
