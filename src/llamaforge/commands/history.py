@@ -7,7 +7,7 @@ import sys
 
 from ..console import info
 from ..values import parse_effect
-from ._common import as_int, csv_list, lf_task, paths, pins
+from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 _RUN_HELP = {
     "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
@@ -99,15 +99,10 @@ def publish(c, out, machine=None, backend=None, metric=None, model=None, title="
     from ..history.site import publish as write_site
     from ..store import Store
 
+    where = writable_dir(out, "OUT")          # before anything is loaded
     with Store(paths().store_db) as store:
-        res = write_site(load_history(store, _filter(machine, backend, metric, model)), _out(out), title=title)
-    info(f"site written: {res.out}/index.html ({res.series} series)")
-
-
-def _out(out):  # noqa: ANN001, ANN202
-    from pathlib import Path
-
-    return Path(out)
+        res = write_site(load_history(store, _filter(machine, backend, metric, model)), where, title=title)
+    info(f"site written: {res.out}/index.html ({res.n_series} series)")
 
 
 TASKS = [run, show, publish]

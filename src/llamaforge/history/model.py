@@ -135,7 +135,7 @@ class Series:
 
     @property
     def metric(self) -> Metric:
-        return METRICS[self.key.metric]
+        return METRICS.get(self.key.metric) or Metric(self.key.metric, self.key.metric, "", True)
 
     def level(self, sha: str) -> Level | None:
         return next((lv for lv in self.levels if lv.sha == sha), None)
