@@ -225,3 +225,16 @@ def test_a_range_off_the_first_parent_line_is_refused(tmp_path, monkeypatch):
     assert len(on_first_parent_line(paths, root, tip, spec)) == 3
     with pytest.raises(SourceError, match="not on one first-parent line"):
         on_first_parent_line(paths, side, tip, spec)
+
+
+def test_a_commit_measured_in_two_runs_says_whether_it_reproduces(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(3, 100.0))
+        h1 = load_history(store)
+        _history_run(store, _levels(2, 100.0))              # the first two commits again
+        h2 = load_history(store)
+    assert "Not re-measured" in h1.notes[0]
+    tg = next(s for s in h2.series if s.key.metric == "tg")
+    assert [lv.remeasure for lv in tg.levels] == ["reproduces", "reproduces", None]
+    assert "re-measured in 2 runs: reproduces" in tg.levels[0].note
+    assert "Re-measured: 2 of 3" in h2.notes[0] and "2 reproduce" in h2.notes[0]

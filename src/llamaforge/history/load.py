@@ -7,10 +7,12 @@ series never mixes machines (``fleet.history`` keeps one series per machine by n
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import StoreError
+from ..judge import judge
 from ..machine import launch_machines
 from ..records import HistorySection, HistorySummary
 from ..store import Point, Run, Store
@@ -80,6 +82,7 @@ class _Builder:
         self.min_effect: dict[SeriesKey, float] = {}
         self.ids: dict[str, set[str]] = {}           # machine name → machine ids seen
         self.culprits: list[dict] = []
+        self.by_run: dict[tuple[SeriesKey, str], dict[str, list[list[float]]]] = {}
 
     def level(self, key: SeriesKey, sha: str, meta: dict, source: str | None) -> Level:
         lv = self.levels.setdefault(key, {}).get(sha)
@@ -112,6 +115,7 @@ class _Builder:
                 self.min_effect[key] = sec.min_effect or 0.05
                 lv.starts += groups
                 lv.runs.append(run.id)
+                self.by_run.setdefault((key, p.label), {}).setdefault(run.id, []).extend(groups)
                 if p.status != "ok" and not lv.starts:
                     lv.status, lv.note = "failed", f"{p.failure_class}: {p.failure_detail or ''}"[:300]
         self._failed_builds(run, sec, machine, meta)
@@ -138,10 +142,43 @@ class _Builder:
         for key in sorted(self.levels):
             levels = sorted(self.levels[key].values(), key=lambda lv: (lv.order, lv.date or 0))
             s = Series(key, levels, min_effect=self.min_effect.get(key, 0.05))
+            for lv in levels:
+                remeasured(lv, self.by_run.get((key, lv.sha), {}), s.min_effect)
             s.steps = find_steps(s)
             attach_culprits(s, self.culprits)
             out.append(s)
         return out
+
+
+def remeasured(lv: Level, by_run: dict[str, list[list[float]]], min_effect: float) -> None:
+    """A commit measured in two or more runs: the first run's starts against the later runs' (the judge), in
+    the level's note — the re-measurement a number must survive; ``lv.remeasure`` holds the verdict."""
+    runs = [r for r, g in by_run.items() if g]
+    if lv.status != "ok" or len(runs) < 2:
+        return
+    later = [g for r in runs[1:] for g in by_run[r]]
+    j = judge(by_run[runs[0]], later, min_effect=min_effect)
+    if j is None:
+        return
+    lv.remeasure = {"same": "reproduces", "differs": "differs"}.get(j.verdict, "inconclusive")
+    text = f"re-measured in {len(runs)} runs: {lv.remeasure} ({j.fmt()})"
+    lv.note = f"{lv.note}; {text}" if lv.note else text
+
+
+def remeasure_note(series: list[Series]) -> str:
+    """One sentence for the whole history: how many commit levels survived a re-measurement."""
+    levels = [lv for s in series if s.key.metric in ("pp", "tg") for lv in s.measured()]
+    again = [lv for lv in levels if lv.remeasure]
+    if not levels:
+        return ""
+    if not again:
+        return (f"Not re-measured: each of the {len(levels)} pp/tg commit levels was measured in one run only "
+                "(run the same history.run again to re-measure them; the site then says which reproduce).")
+    counts = {v: sum(lv.remeasure == v for lv in again) for v in ("reproduces", "differs", "inconclusive")}
+    return (f"Re-measured: {len(again)} of {len(levels)} pp/tg commit levels were measured again in a later run: "
+            f"{counts['reproduces']} reproduce, {counts['differs']} differ, {counts['inconclusive']} inconclusive "
+            f"(the judge, ±{series[0].min_effect:.0%}); the other {len(levels) - len(again)} were measured in one run "
+            "only and have not survived a re-measurement.")
 
 
 def attach_culprits(series: Series, culprits: Iterable[dict]) -> None:
@@ -169,4 +206,5 @@ def load_history(store: Store, flt: Filter | None = None) -> History:
     for run in store.list_runs("history"):
         b.add_run(store, run)
     series = b.series()
-    return History(series, ratios(series))
+    note = remeasure_note(series)
+    return History(series, ratios(series), time.time(), [note] if note else [])

@@ -72,6 +72,7 @@ class Level:
     status: str = "ok"             # ok | failed (measurement) | build-failed
     note: str | None = None
     runs: list[str] = field(default_factory=list)
+    remeasure: str | None = None   # measured in ≥ 2 runs: reproduces | differs | inconclusive (the judge)
 
     @property
     def short(self) -> str:
