@@ -99,31 +99,36 @@ def _brief(store: Any, run: Any) -> dict:
             "points": len(store.points(run.id, with_samples=False))}
 
 
-def history_runs() -> dict:
-    """The host's history runs (oldest first), each with the bisect runs its located steps link
+def history_listing(store: Any) -> dict:
+    """The store's history runs (oldest first), each with the bisect runs its located steps link
     (``HistorySummary.culprits[i]["run"]``): what ``fleet.history`` pulls back."""
     from ..errors import StoreError
-    from ..paths import Paths
     from ..records import HistorySummary
+
+    out = []
+    for run in store.list_runs("history"):
+        refs = [c.get("run") for c in run.summary_as(HistorySummary).culprits] if run.summary else []
+        linked = []
+        for ref in dict.fromkeys(r for r in refs if isinstance(r, str) and r):
+            try:
+                b = store.get_run(ref)
+            except StoreError:       # a bisect run deleted on the host: the step keeps its culprit
+                continue
+            if b.id == ref:          # the exact id (never a name or prefix match)
+                linked.append(_brief(store, b))
+        out.append({**_brief(store, run), "bisect": linked})
+    return {"runs": out}
+
+
+def history_runs() -> dict:
+    from ..paths import Paths
     from ..store import Store
 
     db = Paths.default().store_db
     if not db.is_file():
         return {"runs": []}
-    out = []
     with Store(db) as store:
-        for run in store.list_runs("history"):
-            refs = [c.get("run") for c in run.summary_as(HistorySummary).culprits] if run.summary else []
-            linked = []
-            for ref in dict.fromkeys(r for r in refs if isinstance(r, str) and r):
-                try:
-                    b = store.get_run(ref)
-                except StoreError:       # a bisect run deleted on the host: the step keeps its culprit
-                    continue
-                if b.id == ref:          # the exact id (never a name or prefix match)
-                    linked.append(_brief(store, b))
-            out.append({**_brief(store, run), "bisect": linked})
-    return {"runs": out}
+        return history_listing(store)
 
 
 COMMANDS = {"info": info, "doctor": doctor, "run-status": run_status, "sha256": sha256, "history-runs": history_runs}
