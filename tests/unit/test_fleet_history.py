@@ -21,6 +21,7 @@ from llamaforge.fleet import agent
 from llamaforge.fleet import history as fh
 from llamaforge.fleet.config import parse_fleet
 from llamaforge.history.load import load_history
+from llamaforge.history.site import publish
 from llamaforge.paths import Paths
 from llamaforge.records import HistorySummary
 from llamaforge.store import Point, Sample, Store
@@ -84,13 +85,14 @@ def _history_run(store: Store, machine: str, machine_id: str, tg: dict[str, floa
         key = f"{sha}-cpu-k"
         store.add_build({"key": key, "backend": "cpu", "commit": sha}, run)
         p = Point(run, key, "server", ncmoe=0, label=sha, prompt_tokens=512, n_predict=64)
-        p.samples = [Sample(i, False, pp_tps=100.0 + i % 3, tg_tps=v + 0.01 * (i % 3), launch=1 + i // 3)
-                     for i in range(9)]
+        p.samples = [Sample(i, False, pp_tps=100.0 + i % 3, tg_tps=v * (1 + 0.004 * (i % 3) + 0.003 * (i // 3)),
+                            launch=1 + i // 3) for i in range(9)]
         p.extra = {"launches": [{"launch": n, "status": "ok", "machine": {"id": machine_id, "host": "h"}}
                                 for n in (1, 2, 3)]}
         store.record_point(p)
-    culprits = [{"backend": "cpu", "point": "ncmoe=0", "metric": "tg", "before": shas[0], "after": shas[-1],
-                 "culprit": shas[-1], "run": bisect, "status": "found"}] if bisect else []
+    mid = len(shas) // 2     # the step the tests plant: between the middle two commits
+    culprits = [{"backend": "cpu", "point": "ncmoe=0", "metric": "tg", "before": shas[mid - 1], "after": shas[mid],
+                 "culprit": shas[mid], "run": bisect, "status": "found"}] if bisect else []
     store.set_run_summary(run, HistorySummary(measured=shas, culprits=culprits))
     store.set_run_status(run, status)
     return run
@@ -223,6 +225,12 @@ def test_two_hosts_become_two_series_one_machine_each_with_culprits_relinked(tmp
         assert [lv.sha for lv in tg["box-a"].levels] == ["c1", "c2", "c3", "c4"]
         assert all(len(lv.starts) == 3 for s in tg.values() for lv in s.levels)
         assert {s.key.setup for s in hist.series} == {SETUP}
+        site = publish(hist, tmp_path / "site")       # both hosts in one site
+        data = (tmp_path / "site" / "history.json").read_text()
+        assert site.n_series == len(hist.series) and '"box-a"' in data and '"box-b"' in data
+        step = tg["box-a"].steps[0]                   # the step's culprit links the imported bisect run
+        assert (step.before, step.after, step.culprit, step.bisect_run) == ("c2", "c3", "c3", a.bisects[0])
+        assert a.bisects[0] in data and not tg["box-b"].steps
     for host, backend in (("a", "cpu"), ("b", "cpu")):
         run_argv = FakeRemote.hosts[host]["calls"][0]
         assert run_argv == ["llamaforge", "history.run", "--commits=c1,c2,c3,c4", "--bisect", f"--backend={backend}"]
