@@ -162,6 +162,49 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
         assert "alpha · CPU" in dom and "beta-box · CPU" in dom and dom.count("<table>") >= 4
 
 
+def test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothing_new(fleet_ws, cpu_build):
+    """fleet.history over three real commits of the bisect fixture (a local "upstream", ``--source path:``) on
+    alpha and beta (sharing the warm incremental build tree through the build root) and the refused host:
+    each host's history run pulled back under its machine name, two series in ``history.show``; a second
+    ``--continue`` measures and pulls nothing and doubles no sample."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixture_repo import make_fixture
+
+    from llamaforge.history.load import load_history
+
+    ws, tmp = fleet_ws
+    fx = make_fixture(cpu_build.source_dir)
+    args = ["fleet.history", "--hosts", "alpha,beta,refused", "--range", f"{fx.commits[0]}..{fx.commits[2]}",
+            "--source", fx.spec, "--backend", "cpu", "--model", "synth:tiny-qwen35moe", "--repeats", "2",
+            "--min-launches", "2", "--max-launches", "2", "--prompt-tokens", "64", "--n-predict", "8", "--continue"]
+    r = _cli(ws, *args, timeout=2400)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "1 of 3 host(s) failed" in r.stderr and "Traceback" not in out, out
+    assert re.search(r"^│ refused\s+│.*failed.*unreachable", r.stdout, re.M), r.stdout
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        runs = {r.plan.fleet.host: r for r in store.list_runs("history") if r.plan.fleet}
+        assert set(runs) == {"alpha", "beta"}, runs
+        for host, machine in (("alpha", "alpha"), ("beta", "beta-box")):
+            run = runs[host]
+            assert run.id.endswith("." + machine) and run.env.machine == machine and run.status == "done"
+            assert run.summary.measured == fx.commits[:3] and not run.summary.failed
+        hist = load_history(store)
+        tg = {s.key.machine: s for s in hist.series if s.key.metric == "tg"}
+        assert set(tg) == {"alpha", "beta-box"}, [s.key for s in hist.series]
+        assert all([lv.sha for lv in s.levels] == fx.commits[:3] and all(len(lv.starts) == 2 for lv in s.levels)
+                   for s in tg.values())
+        n_samples = store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+
+    r = _cli(ws, *[a if a != "alpha,beta,refused" else "alpha,beta" for a in args], timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nothing new to measure" in r.stdout and "0 history, 0 bisect" in r.stdout, r.stdout
+    with Store(ws / "results" / "llamaforge.sqlite") as store:
+        assert store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == n_samples
+        assert len([r for r in store.list_runs("history") if r.plan.fleet]) == 2
+    r = _cli(ws, "history.show", "--metric", "tg")
+    assert r.returncode == 0 and "alpha" in r.stdout and "beta-box" in r.stdout, r.stdout + r.stderr
+
+
 def test_compare_one_build_on_two_hosts(fleet_ws):
     ws, tmp = fleet_ws
     r = _cli(ws, "compare", "--base", "default", "--backend", "cpu", "--base-host", "alpha", "--head-host", "beta",

@@ -38,6 +38,11 @@ def _workflow() -> dict:
     uses = [s.get("uses", "") for s in job["steps"]]
     assert uses[0].startswith("actions/checkout@") and uses[-1].startswith("actions/upload-artifact@")
     assert job["steps"][-1]["if"] == "always()" and "llamaforge.sqlite" in job["steps"][-1]["with"]["path"]
+    history = wf["jobs"]["history"]   # the history steps (checked in full by tests/unit/test_github_actions_example.py)
+    runs = " ".join(s.get("run", "") for s in history["steps"])
+    assert "history.run" in runs and "--continue --bisect" in runs and "history.publish site" in runs
+    assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@") for s in history["steps"])
+    assert wf["jobs"]["deploy"]["steps"][-1]["uses"].startswith("actions/deploy-pages@")
     return job
 
 

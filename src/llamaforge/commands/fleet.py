@@ -181,3 +181,64 @@ def _print_fleet_run(run) -> None:  # noqa: ANN001
         t.add_row(esc(h), esc(s.get("machine")), f"[{color}]{esc(s.get('status'))}[/]", esc(s.get("run") or "-"),
                   esc(s.get("error") or ""))
     console.print(t)
+
+
+_HISTORY_HELP = {
+    "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source); "
+             "each host resolves it in its own mirror",
+    "every": "with --range: every N-th commit (and always the newest); default 1",
+    "releases": "the release pins of pins.toml (copied to every host)",
+    "commits": "comma-separated commits",
+    "source": "where commits come from on the hosts: git:URL, or path:DIR on each host",
+    "backend": "comma-separated backends (default: each host's backends in fleet.toml, else cpu)",
+    "model": "model: a path on the hosts or a reference (default synth:tiny-qwen35moe, made on each host)",
+    "ncmoe": "comma-separated -ncmoe points (default 0)",
+    "engine": "server (default) or llama-bench",
+    "repeats": "requests inside one start (default 3)",
+    "prompt_tokens": "prompt tokens per request (default 512)", "n_predict": "generated tokens (default 64)",
+    "min_launches": "starts per commit and point at least (default 3)",
+    "max_launches": "at most (default 10)", "precision": "wanted interval half-width (default 5%)",
+    "min_effect": "the smallest change that counts as a step (default 5%)",
+    "continue": "only what is new since each machine's last run of the series",
+    "bisect": "locate every new step to its commit, on the host that measured it",
+    **_COMMON_HELP,
+}
+
+
+@lf_task(name="history", help=_HISTORY_HELP)
+def history(c, range=None, every=None, releases=False, commits=None, source=None, backend=None,  # noqa: A002
+            model=None, ncmoe=None, engine=None, repeats=None, prompt_tokens=None, n_predict=None, min_launches=None,
+            max_launches=None, precision=None, min_effect=None, continue_=False, bisect=False, hosts=None, fleet=None):
+    """Run the same performance history (`llamaforge history.run` there, same options) on every host at once,
+    then pull each host's history runs (and the bisect runs of its steps) into the local store under the
+    host's machine name: one series per machine, never mixed; `history.show` and `history.publish` then show
+    every host. A failing host is one row of the table; the others finish.
+
+    Example: inv fleet.history --range 0c1e57098..master --every 8 --continue --bisect ; inv history.publish site"""
+    from ..fleet.history import check_hosts_options, history_all, history_options
+    from ..store import Store
+
+    options = history_options(dict(locals()))
+    f, hs = _hosts(fleet, hosts)
+    check_hosts_options(hs, options)     # every value checked here, before any host is contacted
+    p = paths()
+    with Store(p.store_db) as store, _progress(hs) as pr:
+        outs = history_all(store, p, hs, options, progress=pr)
+    _print_history(outs)
+    bad = [o for o in outs if o.status != "ok"]
+    if bad:
+        raise FleetError(f"{len(bad)} of {len(outs)} host(s) failed; first: {bad[0].error}",
+                         bad[0].fix or "see the table above")
+    info(esc("merged: `llamaforge history.show` (or `history.publish DIR`) shows every machine's series"))
+
+
+def _print_history(outs) -> None:  # noqa: ANN001
+    t = Table(title="fleet history")
+    for col in ("host", "machine", "status", "new runs", "measured", "failed", "located", "pulled", "error"):
+        t.add_column(col, overflow="fold")
+    for o in outs:
+        color = "green" if o.status == "ok" else "red"
+        t.add_row(esc(o.host), esc(o.machine), f"[{color}]{esc(o.status)}[/]", esc(", ".join(o.new) or "-"),
+                  str(o.measured), str(o.failed), str(o.located), f"{len(o.runs)} history, {len(o.bisects)} bisect",
+                  esc(o.error or ""))
+    console.print(t)

@@ -5,6 +5,7 @@ Prints one JSON line the controller reads (never rich tables to scrape):
   doctor            the backends this host can build and run (``build.doctor.check``)
   run-status NAME   the stored run NAME (``exists``, ``id``, ``status``, point counts)
   sha256 FILE       the file's sha256 and size
+  history-runs      the stored history runs and the bisect runs their steps link (id, status, updated, points)
 An error is ``{"error": ..., "fix": ...}`` with exit 2.
 """
 
@@ -16,6 +17,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..errors import LlamaforgeError
@@ -92,7 +94,44 @@ def sha256(path: str) -> dict:
     return {"sha256": h.hexdigest(), "size": p.stat().st_size}
 
 
-COMMANDS = {"info": info, "doctor": doctor, "run-status": run_status, "sha256": sha256}
+def _brief(store: Any, run: Any) -> dict:
+    return {"id": run.id, "status": run.status, "updated": run.updated,
+            "points": len(store.points(run.id, with_samples=False))}
+
+
+def history_listing(store: Any) -> dict:
+    """The store's history runs (oldest first), each with the bisect runs its located steps link
+    (``HistorySummary.culprits[i]["run"]``): what ``fleet.history`` pulls back."""
+    from ..errors import StoreError
+    from ..records import HistorySummary
+
+    out = []
+    for run in store.list_runs("history"):
+        refs = [c.get("run") for c in run.summary_as(HistorySummary).culprits] if run.summary else []
+        linked = []
+        for ref in dict.fromkeys(r for r in refs if isinstance(r, str) and r):
+            try:
+                b = store.get_run(ref)
+            except StoreError:       # a bisect run deleted on the host: the step keeps its culprit
+                continue
+            if b.id == ref:          # the exact id (never a name or prefix match)
+                linked.append(_brief(store, b))
+        out.append({**_brief(store, run), "bisect": linked})
+    return {"runs": out}
+
+
+def history_runs() -> dict:
+    from ..paths import Paths
+    from ..store import Store
+
+    db = Paths.default().store_db
+    if not db.is_file():
+        return {"runs": []}
+    with Store(db) as store:
+        return history_listing(store)
+
+
+COMMANDS = {"info": info, "doctor": doctor, "run-status": run_status, "sha256": sha256, "history-runs": history_runs}
 
 
 def main(argv: list[str]) -> int:

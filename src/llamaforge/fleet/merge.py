@@ -56,15 +56,17 @@ def _point(run_id: str, d: Any) -> Point:
     return p
 
 
-def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: str | None) -> str:
-    """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id."""
+def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: str | None,
+               note: dict | None = None) -> str:
+    """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id. ``note`` goes into
+    ``plan.fleet.extra`` (``fleet.history``: the host's ``updated`` and point count, to pull only what changed)."""
     r = doc["run"]
     rid = imported_id(r["id"], machine)
     env = Environment.from_json(r.get("env") or {})
     env.machine = machine
     env.extra["fleet_host"] = host
     plan = RunPlan.from_json(r.get("plan") or {})
-    plan.fleet = FleetSection(run=fleet_run, host=host, machine=machine, remote_run=r["id"])
+    plan.fleet = FleetSection(run=fleet_run, host=host, machine=machine, remote_run=r["id"], extra=dict(note or {}))
     now = time.time()
     store.put_run(Run(id=rid, kind=str(r.get("kind") or "sweep"), name=r.get("name"), status=str(r.get("status") or "?"),
                       created=float(r.get("created") or now), updated=now, command=r.get("command"), plan=plan,
