@@ -7,6 +7,9 @@ from what does differ (sha256 of the parts found, first 12 hex digits):
 * ``/etc/machine-id`` — the OS install (absent in some containers);
 * the NVIDIA GPU UUIDs (NVML, :mod:`llamaforge.gpu`) — another card changes it.
 
+The same digest without the boot id is kept as ``extra.stable`` (:func:`stable_id`): a performance history
+spans reboots of one machine and compares machines by it (two clones of one image without GPUs may share it).
+
 Only the hash is stored, never the raw ids; the host name is kept for display. :data:`OVERRIDE_ENV`
 (``LLAMAFORGE_MACHINE_ID``) replaces the derived id: it exists for tests that play "another machine",
 and for a user who wants two boots of one box to count as one machine (the parts then say ``override``).
@@ -59,7 +62,18 @@ def identify(root: Path = Path("/"), *, nvml_module: Any = None, env: Mapping[st
     if not parts:   # nothing readable: the host name is all there is (and says so)
         parts.append(("host", host))
     digest = hashlib.sha256("\n".join(f"{k}={v}" for k, v in parts).encode()).hexdigest()[:12]
-    return MachineRecord(id=digest, host=host, parts=[k for k, _v in parts])
+    lasting = [(k, v) for k, v in parts if k != "boot_id"]
+    extra = {"stable": hashlib.sha256("\n".join(f"{k}={v}" for k, v in lasting).encode()).hexdigest()[:12]} \
+        if lasting and lasting != parts else {}
+    return MachineRecord(id=digest, host=host, parts=[k for k, _v in parts], extra=extra)
+
+
+def stable_id(rec: MachineRecord | None) -> str | None:
+    """The id without the boot: what stays the same across reboots of one machine (its OS install and GPUs;
+    ``extra.stable``), else the id itself. A history kept across nights compares machines by this."""
+    if rec is None:
+        return None
+    return str(rec.extra.get("stable") or rec.id) if rec.id else None
 
 
 @functools.cache

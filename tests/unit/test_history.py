@@ -120,7 +120,7 @@ def test_the_setup_is_part_of_the_series_key():
 
 
 def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, machine: str = "box",
-                 launch_machines: tuple[str, ...] = ("id1",), backend: str = "cpu") -> str:
+                 launch_machines: tuple[str, ...] = ("id1",), backend: str = "cpu", stable: str | None = None) -> str:
     sec = HistorySection(selection="--range a..b", setup="llama-bench p64 n32 r3",
                          commits=[{"sha": sha, "order": int(sha, 16), "label": sha[:9], "subject": f"s{i}", "date": 1e9 + i}
                                   for i, (sha, _g) in enumerate(commits)], min_effect=0.05)
@@ -131,7 +131,8 @@ def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, 
         samples = [Sample(idx=i, warmup=False, test="tg32", tg_tps=v, launch=li + 1)
                    for li, g in enumerate(groups) for i, v in enumerate(g)]
         launches = [{"launch": li + 1, "status": "ok", "rss_peak_mib": 100.0 + li,
-                     "machine": {"id": launch_machines[li % len(launch_machines)]}} for li in range(len(groups))]
+                     "machine": {"id": launch_machines[li % len(launch_machines)],
+                                 **({"stable": stable} if stable else {})}} for li in range(len(groups))]
         store.record_point(Point(run_id=rid, build_key=key, engine="llama-bench", label=sha, samples=samples,
                                  extra={"launches": launches}))
     store.set_run_summary(rid, HistorySummary(measured=[c for c, _ in commits]))
@@ -238,3 +239,39 @@ def test_a_commit_measured_in_two_runs_says_whether_it_reproduces(tmp_path):
     assert [lv.remeasure for lv in tg.levels] == ["reproduces", "reproduces", None]
     assert "re-measured in 2 runs: reproduces" in tg.levels[0].note
     assert "Re-measured: 2 of 3" in h2.notes[0] and "2 reproduce" in h2.notes[0]
+
+
+def test_a_reboot_is_the_same_machine(tmp_path):
+    """Launch ids change with the boot; the lasting id (``extra.stable``) does not: one series."""
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(3, 100.0), launch_machines=("boot1",), stable="box-install")
+        _history_run(store, _levels(3, 100.0, start=3), launch_machines=("boot2",), stable="box-install")
+        (tg,) = [s for s in load_history(store).series if s.key.metric == "tg"]
+    assert len(tg.measured()) == 6
+
+
+def test_the_machine_identity_keeps_a_lasting_id_without_the_boot(tmp_path):
+    from llamaforge.machine import identify, stable_id
+
+    for boot in ("b1", "b2"):
+        (tmp_path / "proc/sys/kernel/random").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "proc/sys/kernel/random/boot_id").write_text(boot)
+        (tmp_path / "etc").mkdir(exist_ok=True)
+        (tmp_path / "etc/machine-id").write_text("install-1")
+        rec = identify(tmp_path, nvml_module=False, env={}, host="h")
+        if boot == "b1":
+            first = rec
+    assert first.id != rec.id and stable_id(first) == stable_id(rec)
+
+
+def test_a_step_is_refuted_when_the_interleaved_re_measurement_does_not_show_it():
+    from llamaforge.history.model import Step
+
+    st = Step("a", "b", 0.86, 0.82, 0.9, 1e-4, 1e-3, 10, 10)
+    assert st.status == "open"
+    st.bisect_status, st.remeasured = "refused", {"verdict": "inconclusive", "ratio": 0.97}
+    assert st.status == "refuted"
+    st.remeasured = {"verdict": "differs", "ratio": 1.1}            # differs, but the other way
+    assert st.status == "refuted"
+    st.remeasured, st.culprit = {"verdict": "differs", "ratio": 0.85}, "c"
+    assert st.status == "located"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from ..errors import StoreError
 from ..judge import judge
-from ..machine import launch_machines
-from ..records import HistorySection, HistorySummary
+from ..machine import stable_id
+from ..records import HistorySection, HistorySummary, LaunchRecord
 from ..store import Point, Run, Store
 from .model import METRICS, History, Level, Series, SeriesKey
 from .ratio import ratios
@@ -42,10 +42,14 @@ def machine_of(run: Run) -> str:
 
 
 def _machine_ids(store: Store, run: Run, points: list[Point]) -> set[str]:
-    ids = set()
+    """The machines (lasting ids: a reboot is the same machine) whose starts a run holds; more than one is refused."""
+    ids: set[str] = set()
     for p in points:
-        ids |= set(launch_machines(p.launches))
-    ids.discard("unknown")
+        for r in p.launches:
+            rec = LaunchRecord.from_json(r) if isinstance(r, dict) else None
+            sid = stable_id(rec.machine) if rec else None
+            if sid:
+                ids.add(sid)
     if len(ids) > 1:
         raise StoreError(f"history run {run.id} holds starts from {len(ids)} machines ({', '.join(sorted(ids))}); "
                          "a series never mixes machines",
@@ -198,6 +202,7 @@ def attach_culprits(series: Series, culprits: Iterable[dict]) -> None:
                 st.culprit_subject = c.get("subject") or st.culprit_subject
                 st.culprit_url = _url(st.culprit, c.get("source")) if st.culprit else None
                 st.bisect_run, st.bisect_status, st.bisect_note = c.get("run"), c.get("status"), c.get("note")
+                st.remeasured = c.get("endpoints")
 
 
 def load_history(store: Store, flt: Filter | None = None) -> History:

@@ -29,6 +29,12 @@ def _located(store: Store) -> set[tuple]:
     return out
 
 
+def _ends(res: Any) -> dict | None:
+    """The bisect's interleaved re-measurement of the step's two ends: verdict and ratio (bad / good)."""
+    e = getattr(res, "endpoints", None) or {}
+    return {k: e.get(k) for k in ("verdict", "ratio", "low", "high")} if e.get("verdict") else None
+
+
 def _bisect_one(paths: Any, store: Store, series: Series, st: Step, req: Any) -> dict:
     k = series.key
     row = {"backend": k.backend, "point": k.point, "metric": k.metric, "before": st.before, "after": st.after,
@@ -40,15 +46,15 @@ def _bisect_one(paths: Any, store: Store, series: Series, st: Step, req: Any) ->
         return row
     ncmoe = int(k.point.split("=")[1]) if k.point.startswith("ncmoe=") else 0
     breq = BisectRequest(good=st.before, bad=st.after, metric=k.metric, backend=k.backend, threshold=series.min_effect,
-                         model=k.model, repeats=req.repeats, max_launches=req.max_starts, source=row["source"],
+                         model=k.model, repeats=req.repeats, max_launches=req.bisect_budget, source=row["source"],
                          threads=req.threads, quiet=req.quiet, ncmoe=ncmoe)
     console.print(esc(f"bisect {k.metric} step {st.change:+.0%} between {st.before[:9]} and {st.after[:9]} "
                       f"({st.between} commits between; {k.backend}, {k.point})"))
     try:
         run_id, res = run_bisect(paths, store, breq, command="history.run --bisect")
-        row.update(run=run_id, status=res.status, culprit=res.first_bad, note=res.reason)
+        row.update(run=run_id, status=res.status, culprit=res.first_bad, note=res.reason, endpoints=_ends(res))
     except BisectRefused as e:
-        row.update(status="refused", note=str(e), run=store.list_runs("bisect")[-1].id)
+        row.update(status="refused", note=str(e), run=store.list_runs("bisect")[-1].id, endpoints=_ends(e.result))
     except LlamaforgeError as e:
         row.update(status="failed", note=str(e))
     if row["culprit"]:

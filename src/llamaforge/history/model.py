@@ -109,10 +109,24 @@ class Step:
     bisect_run: str | None = None
     bisect_status: str | None = None
     bisect_note: str | None = None
+    #: the bisect's interleaved (ABBA) re-measurement of the two ends: the judge's verdict and ratio
+    remeasured: dict | None = None
 
     @property
     def change(self) -> float:
         return self.ratio - 1.0
+
+    @property
+    def status(self) -> str:
+        """``located`` (culprit named), ``refuted`` (re-measured interleaved, the ends did not differ that way:
+        the step was drift between back-to-back measurements, or noise), ``not located`` (bisect ran but
+        stopped, or was not possible), ``open`` (not bisected yet)."""
+        if self.remeasured and not (self.remeasured.get("verdict") == "differs"
+                                    and (self.remeasured.get("ratio", 1.0) - 1.0) * self.change > 0):
+            return "refuted"
+        if self.culprit:
+            return "located"
+        return "not located" if self.bisect_status else "open"
 
     def to_dict(self) -> dict:
         d = asdict(self)

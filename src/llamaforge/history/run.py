@@ -65,6 +65,7 @@ class HistoryRequest:
     min_effect: float = MIN_EFFECT
     resume: bool = False                 # --continue
     bisect: bool = False
+    bisect_max_starts: int | None = None  # starts per commit a step's bisect may use (default: --max-launches)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -79,6 +80,10 @@ class HistoryRequest:
         if self.max_starts < self.min_starts:
             raise ConfigError(f"--max-launches {self.max_starts} is below --min-launches {self.min_starts}",
                               "give a maximum at least as large as the minimum")
+
+    @property
+    def bisect_budget(self) -> int:
+        return self.bisect_max_starts or self.max_starts
 
     @property
     def policy(self) -> Policy:

@@ -13,9 +13,14 @@ def step_line(series: Series, st: Step) -> str:
     """``tg −14 % [−17, −11] between abc123 and def456 (2 commits between) → culprit 0123456 subject``."""
     gap = ("adjacent" if st.between == 0 else "releases" if st.between < 0
            else f"{st.between} commit{'s' if st.between != 1 else ''} between")
-    where = f"{signed_pct(st.ratio)} [{signed_pct(st.low)}, {signed_pct(st.high)}] between {st.before[:9]} and " \
+    where = f"{signed_pct(st.ratio)} % [{signed_pct(st.low)}, {signed_pct(st.high)}] between {st.before[:9]} and " \
             f"{st.after[:9]} ({gap}; {st.k_before} vs {st.k_after} starts, p_adj {st.p_adjusted:.2g})"
-    if st.culprit:
+    if st.status == "refuted":
+        r = st.remeasured or {}
+        tail = (f" → REFUTED: the bisect re-measured both ends interleaved and they did not differ that way "
+                f"({signed_pct(r.get('ratio') or 1.0)} % [{signed_pct(r.get('low') or 1.0)}, "
+                f"{signed_pct(r.get('high') or 1.0)}], {r.get('verdict')}): drift or noise, not a change")
+    elif st.culprit:
         tail = f" → {st.culprit[:9]} {st.culprit_subject or ''}".rstrip()
     elif st.bisect_status:
         tail = f" → bisect {st.bisect_status}" + (f": {st.bisect_note}" if st.bisect_note else "")

@@ -187,7 +187,7 @@ def _step_view(st: Step, s: Series, where: dict[str, dict[str, Any]]) -> dict[st
     return {
         "size": f"{_pct(st.ratio)} %", "interval": f"[{_pct(st.low)}, {_pct(st.high)}]",
         "interval_label": "interval under an assumed spread (< 3 starts a side)" if small else "95 % CI",
-        "text": f"{_pct(st.ratio)} % [{_pct(st.low)}, {_pct(st.high)}]",
+        "text": f"{_pct(st.ratio)} % [{_pct(st.low)}, {_pct(st.high)}]" + (" refuted" if st.status == "refuted" else ""),
         "direction": "regression" if worse else "improvement" if st.ratio != 1 else "–", "worse": worse,
         "before": before or {"label": st.before[:9], "sha": st.before, "url": None},
         "after": after or {"label": st.after[:9], "sha": st.after, "url": None},
@@ -195,7 +195,10 @@ def _step_view(st: Step, s: Series, where: dict[str, dict[str, Any]]) -> dict[st
         "between": st.between, "p": f"{st.p:.2g}", "p_adjusted": f"{st.p_adjusted:.2g}", "adjusted": st.adjusted,
         "k_before": st.k_before, "k_after": st.k_after,
         "culprit": st.culprit, "culprit_short": (st.culprit or "")[:9], "culprit_url": safe_url(st.culprit_url),
-        "culprit_subject": st.culprit_subject or "", "bisect_status": st.bisect_status or "",
+        "culprit_subject": st.culprit_subject or "",
+        "bisect_status": st.status + (f" (bisect: {st.bisect_status})" if st.bisect_status else "")
+        + (f"; re-measured interleaved: {_pct(st.remeasured.get('ratio') or 1.0)} % {st.remeasured.get('verdict')}"
+           if st.remeasured else ""),
         "bisect_note": st.bisect_note or "", "bisect_run": st.bisect_run or "",
     }
 
