@@ -7,7 +7,7 @@ import sys
 
 from ..console import info
 from ..values import parse_effect
-from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
+from ._common import as_float, as_int, csv_list, lf_task, paths, pins, writable_dir
 
 _RUN_HELP = {
     "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
@@ -29,6 +29,8 @@ _RUN_HELP = {
     "min_effect": "the smallest change that counts as a step (default 5%)",
     "continue": "only what is new since this machine's last run of the series (and what an interrupted run left)",
     "bisect": "locate every step not located yet to its commit (noise-aware bisect)",
+    "vram_budget": "emulate a smaller card: GiB of VRAM left usable per device (needs NVML)",
+    "ctx": "-c for every start (default: llama.cpp fits the context)",
     "bisect_max_launches": "starts per commit a step's bisect may use (default: --max-launches); it stops early "
                            "where the change is clear and refuses up front when even this is too few",
 }
@@ -38,7 +40,7 @@ _RUN_HELP = {
 def run(c, range=None, every=1, releases=False, commits=None, source=None, backend="cpu",  # noqa: A002
         model="synth:tiny-qwen35moe", ncmoe="0", engine="server", repeats=3, prompt_tokens=512, n_predict=64,
         threads=None, quiet_starts=True, min_launches=3, max_launches=10, precision="5%", min_effect="5%",
-        continue_=False, bisect=False, bisect_max_launches=None):
+        continue_=False, bisect=False, bisect_max_launches=None, vram_budget=None, ctx=None):
     """Build and measure llama.cpp commits into a performance history (one series per machine, backend, model,
     point and metric): every commit in sequential server starts, failures recorded and skipped; with
     --bisect each step found is located to its commit. Then prints the series and their steps."""
@@ -62,7 +64,9 @@ def run(c, range=None, every=1, releases=False, commits=None, source=None, backe
         precision=parse_effect(precision, option="--precision", allow_zero=False),
         min_effect=parse_effect(min_effect, option="--min-effect", allow_zero=False), resume=bool(continue_),
         bisect=bool(bisect),
-        bisect_max_starts=as_int(bisect_max_launches, "--bisect-max-launches", minimum=3) if bisect_max_launches else None)
+        bisect_max_starts=as_int(bisect_max_launches, "--bisect-max-launches", minimum=3) if bisect_max_launches else None,
+        vram_budget=as_float(vram_budget, "--vram-budget", positive=True) if vram_budget else None,
+        ctx=as_int(ctx, "--ctx", minimum=1) if ctx else None)
     p = paths()
     with Store(p.store_db) as store:
         out = run_history(p, pins(), store, req, command=" ".join(sys.argv))

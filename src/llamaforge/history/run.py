@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
+from ..bench.plan import FitOptions, Plan, PointSpec, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..bisect.quiet import QuietRequest, settings
 from ..builds import BuildOptions, build
@@ -66,6 +66,8 @@ class HistoryRequest:
     resume: bool = False                 # --continue
     bisect: bool = False
     bisect_max_starts: int | None = None  # starts per commit a step's bisect may use (default: --max-launches)
+    vram_budget: float | None = None      # GiB of VRAM left usable per device (emulates a smaller card)
+    ctx: int | None = None                # -c for every start (else llama.cpp fits it)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -92,7 +94,9 @@ class HistoryRequest:
     @property
     def setup(self) -> str:
         """How one start measures: part of every series' key (a different setup is a different series)."""
-        return f"{self.engine} p{self.prompt_tokens} n{self.n_predict} r{self.repeats}"
+        budget = f" vram{self.vram_budget:g}" if self.vram_budget else ""
+        return f"{self.engine} p{self.prompt_tokens} n{self.n_predict} r{self.repeats}{budget}" + \
+            (f" c{self.ctx}" if self.ctx else "")
 
 
 @dataclass
@@ -243,7 +247,8 @@ def _plan(req: HistoryRequest, model_path: Path) -> Plan:
         facts = {}
     return Plan(model_ref=req.model, model_path=model_path, model_facts=facts,
                 points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
-                repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads)
+                repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,
+                fit=FitOptions(vram_budget_gib=req.vram_budget), ctx=req.ctx)
 
 
 def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:
