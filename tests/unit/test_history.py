@@ -275,3 +275,15 @@ def test_a_step_is_refuted_when_the_interleaved_re_measurement_does_not_show_it(
     assert st.status == "refuted"
     st.remeasured, st.culprit = {"verdict": "differs", "ratio": 0.85}, "c"
     assert st.status == "located"
+
+
+def test_the_markdown_report_lists_levels_steps_and_the_note(tmp_path):
+    from llamaforge.history.markdown import render
+
+    with Store(tmp_path / "s.sqlite") as store:
+        _history_run(store, _levels(4, 100.0))
+        _history_run(store, _levels(4, 80.0, start=4))
+        md = render(load_history(store), "t | x")
+    assert md.startswith("# t \\| x") and "Not re-measured" in md
+    assert "| 000000000 |" in md and "95 % CI" in md and "3×3" in md
+    assert "- step (located): tg -20 % \\[-21, -19\\]" in md        # adjacent commits: the later one is the commit

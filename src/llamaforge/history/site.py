@@ -39,6 +39,7 @@ from ..judge import Estimate, Starts, estimate
 from ..judge.estimate import signed_pct
 from ..judge.verdict import MIN_OWN_STARTS
 from ..visible import visible
+from .markdown import render as render_markdown
 from .model import METRICS, History, Level, Metric, RatioSeries, Series, Step
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -448,6 +449,7 @@ def publish(history: History, out: Path, *, title: str = TITLE) -> SiteResult:
         write_text_atomic(out / rel, text)
         written.append(out / rel)
     write_text_atomic(out / "history.json", json.dumps(history.to_dict(), indent=1, sort_keys=True) + "\n")
+    write_text_atomic(out / "report.md", render_markdown(history, title) + "\n")
     keep = {p.name for p in written if p.parent.name == "series"}
     for stale in (out / "series").glob("*.html"):
         if stale.name not in keep and (stale.is_file() or stale.is_symlink()):
