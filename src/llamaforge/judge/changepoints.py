@@ -4,8 +4,10 @@ A history is a sequence of commits, each measured in K server starts. A **step**
 level changes and stays changed. Two stages:
 
 1. **Propose** (optimal partitioning): the segmentation of the commits that minimises the squared
-   deviations of the log start centres from their segment's mean plus a penalty per segment boundary
-   (``2·σ²·ln N``, σ² the between-start variance measured *inside* commits, N the number of starts).
+   deviations of each commit's *median* log start centre from its segment's mean plus a penalty per
+   boundary (``2·σ²·ln n``, σ² the variance of a commit's median — from the between-start variance
+   measured *inside* commits — and n the number of commits). Medians keep a commit whose starts were
+   partly disturbed (a load spike on the machine) from pulling a boundary onto the wrong side of it.
    Commits are never split: a segment is a run of whole commits.
 2. **Confirm** (the judge): each boundary compares the starts of the segment before it with those of
    the segment after it (:func:`.verdict.judge`: Welch on start centres, the minimum effect as margin).
@@ -63,18 +65,18 @@ def _successive_var(xs: Sequence[np.ndarray]) -> float:
 
 
 def propose(xs: Sequence[np.ndarray], sigma2: float) -> list[int]:
-    """Boundaries (indices of the first commit of each segment after the first) minimising
-    SSE + penalty·(boundaries) over segments of whole commits (see the module doc)."""
-    n = len(xs)
-    cnt = np.cumsum([0] + [len(x) for x in xs])
-    s1 = np.cumsum([0.0] + [float(x.sum()) for x in xs])
-    s2 = np.cumsum([0.0] + [float((x ** 2).sum()) for x in xs])
+    """Boundaries (indices of the first commit of each segment after the first) minimising the squared
+    deviations of the commits' median log start centres from their segment's mean + penalty·(boundaries);
+    ``sigma2``: the variance of one commit's median (see the module doc)."""
+    m = np.array([float(np.median(x)) for x in xs])
+    n = len(m)
+    s1 = np.concatenate([[0.0], np.cumsum(m)])
+    s2 = np.concatenate([[0.0], np.cumsum(m ** 2)])
 
     def cost(i: int, j: int) -> float:            # commits i..j-1
-        c = cnt[j] - cnt[i]
-        return float(s2[j] - s2[i] - (s1[j] - s1[i]) ** 2 / c) if c else 0.0
+        return float(s2[j] - s2[i] - (s1[j] - s1[i]) ** 2 / (j - i))
 
-    beta = PENALTY * max(sigma2, 1e-12) * math.log(max(int(cnt[-1]), 2))
+    beta = PENALTY * max(sigma2, 1e-12) * math.log(max(n, 2))
     best = [0.0] + [math.inf] * n
     prev = [0] * (n + 1)
     for j in range(1, n + 1):
@@ -88,6 +90,16 @@ def propose(xs: Sequence[np.ndarray], sigma2: float) -> list[int]:
             out.append(prev[j])
         j = prev[j]
     return sorted(out)
+
+
+def median_var(xs: Sequence[np.ndarray]) -> float:
+    """The variance of one commit's median log start centre: π/2 · σ²/k with σ² the between-start variance
+    inside commits and k the median starts per commit (without replicates: from successive differences)."""
+    within = _within_var(xs)
+    if within is None:
+        return _successive_var(xs)
+    k = float(np.median([len(x) for x in xs]))
+    return math.pi / 2 * within / max(k, 1.0)
 
 
 def _pool(levels: Sequence[Starts], lo: int, hi: int) -> Starts:
@@ -144,6 +156,4 @@ def steps(levels: Sequence[Starts], *, min_effect: float = MIN_EFFECT, alpha: fl
     if len(levels) < 2:
         return []
     xs = [np.asarray(s.log_centres, dtype=float) for s in levels]
-    sigma2 = _within_var(xs)
-    sigma2 = sigma2 if sigma2 is not None else _successive_var(xs)
-    return confirm(levels, propose(xs, sigma2), min_effect=min_effect, alpha=alpha)
+    return confirm(levels, propose(xs, median_var(xs)), min_effect=min_effect, alpha=alpha)
