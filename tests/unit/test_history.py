@@ -289,13 +289,15 @@ def test_the_markdown_report_lists_levels_steps_and_the_note(tmp_path):
     assert "- step (located): tg -20 % \\[-21, -19\\]" in md        # adjacent commits: the later one is the commit
 
 
-def test_a_commit_with_some_disturbed_starts_does_not_move_the_boundary():
-    """The real test's failure on a loaded machine: commit 1 of [150, 150, 117, 117, 140 …] had a few starts
-    measured during a load spike (its mean fell to 131); the proposal works on medians, so the boundary stays
-    between commits 1 and 2."""
+def test_a_commit_with_disturbed_starts_does_not_hide_the_other_step():
+    """The real test's failure on a loaded machine: a commit next to a step had some starts measured during a
+    load spike. Its boundary is moved one commit rather than dropped (dropping it merged segments 150 and 117
+    and lost the +20 % step at commit 4 as well); the step is then placed within one commit of the truth, and
+    the bisect's interleaved re-measurement says which (tests/integration/test_history_real.py)."""
     lv = _series([150, 150, 117, 117, 140, 140, 140], k=7, sd=0.01, seed=3)
     disturbed = [list(g) for g in lv[1].groups]
-    for g in disturbed[:2]:
-        g[:] = [v * 0.7 for v in g]                 # two of seven starts during a load spike
+    for g in disturbed[:3]:
+        g[:] = [v * 0.7 for v in g]                 # three of seven starts during a load spike
     lv[1] = Starts.of(disturbed)
-    assert [b.index for b in steps(lv)] == [2, 4]
+    found = [b.index for b in steps(lv)]
+    assert len(found) == 2 and found[0] in (1, 2) and found[1] == 4

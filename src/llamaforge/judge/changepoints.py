@@ -13,8 +13,9 @@ level changes and stays changed. Two stages:
    the segment after it (:func:`.verdict.judge`: Welch on start centres, the minimum effect as margin).
    Its p-value is multiplied by the number of places a boundary could have been put (n − 1: the position
    was chosen by looking at the data), then Holm's step-down runs over the boundaries of the series. The
-   weakest boundary that does not survive is removed, its segments merge, and the rest are judged
-   again, until every boundary left is a confirmed "differs".
+   weakest boundary that does not survive is moved one commit either way if that makes it differ (a
+   commit with disturbed starts may sit on the wrong side), else removed — its segments merge — and the
+   rest are judged again, until every boundary left is a confirmed "differs".
 
 What a segment's starts mean: all starts of the commits between two steps, pooled — the segmentation's
 hypothesis is that those commits perform alike. A boundary between two measured commits with unmeasured
@@ -119,11 +120,33 @@ def _judge_all(levels: Sequence[Starts], cps: Sequence[int], min_effect: float, 
     return out
 
 
+def _shifted(levels: Sequence[Starts], cps: list[int], k: int, min_effect: float, alpha: float,
+             tried: set[tuple[int, ...]]) -> list[int] | None:
+    """``cps`` with boundary ``k`` moved one commit either way (to where the judge's p is smallest), if that
+    boundary then differs and the set was not tried before; else ``None``."""
+    edges = [0, *cps, len(levels)]
+    best: tuple[float, list[int]] | None = None
+    for d in (-1, 1):
+        c = cps[k] + d
+        if not edges[k] < c < edges[k + 2]:
+            continue
+        moved = [*cps[:k], c, *cps[k + 1:]]
+        if tuple(moved) in tried:
+            continue
+        j = judge(_pool(levels, edges[k], c), _pool(levels, c, edges[k + 2]), min_effect=min_effect, alpha=alpha)
+        if j is not None and j.verdict == DIFFERS and not j.small and (best is None or j.p_differs < best[0]):
+            best = (j.p_differs, moved)
+    return best[1] if best else None
+
+
 def confirm(levels: Sequence[Starts], cps: Sequence[int], *, min_effect: float = MIN_EFFECT,
             alpha: float = ALPHA) -> list[Boundary]:
-    """Stage 2 of the module doc: the boundaries of ``cps`` that survive, weakest removed first."""
+    """Stage 2 of the module doc: the boundaries of ``cps`` that survive. The weakest failing one is first
+    moved one commit either way (a commit whose starts were disturbed can sit on the wrong side of it), and
+    removed when that does not make it differ."""
     positions = max(len(levels) - 1, 1)
     cps = list(cps)
+    tried = {tuple(cps)}
     while cps:
         rows = _judge_all(levels, cps, min_effect, alpha)
         padj = [min(1.0, r[2] * positions) for r in rows]
@@ -134,8 +157,16 @@ def confirm(levels: Sequence[Starts], cps: Sequence[int], *, min_effect: float =
             holm = _holm_adjusted(padj)
             note = f"p × {positions} positions, Holm over {m} step{'s' if m > 1 else ''}"
             return [Boundary(c, j, p, h, sb, sa, note) for (c, j, p, sb, sa), h in zip(rows, holm, strict=True)]
-        weakest = max(range(len(rows)), key=lambda i: (not ok[i], padj[i])) if rows else 0
-        cps.pop(cps.index(rows[weakest][0]) if rows else 0)
+        if len(rows) != len(cps):            # a side without starts: drop that boundary
+            cps = [r[0] for r in rows]
+            continue
+        weakest = max(range(len(rows)), key=lambda i: (not ok[i], padj[i]))
+        moved = _shifted(levels, cps, weakest, min_effect, alpha, tried)
+        if moved is not None:
+            cps = moved
+        else:
+            cps.pop(weakest)
+        tried.add(tuple(cps))
     return []
 
 
