@@ -1,5 +1,5 @@
 """A real performance history over a real llama.cpp history (``fixture_repo.HISTORY``: 12 commits after the
-base, a slowdown of about 15 % of tg at 3, a speedup of about 13 % at 8, docs and comments elsewhere):
+base, a slowdown of about 12 % of tg at 3, a speedup of about 10 % at 8, docs and comments elsewhere):
 ``history.run --every 2 --bisect`` measures every second commit (CPU builds, incremental; the tiny
 synthetic MoE in llama-bench starts), finds exactly the two steps in tg and none in pp, and the bisect
 names both exact commits; then two new commits arrive and ``--continue`` measures only those two.
