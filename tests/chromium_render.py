@@ -59,3 +59,10 @@ def load_in_chromium(page: Path, profile: Path, *, timeout: float = 120, budget_
     m = re.search(r"<html.*</html>", res.stdout, re.S)
     assert m, (res.stdout + res.stderr)[-2000:]
     return Loaded(m.group(0), _CONSOLE.findall(res.stderr), res.stderr)
+
+
+def trace_points(dom: str, uid: str) -> int:
+    """Markers plotly drew for the scatter trace ``uid`` (its ``<g class="trace scatter trace<uid>">``)."""
+    m = re.search(rf'<g class="trace scatter trace{re.escape(uid)}"(.*?)(?=<g class="trace |$)', dom, re.S)
+    assert m, f"no trace {uid} in the DOM"
+    return len(re.findall(r'<path class="point\b', m.group(1)))

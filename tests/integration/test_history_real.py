@@ -21,10 +21,13 @@ from llamaforge.history.load import load_history
 from llamaforge.history.run import HistoryRequest, run_history
 from llamaforge.history.select import Selection
 from llamaforge.history.show import step_line
+from llamaforge.history.site import publish
 from llamaforge.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fixture_repo import HISTORY, SPEEDUP_INDEX, extend, make_fixture  # noqa: E402
+
+from chromium_render import have_chromium, load_in_chromium, trace_points  # noqa: E402
 
 #: starts per commit at most: sequential starts stop at 3 on a quiet machine; a noisy one (CI's: 13 %
 #: between starts) stops here, and the steps are judged on segments (several commits' starts pooled)
@@ -40,6 +43,22 @@ def _request(fx_src: Path, base: str, **kw: object) -> HistoryRequest:
     # threads on a 2-vCPU VM the spinning main thread also slows its polling partner: −22 % instead of −13 %)
     return HistoryRequest(selection=sel, model=str(kw.pop("model")), engine="llama-bench", prompt_tokens=64,
                           n_predict=32, threads=1, max_starts=MAX_STARTS, bisect_max_starts=BISECT_STARTS, **kw)
+
+
+def _check_site(hist, tg, tmp_path: Path) -> None:  # noqa: ANN001
+    """The real history published and loaded in headless Chromium: no console message, a dot per start, both
+    culprits named on the series page and the index."""
+    if not have_chromium():
+        return
+    site = publish(hist, tmp_path / "site")
+    page = load_in_chromium(site.out / "series" / f"{tg.key.slug}.html", tmp_path / "profile")
+    assert page.console == [], page.console
+    assert trace_points(page.dom, "starts") == sum(len(lv.starts) for lv in tg.levels)
+    index = load_in_chromium(site.out / "index.html", tmp_path / "profile")
+    assert index.console == [], index.console
+    for st in tg.steps:
+        if st.status == "located":
+            assert f"<code>{st.culprit[:9]}</code>" in page.dom and f"<code>{st.culprit[:9]}</code>" in index.dom
 
 
 @pytest.mark.slow
@@ -81,6 +100,7 @@ def test_history_finds_both_steps_names_both_commits_and_continue_measures_only_
         assert fast.culprit == fx.commits[SPEEDUP_INDEX], (fast.bisect_status, fast.bisect_note)
         assert slow.bisect_run and fast.bisect_run and slow.culprit_subject == HISTORY.slow_subject
         assert not pp.steps, "prompt processing is untouched by the changes: no step on docs-only commits"
+        _check_site(hist, tg, tmp_path)
 
         new = extend(fx, src, 2)                       # the nightly case: two new commits
         again = run_history(lf_paths, Pins(), store, _request(src, fx.good, model=tiny_model, resume=True),

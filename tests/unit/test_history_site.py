@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_architecture import import_graph, measuring_loaded_by
 
-from chromium_render import CHROMIUM, load_in_chromium
+from chromium_render import CHROMIUM, load_in_chromium, trace_points
 from llamaforge.errors import ConfigError
 from llamaforge.history.model import History, Level, RatioRow, RatioSeries, Series, SeriesKey, Step
 from llamaforge.history.site import MARKER, page_json, publish, safe_url
@@ -188,13 +188,6 @@ def test_the_site_is_pure_it_loads_no_measuring_module():
 chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
 
 
-def _trace_points(dom: str, uid: str) -> int:
-    """Markers plotly drew for the scatter trace ``uid`` (its ``<g class="trace scatter trace<uid>">``)."""
-    m = re.search(rf'<g class="trace scatter trace{re.escape(uid)}"(.*?)(?=<g class="trace |$)', dom, re.S)
-    assert m, f"no trace {uid} in the DOM"
-    return len(re.findall(r'<path class="point\b', m.group(1)))
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[History, Path]:
     h = make_history()
@@ -228,8 +221,8 @@ def test_the_series_page_draws_every_start_and_links_the_culprit(site, tmp_path)
         doms[s.key] = loaded.dom
         assert loaded.console == [], loaded.console
         assert 'class="main-svg"' in loaded.dom
-        assert _trace_points(loaded.dom, "starts") == n_starts(s) > 0
-        assert _trace_points(loaded.dom, "median") == len(s.measured())
+        assert trace_points(loaded.dom, "starts") == n_starts(s) > 0
+        assert trace_points(loaded.dom, "median") == len(s.measured())
         assert "<img" not in loaded.dom and "javascript:" not in loaded.dom
     cuda = doms[h.series[0].key]
     assert f'<a href="{CULPRIT_URL}"><code>ccccccccc</code></a>' in cuda
@@ -245,5 +238,5 @@ def test_the_index_and_the_ratio_page_render_without_console_messages(site, tmp_
     assert f'<a href="{CULPRIT_URL}">' in index.dom
     ratios = load_in_chromium(out / "ratios.html", tmp_path / "profile")
     assert ratios.console == [], ratios.console
-    assert _trace_points(ratios.dom, "ratio") == len(h.ratios[0].rows)
+    assert trace_points(ratios.dom, "ratio") == len(h.ratios[0].rows)
     assert "<img" not in index.dom + ratios.dom
