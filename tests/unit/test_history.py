@@ -301,3 +301,17 @@ def test_a_commit_with_disturbed_starts_does_not_hide_the_other_step():
     lv[1] = Starts.of(disturbed)
     found = [b.index for b in steps(lv)]
     assert len(found) == 2 and found[0] in (1, 2) and found[1] == 4
+
+
+def test_the_vram_budget_becomes_fit_margins_in_the_plan(tmp_path, monkeypatch):
+    """The H200 history's bug: --vram-budget 24 was stored but never given to llama-server (no -fitt)."""
+    from llamaforge.bench import fit
+    from llamaforge.history.run import history_plan
+
+    monkeypatch.setattr(fit, "free_vram_mib", lambda: [140000.0])
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    req = HistoryRequest(selection=Selection(releases=True), backends=("cuda",), vram_budget=24)
+    plan = history_plan(req, model)
+    assert plan.fit.margins_mib and plan.fit.margins_mib[0] > 100000
+    assert plan.to_record().fit.fitt_arg and "vram24" in req.setup

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.plan import FitOptions, Plan, PointSpec, read_facts, resolve_model
+from ..bench.fit import resolve_fit
 from ..bench.sweep import measure_launch
 from ..bisect.quiet import QuietRequest, settings
 from ..builds import BuildOptions, build
@@ -240,7 +241,9 @@ def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str
     return sorted(measured), planned, prev
 
 
-def _plan(req: HistoryRequest, model_path: Path) -> Plan:
+def history_plan(req: HistoryRequest, model_path: Path) -> Plan:
+    """The plan every start of the run measures with; ``--vram-budget`` resolved into per-device ``-fitt``
+    margins here, once (as a sweep does), so that every start's llama-server gets them."""
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts are decoration here
@@ -248,7 +251,7 @@ def _plan(req: HistoryRequest, model_path: Path) -> Plan:
     return Plan(model_ref=req.model, model_path=model_path, model_facts=facts,
                 points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
                 repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,
-                fit=FitOptions(vram_budget_gib=req.vram_budget), ctx=req.ctx)
+                fit=resolve_fit(FitOptions(vram_budget_gib=req.vram_budget), list(req.backends)), ctx=req.ctx)
 
 
 def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:
@@ -272,7 +275,7 @@ def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, bu
         note = "nothing new to measure: every selected commit is already in this machine's series"
         console.print(esc(note))
         return HistoryOutcome(None, [], {}, [], note)
-    plan = _plan(req, model_path)
+    plan = history_plan(req, model_path)
     run_id = store.new_run("history", plan.to_record().replace(history=_section(req, chosen)), command=command,
                            env=env, name=f"history {req.selection.text()} ({','.join(req.backends)})")
     console.print("[bold]history[/] " + esc(
