@@ -18,7 +18,10 @@
 #                         first builds what is missing (release by release, each backend; a build starts only when its
 #                         usual time fits SECONDS), then, once every build is there and HMIN (default 330) seconds are
 #                         left, runs history.run --continue stopped cleanly (SIGINT) within SECONDS; call it again until
-#                         it says done. $OUT gets the store, the logs, call logs and show.txt (history.show).
+#                         it says done; with one backend per call (history 400 vulkan 120) the other backend's
+#                         series join the same store. $OUT gets the store, logs, build logs and show.txt (history.show).
+#                         Seen 12-02: builds took 314-344 s (CUDA) and 135-184 s (Vulkan); measuring 2 commits x 1
+#                         backend took 70-175 s. The model needs a built tree's vocab, so it is made after the builds.
 #   amx [BACKENDS]        issue #11 on an AMX host: the demo built with Debian 12's gcc 12.2 when .carry has it
 #                         (else the host's gcc-12; Ubuntu's 12.4 ran without a quirk on 12-01), the toolchain
 #                         × CPU pair whose CPU repack/AMX path crashed; results in $OUT/amx-demo.
@@ -141,14 +144,16 @@ case "$phase" in
       else run_bks+=("$b"); fi
     done
     [ ${#run_bks[@]} -gt 0 ] || { echo "history: no backend built for both releases"; exit 1; }
-    if [ -f "$LLAMAFORGE_RESULTS/history.done" ]; then echo "history: done before"
+    bl=$(IFS=,; echo "${run_bks[*]}"); done_mark="$LLAMAFORGE_RESULTS/history-$bl.done"
+    if [ -f "$done_mark" ]; then echo "history ($bl): done before"
     elif [ "$(left)" -lt "$hmin" ]; then echo "history: $(left) s left, under $hmin s: call the phase again"
     else
-      bl=$(IFS=,; echo "${run_bks[*]}")
+      # the synthetic model needs a vocab GGUF from a built tree (the trimmed tarballs carry none): after the builds
+      lf model.info "synth:qwen3.6-35b-a3b:iq4_nl" > "$ROOT/.gpu/model.log" 2>&1 || { tail -n 5 "$ROOT/.gpu/model.log"; exit 1; }
       echo "== history.run --releases --backend $bl, stopped after $(( $(left) - 65 )) s"
       if timeout -s INT -k 60 "$(( $(left) - 65 ))" python3 -m llamaforge history.run --releases --backend "$bl" \
            --model "synth:qwen3.6-35b-a3b:iq4_nl" --ncmoe 0 --vram-budget 24 --min-launches 3 --max-launches 5 \
-           --prompt-tokens 2500 --n-predict 64 --continue; then touch "$LLAMAFORGE_RESULTS/history.done"
+           --prompt-tokens 2500 --n-predict 64 --continue; then touch "$done_mark"
       else echo "history.run stopped (rc=$?): call the phase again (--continue measures what is missing)"; fi
     fi
     lf history.show > "${OUT:-$ROOT/.gpu}/show.txt" 2>&1 || true
