@@ -12,6 +12,16 @@
 #   variants [SECONDS] [ARGS...]  issue #25: CUDA vs Vulkan × -fa on/off, plus Vulkan with GGML_VK_DISABLE_COOPMAT2=1,
 #                         24 GiB budget, ncmoe 0,8, --launches auto (max 5); stopped cleanly after SECONDS (default
 #                         540) and resumed by calling the phase again; report in $OUT/variants (→ results/h200/variants)
+#   history SECONDS [BACKENDS] [HMIN]  issue #26: the release pins lcpp-0.3.35 and lcpp-0.3.36 (carried tarballs) ×
+#                         BACKENDS (default cuda,vulkan) as a performance history (history.run --releases) in its own
+#                         store (.gpu/history), 24 GiB budget, ncmoe 0, 3-5 starts per commit and backend. Each call
+#                         first builds what is missing (release by release, each backend; a build starts only when its
+#                         usual time fits SECONDS), then, once every build is there and HMIN (default 330) seconds are
+#                         left, runs history.run --continue stopped cleanly (SIGINT) within SECONDS; call it again until
+#                         it says done; with one backend per call (history 400 vulkan 120) the other backend's
+#                         series join the same store. $OUT gets the store, logs, build logs and show.txt (history.show).
+#                         Seen 12-02: builds took 314-344 s (CUDA) and 135-184 s (Vulkan); measuring 2 commits x 1
+#                         backend took 70-175 s. The model needs a built tree's vocab, so it is made after the builds.
 #   amx [BACKENDS]        issue #11 on an AMX host: the demo built with Debian 12's gcc 12.2 when .carry has it
 #                         (else the host's gcc-12; Ubuntu's 12.4 ran without a quirk on 12-01), the toolchain
 #                         × CPU pair whose CPU repack/AMX path crashed; results in $OUT/amx-demo.
@@ -23,6 +33,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 export LLAMAFORGE_CACHE=$ROOT/.gpu/cache LLAMAFORGE_WORKSPACE=$ROOT/.gpu/ws
 export LLAMAFORGE_RESULTS=$ROOT/.gpu/ws/results
+[ "${1:-}" = history ] && export LLAMAFORGE_RESULTS=$ROOT/.gpu/history   # its own store, not seeded (issue 26)
 CODE=$ROOT/src; [ -d "$ROOT/.gpu/src" ] && CODE=$ROOT/.gpu/src
 export PYTHONPATH=$ROOT/.gpu/pylib:$CODE
 export LD_LIBRARY_PATH=/opt/vk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -42,7 +53,9 @@ PY
   [ -d "$LLAMAFORGE_RESULTS/logs" ] && tar czf "$OUT/logs.tgz" -C "$LLAMAFORGE_RESULTS" logs || true
 }
 trap save EXIT
-tarball=$(ls "$ROOT"/.carry/llama.cpp-*.tar.gz | head -1)
+pincommit() { python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["pins"][sys.argv[2]]["commit"][:9])' "$ROOT/pins.toml" "$1"; }
+tarball="$ROOT/.carry/llama.cpp-$(pincommit default).tar.gz"
+[ -f "$tarball" ] || tarball=$(ls "$ROOT"/.carry/llama.cpp-*.tar.gz | head -1)
 commit=$(python3 -c "import tarfile,sys; print(tarfile.open(sys.argv[1]).pax_headers['comment'])" "$tarball")
 cat > "$LLAMAFORGE_WORKSPACE/pins.toml" <<EOT
 default = "default"
@@ -51,8 +64,24 @@ commit = "$commit"
 description = "llama.cpp $commit (carried tarball; upstream of llama-cpp-python 0.3.36)"
 sources = ["tarball:$tarball"]
 EOT
-# a store carried back from an earlier session (results/h200) seeds this one
-if [ ! -f "$LLAMAFORGE_RESULTS/llamaforge.sqlite" ] && [ -f "$ROOT/results/h200/llamaforge.sqlite" ]; then
+# the release pins whose trees were carried (prepare.sh): the carried tarball first, then their PyPI sdist, which
+# makes them release pins for history.run --releases (pins other than the default, with a pypi: source)
+HIST_PINS=()
+for pin in lcpp-0.3.35 lcpp-0.3.36; do
+  tb="$ROOT/.carry/llama.cpp-$(pincommit "$pin").tar.gz"
+  [ -f "$tb" ] || continue
+  HIST_PINS+=("$pin")
+  c=$(python3 -c "import tarfile,sys; print(tarfile.open(sys.argv[1]).pax_headers['comment'])" "$tb")
+  cat >> "$LLAMAFORGE_WORKSPACE/pins.toml" <<EOT
+
+[pins."$pin"]
+commit = "$c"
+description = "llama.cpp vendored by llama-cpp-python ${pin#lcpp-} (carried tarball)"
+sources = ["tarball:$tb", "pypi:llama-cpp-python==${pin#lcpp-}"]
+EOT
+done
+# a store carried back from an earlier session (results/h200) seeds this one (not the history's own store)
+if [ "${1:-}" != history ] && [ ! -f "$LLAMAFORGE_RESULTS/llamaforge.sqlite" ] && [ -f "$ROOT/results/h200/llamaforge.sqlite" ]; then
   cp "$ROOT/results/h200/llamaforge.sqlite" "$LLAMAFORGE_RESULTS/"
 fi
 cd "$LLAMAFORGE_WORKSPACE"
@@ -90,6 +119,45 @@ case "$phase" in
   lf)
     secs=${1:?seconds}; shift
     timeout -s INT -k 60 "$secs" python3 -m llamaforge "$@" || echo "llamaforge $1 stopped (rc=$?)" ;;
+  history)   # issue 26; resumable: builds marked done in .gpu/history/built-*, history.run --continue
+    secs=${1:?seconds}; IFS=, read -ra bks <<< "${2:-cuda,vulkan}"; hmin=${3:-330}
+    left() { echo $(( secs - ($(date +%s) - t0) )); }
+    # the keys history.run computes (BuildOptions(): native CUDA archs, glslc and headers from the environment)
+    export LLAMAFORGE_GLSLC=/opt/vk/usr/bin/glslc LLAMAFORGE_VULKAN_INCLUDE=/opt/vk/usr/include COLUMNS=${COLUMNS:-150}
+    [ ${#HIST_PINS[@]} -ge 2 ] || { echo "history needs the carried tarballs of lcpp-0.3.35 and lcpp-0.3.36 (prepare.sh)"; exit 2; }
+    pending=0
+    for p in "${HIST_PINS[@]}"; do for b in "${bks[@]}"; do
+      m="$LLAMAFORGE_RESULTS/built-$p-$b"
+      [ -f "$m.ok" ] && continue
+      if [ -f "$m.failed" ]; then continue; fi
+      case $b in cuda) need=330 ;; vulkan) need=150 ;; *) need=240 ;; esac   # 294 s / 118 s on 16 cores (GPU.md)
+      if [ "$(left)" -lt "$need" ]; then echo "== build $p $b: $(left) s left, needs ~$need s: next call"; pending=1; continue; fi
+      tb=$(date +%s)
+      if lf build --pins "$p" --backends "$b" > "$ROOT/.gpu/build-$p-$b.log" 2>&1; then touch "$m.ok"; else touch "$m.failed"; fi
+      echo "== build $p $b ($(( $(date +%s) - tb )) s): $( [ -f "$m.ok" ] && echo ok || echo FAILED)"; tail -n 6 "$ROOT/.gpu/build-$p-$b.log"
+      cp "$ROOT/.gpu/build-$p-$b.log" "${OUT:-/tmp}/" 2>/dev/null || true
+    done; done
+    [ $pending = 0 ] || { echo "history: builds pending; call the phase again"; exit 0; }
+    run_bks=()   # a backend whose build failed for a release is left out (one line says so)
+    for b in "${bks[@]}"; do
+      if compgen -G "$LLAMAFORGE_RESULTS/built-*-$b.failed" >/dev/null; then echo "history: $b left out (a build failed)"
+      else run_bks+=("$b"); fi
+    done
+    [ ${#run_bks[@]} -gt 0 ] || { echo "history: no backend built for both releases"; exit 1; }
+    bl=$(IFS=,; echo "${run_bks[*]}"); done_mark="$LLAMAFORGE_RESULTS/history-$bl.done"
+    if [ -f "$done_mark" ]; then echo "history ($bl): done before"
+    elif [ "$(left)" -lt "$hmin" ]; then echo "history: $(left) s left, under $hmin s: call the phase again"
+    else
+      # the synthetic model needs a vocab GGUF from a built tree (the trimmed tarballs carry none): after the builds
+      lf model.info "synth:qwen3.6-35b-a3b:iq4_nl" > "$ROOT/.gpu/model.log" 2>&1 || { tail -n 5 "$ROOT/.gpu/model.log"; exit 1; }
+      echo "== history.run --releases --backend $bl, stopped after $(( $(left) - 65 )) s"
+      if timeout -s INT -k 60 "$(( $(left) - 65 ))" python3 -m llamaforge history.run --releases --backend "$bl" \
+           --model "synth:qwen3.6-35b-a3b:iq4_nl" --ncmoe 0 --vram-budget 24 --min-launches 3 --max-launches 5 \
+           --prompt-tokens 2500 --n-predict 64 --continue; then touch "$done_mark"
+      else echo "history.run stopped (rc=$?): call the phase again (--continue measures what is missing)"; fi
+    fi
+    lf history.show > "${OUT:-$ROOT/.gpu}/show.txt" 2>&1 || true
+    cat "${OUT:-$ROOT/.gpu}/show.txt" ;;
   amx)
     grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
     gcc122=$ROOT/.carry/gcc-12.2-debian12.tar.xz   # Debian 12's gcc 12.2, the toolchain of the crash (prepare.sh)
