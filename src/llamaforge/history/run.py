@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bench.plan import FitOptions, Plan, PointSpec, read_facts, resolve_model
 from ..bench.fit import resolve_fit
+from ..bench.plan import FitOptions, Plan, PointSpec, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..bisect.quiet import QuietRequest, settings
 from ..builds import BuildOptions, build
