@@ -315,3 +315,16 @@ def test_the_vram_budget_becomes_fit_margins_in_the_plan(tmp_path, monkeypatch):
     plan = history_plan(req, model)
     assert plan.fit.margins_mib and plan.fit.margins_mib[0] > 100000
     assert plan.to_record().fit.fitt_arg and "vram24" in req.setup
+
+
+def test_a_filter_that_matches_nothing_says_what_is_stored(tmp_path):
+    from llamaforge.history.load import Filter, selected_history
+
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(ConfigError, match="no history is stored yet"):
+            selected_history(store, Filter(model="x"))
+        assert selected_history(store, Filter()).series == []                  # no filter: an empty history
+        _history_run(store, _levels(3, 100.0))
+        with pytest.raises(ConfigError, match="no stored series matches --model x"):
+            selected_history(store, Filter(model="x"))
+        assert selected_history(store, Filter(model="tiny")).series

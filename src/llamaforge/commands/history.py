@@ -85,6 +85,13 @@ def _filter(machine, backend, metric, model):  # noqa: ANN001, ANN202
     return Filter(machine=machine, backend=backend, model=model, metric=metric)
 
 
+def _selected(store, flt):  # noqa: ANN001, ANN202
+    """The stored history under ``flt``; a filter that matches no series is refused with what is there."""
+    from ..history.load import selected_history
+
+    return selected_history(store, flt)
+
+
 @lf_task(name="show", help=_FILTER_HELP)
 def show(c, machine=None, backend=None, metric=None, model=None):
     """Print the stored performance history: per series its latest level, its steps (with culprits) and the
@@ -94,7 +101,7 @@ def show(c, machine=None, backend=None, metric=None, model=None):
     from ..store import Store
 
     with Store(paths().store_db) as store:
-        print_history(load_history(store, _filter(machine, backend, metric, model)))
+        print_history(_selected(store, _filter(machine, backend, metric, model)))
 
 
 @lf_task(name="publish", help={"out": "the site's folder (new, empty, or an earlier site)", **_FILTER_HELP,
@@ -108,7 +115,7 @@ def publish(c, out, machine=None, backend=None, metric=None, model=None, title="
 
     where = writable_dir(out, "OUT")          # before anything is loaded
     with Store(paths().store_db) as store:
-        res = write_site(load_history(store, _filter(machine, backend, metric, model)), where, title=title)
+        res = write_site(_selected(store, _filter(machine, backend, metric, model)), where, title=title)
     info(f"site written: {res.out}/index.html ({res.n_series} series)")
 
 

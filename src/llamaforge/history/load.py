@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..judge import judge
 from ..machine import stable_id
 from ..records import HistorySection, HistorySummary, LaunchRecord
@@ -213,3 +213,23 @@ def load_history(store: Store, flt: Filter | None = None) -> History:
     series = b.series()
     note = remeasure_note(series)
     return History(series, ratios(series), time.time(), [note] if note else [])
+
+
+def selected_history(store: Store, flt: Filter) -> History:
+    """:func:`load_history` under ``flt``; when the filter matches no series while the store has some, one
+    line that names what is there (a typo in ``--model`` must not publish an empty site)."""
+    h = load_history(store, flt)
+    if h.series or flt == Filter():
+        return h
+    everything = load_history(store)
+    if not everything.series:
+        raise ConfigError(f"no stored series matches {_asked(flt)}: no history is stored yet",
+                          "measure one first: `llamaforge history.run --range A..B` (or --releases)")
+    have = {name: sorted({getattr(s.key, name) for s in everything.series}) for name in ("machine", "backend", "model",
+                                                                                         "metric")}
+    raise ConfigError(f"no stored series matches {_asked(flt)}",
+                      "; ".join(f"{k}: {', '.join(v)}" for k, v in have.items()))
+
+
+def _asked(flt: Filter) -> str:
+    return ", ".join(f"--{k} {v}" for k, v in vars(flt).items() if v is not None)
