@@ -96,7 +96,6 @@ def _selected(store, flt):  # noqa: ANN001, ANN202
 def show(c, machine=None, backend=None, metric=None, model=None):
     """Print the stored performance history: per series its latest level, its steps (with culprits) and the
     backend ratios over time."""
-    from ..history.load import load_history
     from ..history.show import print_history
     from ..store import Store
 
@@ -109,7 +108,6 @@ def show(c, machine=None, backend=None, metric=None, model=None):
 def publish(c, out, machine=None, backend=None, metric=None, model=None, title="llama.cpp performance history"):
     """Write the stored history as a static site (index with sparklines and the latest steps, one interactive
     page per series, backend ratios); open OUT/index.html from disk or serve the folder."""
-    from ..history.load import load_history
     from ..history.site import publish as write_site
     from ..store import Store
 
