@@ -3,7 +3,8 @@
     python benchmarks/history_cost.py [--run RUN] [--store DB]
     python benchmarks/history_cost.py --measure --range A..B --source path:DIR [--every N] [--cold] [--model M]
 
-Without ``--measure`` it reads a stored ``history`` run (default: the newest of the store) and prints, per commit and backend, how
+Without ``--measure`` it reads a stored ``history`` run (default: the newest of the store; without ``--store``,
+the real test's store ``~/.cache/llamaforge/history-test/history.sqlite`` when it exists) and prints, per commit and backend, how
 its build went and how long it took, the measurement time and the starts it needed, then the totals:
 incremental builds against the cold one (the first build of a fresh tree; with none in the run, the
 slowest build is the reference and it says so).
@@ -26,7 +27,7 @@ from llamaforge.builds.incremental import IncrementalBuilder
 from llamaforge.config import SourceSpec, load_pins
 from llamaforge.history.run import HistoryRequest, run_history
 from llamaforge.history.select import Chosen, Selection
-from llamaforge.paths import Paths
+from llamaforge.paths import Paths, cache_root
 from llamaforge.records import HistorySummary
 from llamaforge.store import Store
 
@@ -95,7 +96,9 @@ def main() -> int:
     ap.add_argument("--max-launches", type=int, default=10)
     a = ap.parse_args()
     paths = Paths.default()
-    with Store(Path(a.store) if a.store else paths.store_db) as store:
+    test_store = cache_root() / "history-test" / "history.sqlite"
+    db = Path(a.store) if a.store else (test_store if test_store.is_file() and not a.measure else paths.store_db)
+    with Store(db) as store:
         run_id = _measure(a, paths, store) if a.measure else a.run
         if run_id is None:
             runs = store.list_runs("history")

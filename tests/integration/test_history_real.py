@@ -10,6 +10,7 @@ with the bisect tests (the workspace's build root and its incremental tree). Pri
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -68,7 +69,10 @@ def test_history_finds_both_steps_names_both_commits_and_continue_measures_only_
     src = tmp_path / "llama.cpp"
     extend(fx, src)
     t0 = time.monotonic()
-    with Store(tmp_path / "history.sqlite") as store:
+    kept = Path(lf_paths.cache) / "history-test"          # kept for benchmarks/history_cost.py; new every run
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    with Store(kept / "history.sqlite") as store:
         out = run_history(lf_paths, Pins(), store, _request(src, fx.good, model=tiny_model, bisect=True),
                           command="test_history_real")
         hist = load_history(store)
