@@ -201,6 +201,9 @@ _HISTORY_HELP = {
     "min_effect": "the smallest change that counts as a step (default 5%)",
     "continue": "only what is new since each machine's last run of the series",
     "bisect": "locate every new step to its commit, on the host that measured it",
+    "bisect_max_launches": "starts per commit a step's bisect may use (default: --max-launches)",
+    "vram_budget": "emulate a smaller card on every host: GiB of VRAM left usable per device",
+    "ctx": "-c for every start (default: llama.cpp fits the context)",
     **_COMMON_HELP,
 }
 
@@ -208,7 +211,8 @@ _HISTORY_HELP = {
 @lf_task(name="history", help=_HISTORY_HELP)
 def history(c, range=None, every=None, releases=False, commits=None, source=None, backend=None,  # noqa: A002
             model=None, ncmoe=None, engine=None, repeats=None, prompt_tokens=None, n_predict=None, min_launches=None,
-            max_launches=None, precision=None, min_effect=None, continue_=False, bisect=False, hosts=None, fleet=None):
+            max_launches=None, precision=None, min_effect=None, continue_=False, bisect=False, bisect_max_launches=None,
+            vram_budget=None, ctx=None, hosts=None, fleet=None):
     """Run the same performance history (`llamaforge history.run` there, same options) on every host at once,
     then pull each host's history runs (and the bisect runs of its steps) into the local store under the
     host's machine name: one series per machine, never mixed; `history.show` and `history.publish` then show

@@ -34,7 +34,7 @@ from .run import option_args
 #: ``--threads`` (a host's own core count decides) nor ``--quiet-starts`` (on by default everywhere)
 HISTORY_PASS = ("range", "every", "releases", "commits", "source", "backend", "model", "ncmoe", "engine", "repeats",
                 "prompt_tokens", "n_predict", "min_launches", "max_launches", "precision", "min_effect", "continue",
-                "bisect")
+                "bisect", "bisect_max_launches", "vram_budget", "ctx")
 #: where a host's pulled exports go, locally under ``results/fleet/`` and on the host under its workspace
 PULL_DIR = "history"
 
@@ -66,7 +66,7 @@ def check_history_options(options: dict[str, Any], backend: str) -> Any:
     from ..config import SourceSpec
     from ..history.run import HistoryRequest
     from ..history.select import Selection
-    from ..values import as_int, csv_list, parse_effect
+    from ..values import as_float, as_int, csv_list, parse_effect
 
     o = options
     parse_backends(csv_list(backend, what="backend"))
@@ -76,9 +76,12 @@ def check_history_options(options: dict[str, Any], backend: str) -> Any:
     kw: dict[str, Any] = {"selection": sel, "backends": tuple(csv_list(backend, what="backend")),
                           "resume": bool(o.get("continue")), "bisect": bool(o.get("bisect"))}
     for name, field_ in (("repeats", "repeats"), ("prompt_tokens", "prompt_tokens"), ("n_predict", "n_predict"),
-                         ("min_launches", "min_starts"), ("max_launches", "max_starts")):
+                         ("min_launches", "min_starts"), ("max_launches", "max_starts"),
+                         ("bisect_max_launches", "bisect_max_starts"), ("ctx", "ctx")):
         if o.get(name) is not None:
-            kw[field_] = as_int(o[name], "--" + name.replace("_", "-"))
+            kw[field_] = as_int(o[name], "--" + name.replace("_", "-"), minimum=1)
+    if o.get("vram_budget") is not None:
+        kw["vram_budget"] = as_float(o["vram_budget"], "--vram-budget", positive=True)
     for name in ("precision", "min_effect"):
         if o.get(name) is not None:
             kw[name] = parse_effect(o[name], option="--" + name.replace("_", "-"), allow_zero=False)
