@@ -98,9 +98,11 @@ class Record:
         return out
 
     def keep_nulls(self, *names: str) -> Self:
-        """Write these fields even while None (as ``null``), as a writer that always stored the key did."""
-        self._present = self._present | set(names)
-        return self
+        """A copy that writes these fields even while None (as ``null``), as a writer that always stored the key
+        did; ``self`` is left as it is."""
+        out = dataclasses.replace(self)
+        out._present = self._present | set(names)
+        return out
 
     @property
     def _present(self) -> set[str]:

@@ -81,3 +81,12 @@ def test_envinfo_writes_only_environment_fields():
     record = from_json(Environment, env)
     assert set(record.extra) <= {"cuda_driver_api", "nvcc", "vulkan_instance", "vulkan_devices", "vulkan_driver_info"}
     assert {"cpu_model", "ram_bandwidth_gbps"} <= known & set(env)
+
+
+def test_keep_nulls_returns_a_copy_and_leaves_the_record_alone():
+    from llamaforge.records import FitSection
+
+    fit = FitSection()
+    kept = fit.keep_nulls("fitt_mib")
+    assert "fitt_mib" in kept.to_json() and kept.to_json()["fitt_mib"] is None
+    assert "fitt_mib" not in fit.to_json(), "keep_nulls must not change the record it is called on"
