@@ -74,7 +74,10 @@ def _values(p: Point, metric: str, engine: str) -> list[list[float]]:
 
 
 def _url(sha: str, source: str | None) -> str | None:
-    return UPSTREAM + sha if source in (None, "", "git") and len(sha) == 40 else None
+    """The upstream commit page of a commit from upstream (no ``--source``, or ``git``; release pins' commits
+    are upstream's, abbreviated: GitHub resolves those too)."""
+    ok = 7 <= len(sha) <= 40 and all(c in "0123456789abcdef" for c in sha.lower())
+    return UPSTREAM + sha if source in (None, "", "git") and ok else None
 
 
 class _Builder:
