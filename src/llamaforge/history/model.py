@@ -120,13 +120,16 @@ class Step:
     def status(self) -> str:
         """``located`` (culprit named), ``refuted`` (re-measured interleaved, the ends did not differ that way:
         the step was drift between back-to-back measurements, or noise), ``not located`` (bisect ran but
-        stopped, or was not possible), ``open`` (not bisected yet)."""
+        stopped, or was not possible), ``between releases`` (release pins: not one first-parent line here, not
+        bisected), ``open`` (not bisected yet)."""
         if self.remeasured and not (self.remeasured.get("verdict") == "differs"
                                     and (self.remeasured.get("ratio", 1.0) - 1.0) * self.change > 0):
             return "refuted"
         if self.culprit:
             return "located"
-        return "not located" if self.bisect_status else "open"
+        if self.bisect_status:
+            return "not located"
+        return "between releases" if self.between < 0 else "open"
 
     def to_dict(self) -> dict:
         d = asdict(self)
