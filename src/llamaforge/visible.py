@@ -11,13 +11,14 @@ searched for, and it acts on nothing. A byte that was not UTF-8 (argv and file n
 raise UnicodeEncodeError.
 
 Used by :func:`llamaforge.console.esc` and the consoles themselves (terminal), :mod:`llamaforge.mdtext`
-(Markdown) and the report's Jinja environment (HTML). JSON output needs nothing: ``json.dumps`` writes
+(Markdown) and the Jinja environments of the report and the history site (HTML: :func:`html_templates`). JSON output needs nothing: ``json.dumps`` writes
 every non-ASCII and control character as ``\\uXXXX``.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # C0 but \t \n \r, DEL, C1; the bidi embeddings/overrides (U+202A–202E) and isolates (U+2066–2069);
 # lone surrogates; \r not followed by \n (it sends the cursor back over the line: text hidden).
@@ -43,3 +44,18 @@ def visible(value: object, *, one_line: bool = False) -> str:
 def is_clean(text: str) -> bool:
     """Whether ``text`` has no character :func:`visible` would escape (line breaks and tabs included)."""
     return _UNSAFE_ONE_LINE.search(text) is None
+
+
+def html_templates(folder: Any) -> Any:
+    """A Jinja environment for HTML made from data (the report, the history site): autoescape on, and every
+    ``{{ value }}`` through :func:`visible` (autoescape keeps ``ESC`` as it is)."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from markupsafe import Markup
+
+    def shown(value: object) -> object:
+        if isinstance(value, Markup):
+            return Markup(visible(str(value)))
+        return visible(value) if isinstance(value, str) else value
+
+    return Environment(loader=FileSystemLoader(str(folder)), autoescape=select_autoescape(["html", "j2"]),
+                       trim_blocks=True, lstrip_blocks=True, finalize=shown)

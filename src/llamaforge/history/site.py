@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
@@ -38,7 +37,7 @@ from ..files import write_text_atomic
 from ..judge import Estimate, Starts, estimate
 from ..judge.estimate import signed_pct
 from ..judge.verdict import MIN_OWN_STARTS
-from ..visible import visible
+from ..visible import html_templates, visible
 from .markdown import render as render_markdown
 from .model import METRICS, History, Level, Metric, RatioSeries, Series, Step
 
@@ -63,16 +62,8 @@ class SiteResult:
 
 # -- text, numbers and links -------------------------------------------------------------------------
 
-def _shown(value: object) -> object:
-    """Every ``{{ value }}``: control characters made visible (autoescape keeps ``ESC`` as it is)."""
-    if isinstance(value, Markup):
-        return Markup(visible(str(value)))
-    return visible(value) if isinstance(value, str) else value
-
-
-def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html", "j2"]),
-                       trim_blocks=True, lstrip_blocks=True, finalize=_shown)
+def _env() -> Any:
+    return html_templates(TEMPLATES)
 
 
 def safe_url(url: object) -> str | None:

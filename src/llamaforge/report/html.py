@@ -9,29 +9,19 @@ from __future__ import annotations
 import base64
 import time
 from pathlib import Path
-
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from typing import Any
 
 from .. import __version__
 from ..files import write_text_atomic
-from ..visible import visible
+from ..visible import html_templates
 from .data import ReportData
 from .sections import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def _shown(value: object) -> object:
-    """Every ``{{ value }}``: control characters made visible (autoescape keeps ``ESC`` as it is)."""
-    if isinstance(value, Markup):
-        return Markup(visible(str(value)))
-    return visible(value) if isinstance(value, str) else value
-
-
-def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html", "j2"]),
-                       trim_blocks=True, lstrip_blocks=True, finalize=_shown)
+def _env() -> Any:
+    return html_templates(TEMPLATES)
 
 
 def render(data: ReportData, sections: list[Section]) -> str:
