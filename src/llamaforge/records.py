@@ -769,6 +769,7 @@ class HistorySummary(RunSummary):
     measure_s: dict = field(default_factory=dict)         # sha → seconds measuring (all backends and points)
     culprits: list[dict] = field(default_factory=list)
     stops: dict = field(default_factory=dict)             # "sha backend ncmoe" → why starts stopped
+    pairs: list[dict] = field(default_factory=list)       # neighbours measured interleaved: history.run.pair_rows
 
 
 #: run kind → its summary record (other kinds: :class:`RunSummary`)

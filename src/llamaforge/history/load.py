@@ -18,7 +18,7 @@ from ..records import HistorySection, HistorySummary, LaunchRecord
 from ..store import Point, Run, Store
 from .model import METRICS, History, Level, Series, SeriesKey
 from .ratio import ratios
-from .steps import find_steps
+from .steps import find_steps, pair_steps
 
 UPSTREAM = "https://github.com/ggml-org/llama.cpp/commit/"
 #: a request metric → the sample field it is read from
@@ -57,7 +57,8 @@ def _machine_ids(store: Store, run: Run, points: list[Point]) -> set[str]:
     return ids
 
 
-def _values(p: Point, metric: str, engine: str) -> list[list[float]]:
+def metric_starts(p: Point, metric: str, engine: str) -> list[list[float]]:
+    """A point's values of ``metric`` per start (one value per start for memory; ``[]`` where it has none)."""
     if metric in FIELDS:
         if metric == "ttft" and engine != "server":
             return []                     # llama-bench reports no time to first token
@@ -90,6 +91,7 @@ class _Builder:
         self.ids: dict[str, set[str]] = {}           # machine name → machine ids seen
         self.culprits: list[dict] = []
         self.by_run: dict[tuple[SeriesKey, str], dict[str, list[list[float]]]] = {}
+        self.pairs: list[dict] = []
 
     def level(self, key: SeriesKey, sha: str, meta: dict, source: str | None) -> Level:
         lv = self.levels.setdefault(key, {}).get(sha)
@@ -115,7 +117,7 @@ class _Builder:
             where = f"ngl={p.ngl}" if p.ngl != -1 and not p.ncmoe else f"ncmoe={p.ncmoe}"
             for metric in METRICS:
                 key = SeriesKey(machine, backend, run.plan.model_ref, where, metric, sec.setup or "")
-                groups = _values(p, metric, p.engine)
+                groups = metric_starts(p, metric, p.engine)
                 if not self.flt.keeps(key) or (not groups and p.status == "ok"):
                     continue
                 lv = self.level(key, p.label, meta.get(p.label, {}), sec.source)
@@ -128,6 +130,8 @@ class _Builder:
         self._failed_builds(run, sec, machine, meta)
         summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
         self.culprits += [{**c, "machine": machine} for c in summ.culprits]
+        self.pairs += [{**c, "machine": machine, "setup": sec.setup or "", "model": run.plan.model_ref}
+                       for c in summ.pairs]
 
     def _failed_builds(self, run: Run, sec: HistorySection, machine: str, meta: dict) -> None:
         summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
@@ -151,7 +155,10 @@ class _Builder:
             s = Series(key, levels, min_effect=self.min_effect.get(key, 0.05))
             for lv in levels:
                 remeasured(lv, self.by_run.get((key, lv.sha), {}), s.min_effect)
-            s.steps = find_steps(s)
+            mine = [c for c in self.pairs if (c["machine"], c["backend"], c["model"], c["point"], c["metric"],
+                                              c["setup"]) == (key.machine, key.backend, key.model, key.point,
+                                                              key.metric, key.setup)]
+            s.steps = pair_steps(s, mine) if mine else find_steps(s)
             attach_culprits(s, self.culprits)
             out.append(s)
         return out

@@ -40,7 +40,8 @@ from ..judge.verdict import INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
 from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
-from .load import Filter, load_history
+from .load import Filter, load_history, metric_starts
+from .model import METRICS
 from .select import Chosen, Selection, choose
 
 ENGINES = ("server", "llama-bench")
@@ -137,6 +138,8 @@ class _Session:
         self.quiet: dict[str, dict] = {}
         self.summary = HistorySummary(starts=0)
         self.seq = 0
+        self.partner: dict[str, tuple[Chosen, Any]] = {}     # backend → the previous commit and its build
+        self.lost: set[tuple[str, int]] = set()
 
     def plan_for(self, b: Any) -> Plan:
         if b.key not in self.plans:
@@ -173,19 +176,41 @@ def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest) -> 
     return point_stop(estimate(Starts.of(_groups(p, "tg_tps"))), req.policy, open_comparisons=open_)
 
 
+def _one_start(s: _Session, c: Chosen, b: Any, n: int, acc: dict, item: tuple, model_path: Path) -> None:
+    s.seq += 1
+    launch = len(acc[item].launches) + 1 if item in acc else 1
+    acc[item] = measure_launch(b, model_path, PointSpec(n), s.plan_for(b), s.store, s.run_id, label=c.sha,
+                               launch=launch, seq=s.seq, acc=acc.get(item))
+    s.summary.starts = (s.summary.starts or 0) + 1
+
+
+def _round(s: _Session, c: Chosen, builds: dict[str, Any], items: list, acc: dict, pacc: dict, rnd: int,
+           model_path: Path) -> None:
+    """One start of each open point, interleaved with one start of the previous commit's (ABBA by round)."""
+    for item in items:
+        partner = s.partner.get(item[0])
+        sides = [("cur", c, builds[item[0]])] + ([("prev", *partner)] if partner and item not in s.lost else [])
+        for which, ch, b in (sides if rnd % 2 == 0 else sides[::-1]):
+            _one_start(s, ch, b, item[1], acc if which == "cur" else pacc, item, model_path)
+            if which == "prev" and pacc[item].launches[-1].get("status", "ok") != "ok":
+                s.lost.add(item)          # the partner's start failed: this commit is judged without a pair
+
+
 def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: Path) -> None:
+    """The commit's starts, each round also a start of the previous commit's build (interleaved: drift of the
+    machine falls on both alike), until the judge can tell the two apart or they are alike (see the module doc)."""
     items = [(backend, n) for backend in builds for n in s.req.ncmoe]
     acc: dict[tuple[str, int], Point] = {}
+    pacc: dict[tuple[str, int], Point] = {}
+    s.lost = set()
+    rnd = 0
     while items:
+        _round(s, c, builds, items, acc, pacc, rnd, model_path)
+        rnd += 1
         for item in list(items):
-            b = builds[item[0]]
-            s.seq += 1
-            launch = len(acc[item].launches) + 1 if item in acc else 1
-            acc[item] = measure_launch(b, model_path, PointSpec(item[1]), s.plan_for(b), s.store, s.run_id,
-                                       label=c.sha, launch=launch, seq=s.seq, acc=acc.get(item))
-            s.summary.starts = (s.summary.starts or 0) + 1
-        for item in list(items):
-            st = _stop(acc[item], s.prev.get(item, {}), s.req)
+            partner = pacc.get(item) if item not in s.lost else None
+            ref = {"pp": _groups(partner, "pp_tps"), "tg": _groups(partner, "tg_tps")} if partner else s.prev.get(item, {})
+            st = _stop(acc[item], ref, s.req)
             tag = f"{c.sha} {item[0]} {item[1]}"
             if st is None:
                 s.fail(c.sha, item[0], f"run: start failed ({acc[item].failure_class}: {acc[item].failure_detail})"[:300])
@@ -194,7 +219,25 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
             elif not st.more:
                 s.summary.stops[tag] = st.reason
                 s.prev[item] = {"pp": _groups(acc[item], "pp_tps"), "tg": _groups(acc[item], "tg_tps")}
+                if partner is not None:
+                    s.summary.pairs += pair_rows(s.partner[item[0]][0], c, item, partner, acc[item], s.req)
                 items.remove(item)
+    for backend, b in builds.items():
+        s.partner[backend] = (c, b)
+
+
+def pair_rows(before: Chosen, after: Chosen, item: tuple[str, int], a: Point, b: Point, req: HistoryRequest) -> list[dict]:
+    """The interleaved comparison of two neighbouring commits, per metric: the judge's ratio after/before."""
+    out = []
+    for metric in METRICS:
+        ga, gb = metric_starts(a, metric, a.engine), metric_starts(b, metric, b.engine)
+        j = judge(ga, gb, min_effect=req.min_effect) if ga and gb else None
+        if j is None:
+            continue
+        out.append({"backend": item[0], "point": f"ncmoe={item[1]}", "metric": metric, "before": before.sha,
+                    "after": after.sha, "ratio": j.ratio, "low": j.low, "high": j.high, "verdict": j.verdict,
+                    "p": 1.0 if j.small else j.p_differs, "k_before": j.a.k, "k_after": j.b.k})
+    return out
 
 
 def _build_all(s: _Session, c: Chosen, builder: Builder) -> dict[str, Any]:
@@ -241,6 +284,37 @@ def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str
     return sorted(measured), planned, prev
 
 
+def _tip(store: Store, machine: str, req: HistoryRequest, pins: Pins, measured: Sequence[str]) -> Chosen | None:
+    """The newest commit this machine's series measured (what ``--continue`` pairs its first commit with)."""
+    done, best = set(measured), None
+    for run in store.list_runs("history"):
+        sec = run.plan.history
+        if sec is None or sec.setup != req.setup or run.plan.model_ref != req.model or \
+                str(run.env.machine or run.env.host or "unknown") != machine:
+            continue
+        for c in sec.commits:
+            if c["sha"] in done and (best is None or int(c.get("order") or 0) >= int(best.get("order") or 0)):
+                best = c
+    if best is None:
+        return None
+    pin = pins.pins.get(best["pin"]) if best.get("pin") else None
+    return Chosen(best["sha"], int(best.get("order") or 0), best.get("label") or best["sha"][:9],
+                  best.get("subject") or "", best.get("date"), pin)
+
+
+def _pair_with_tip(s: _Session, tip: Chosen | None, builder: Builder) -> None:
+    if tip is None:
+        return
+    for backend in s.req.backends:
+        try:
+            b = builder(tip, backend)                               # a cached build: published under its key
+            s.partner[backend] = (tip, b)
+            s.store.add_build(build_manifest(b), s.run_id)
+        except (BuildError, SourceError) as e:
+            notice(f"{tip.label} ({backend}) cannot be built again to pair with ({e}); the first new commit is "
+                   "compared with its stored starts")
+
+
 def history_plan(req: HistoryRequest, model_path: Path) -> Plan:
     """The plan every start of the run measures with; ``--vram-budget`` resolved into per-device ``-fitt``
     margins here, once (as a sweep does), so that every start's llama-server gets them."""
@@ -284,6 +358,8 @@ def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, bu
     s = _Session(store, run_id, req, plan, prev)
     status = "interrupted"
     try:
+        if req.resume:                   # the first new commit is paired with the series' newest one
+            _pair_with_tip(s, _tip(store, machine, req, pins, measured), builder or default_builder(paths))
         for c in chosen:
             _one_commit(s, c, builder or default_builder(paths), model_path)
         status = "done"

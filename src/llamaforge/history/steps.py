@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..judge.changepoints import steps as judge_steps
-from ..judge.verdict import ALPHA
+from ..judge.family import holm_reject
+from ..judge.verdict import ALPHA, DIFFERS
 from .model import Level, Series, Step
 
 
@@ -29,3 +30,30 @@ def _between(series: Series, before: Level, after: Level) -> int:
     if any(lv.label and lv.label != lv.short for lv in (before, after)):
         return -1                     # release pins: their order is the release order, not commit counts
     return max(after.order - before.order - 1, 0)
+
+
+def pair_steps(series: Series, pairs: list[dict], *, alpha: float = ALPHA) -> list[Step]:
+    """Steps from neighbours measured **interleaved** (``HistorySummary.pairs``: each commit's starts alternated
+    with its predecessor's, so drift of the machine falls on both): a pair is a step when the judge said
+    "differs" and its p survives Holm over the series' pairs. Immune to drift between commits, unlike levels
+    measured back to back; the newest judgement of a pair wins."""
+    by_pair = {(c["before"], c["after"]): c for c in pairs
+               if series.level(c["before"]) is not None and series.level(c["after"]) is not None}
+    rows = list(by_pair.values())
+    if not rows:
+        return []
+    m = len(rows)
+    kept = holm_reject([float(c["p"]) for c in rows], alpha)
+    order = sorted(range(m), key=lambda i: float(rows[i]["p"]))
+    p_adj = {i: min(1.0, max((m - r) * float(rows[order[r]]["p"]) for r in range(order.index(i) + 1))) for i in range(m)}
+    out = []
+    for i, c in enumerate(rows):
+        if not (kept[i] and c["verdict"] == DIFFERS):
+            continue
+        before, after = series.level(c["before"]), series.level(c["after"])
+        out.append(Step(before=c["before"], after=c["after"], ratio=c["ratio"], low=c["low"], high=c["high"],
+                        p=float(c["p"]), p_adjusted=p_adj[i], k_before=int(c["k_before"]), k_after=int(c["k_after"]),
+                        segment_before=(c["before"], c["before"]), segment_after=(c["after"], c["after"]),
+                        between=_between(series, before, after),
+                        adjusted=f"neighbours measured interleaved; Holm over {m} pairs"))
+    return sorted(out, key=lambda st: series.level(st.after).order)
