@@ -3,7 +3,7 @@
     python benchmarks/history_cost.py [--run RUN] [--store DB]
     python benchmarks/history_cost.py --measure --range A..B --source path:DIR [--every N] [--cold] [--model M]
 
-Without ``--measure`` it reads a stored ``history`` run (default: the newest of the store; without ``--store``,
+Without ``--measure`` it reads the stored ``history`` runs (``--run``: one of them; without ``--store``,
 the real test's store ``~/.cache/llamaforge/history-test/history.sqlite`` when it exists) and prints, per commit and backend, how
 its build went and how long it took, the measurement time and the starts it needed, then the totals:
 incremental builds against the cold one (the first build of a fresh tree; with none in the run, the
@@ -59,8 +59,8 @@ def report(store: Store, run_id: str) -> None:
     print(f"history run {run.id} ({run.status}): {run.name}")
     print(f"{'commit':<9} {'backend':<7} {'build':<11} {'build s':>8} {'measure s':>9} {'starts':>6}  subject")
     builds: list[tuple[str, float]] = []
-    for sha, per in s.builds.items():
-        for backend, b in per.items():
+    for sha in sorted(s.builds, key=lambda x: list(commits).index(x) if x in commits else len(commits)):
+        for backend, b in s.builds[sha].items():
             builds.append((b.get("how") or "?", float(b.get("build_s") or 0)))
             print(f"{sha[:9]:<9} {backend:<7} {b.get('how') or '?':<11} {b.get('build_s') or 0:8.1f} "
                   f"{s.measure_s.get(sha, 0):9.1f} {starts.get(sha, 0):>6}  {commits.get(sha, {}).get('subject', '')[:50]}")
@@ -100,13 +100,14 @@ def main() -> int:
     db = Path(a.store) if a.store else (test_store if test_store.is_file() and not a.measure else paths.store_db)
     with Store(db) as store:
         run_id = _measure(a, paths, store) if a.measure else a.run
-        if run_id is None:
-            runs = store.list_runs("history")
-            if not runs:
-                print("no history run in this store", file=sys.stderr)
-                return 2
-            run_id = runs[-1].id
-        report(store, run_id)
+        ids = [run_id] if run_id else [r.id for r in store.list_runs("history")]
+        if not ids:
+            print("no history run in this store", file=sys.stderr)
+            return 2
+        for i, rid in enumerate(ids):
+            if i:
+                print()
+            report(store, rid)
     return 0
 
 
