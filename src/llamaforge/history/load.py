@@ -130,7 +130,7 @@ class _Builder:
         self._failed_builds(run, sec, machine, meta)
         summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
         self.culprits += [{**c, "machine": machine} for c in summ.culprits]
-        self.pairs += [{**c, "machine": machine, "setup": sec.setup or "", "model": run.plan.model_ref}
+        self.pairs += [{**c, "machine": machine, "setup": sec.setup or "", "model": run.plan.model_ref, "run": run.id}
                        for c in summ.pairs]
 
     def _failed_builds(self, run: Run, sec: HistorySection, machine: str, meta: dict) -> None:

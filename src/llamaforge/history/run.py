@@ -36,7 +36,7 @@ from ..errors import BenchError, BuildError, ConfigError, SourceError
 from ..files import file_lock
 from ..judge import Policy, Starts, judge, point_stop
 from ..judge.estimate import estimate
-from ..judge.verdict import INCONCLUSIVE, MIN_EFFECT
+from ..judge.verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
 from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
@@ -140,6 +140,7 @@ class _Session:
         self.seq = 0
         self.partner: dict[str, tuple[Chosen, Any]] = {}     # backend → the previous commit and its build
         self.lost: set[tuple[str, int]] = set()
+        self.family = 1                                         # the pairs this run judges (Holm's family)
 
     def plan_for(self, b: Any) -> Plan:
         if b.key not in self.plans:
@@ -162,8 +163,10 @@ def _groups(p: Point, field: str) -> list[list[float]]:
     return [g for g in p.launch_groups(field) if g]
 
 
-def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest) -> Any:
-    """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`)."""
+def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, family: int = 1) -> Any:
+    """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`). A "differs" is
+    settled only once its p clears the look's α divided by the run's pairs (``family``): the steps are judged
+    with Holm over them, and a pair stopped at a bare "differs" would not survive that."""
     if p.launches and p.launches[-1].get("status", "ok") != "ok":
         return None
     open_ = []
@@ -171,7 +174,8 @@ def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest) -> 
         cur = _groups(p, field)
         if prev.get(metric) and cur:
             j = judge(prev[metric], cur, min_effect=req.min_effect, alpha=req.policy.look_alpha)
-            if j is not None and j.verdict == INCONCLUSIVE:
+            weak = j is not None and j.verdict == DIFFERS and j.p_differs > req.policy.look_alpha / family
+            if j is not None and (j.verdict == INCONCLUSIVE or weak):
                 open_.append(f"{metric} vs the previous commit")
     return point_stop(estimate(Starts.of(_groups(p, "tg_tps"))), req.policy, open_comparisons=open_)
 
@@ -210,7 +214,7 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
         for item in list(items):
             partner = pacc.get(item) if item not in s.lost else None
             ref = {"pp": _groups(partner, "pp_tps"), "tg": _groups(partner, "tg_tps")} if partner else s.prev.get(item, {})
-            st = _stop(acc[item], ref, s.req)
+            st = _stop(acc[item], ref, s.req, s.family)
             tag = f"{c.sha} {item[0]} {item[1]}"
             if st is None:
                 s.fail(c.sha, item[0], f"run: start failed ({acc[item].failure_class}: {acc[item].failure_detail})"[:300])
@@ -356,6 +360,7 @@ def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, bu
         f"{len(chosen)} commits × {','.join(req.backends)} × ncmoe {','.join(map(str, req.ncmoe))}, "
         f"{req.min_starts}–{req.max_starts} starts each ({req.setup}) — run {run_id}"))
     s = _Session(store, run_id, req, plan, prev)
+    s.family = max(1, len(chosen))
     status = "interrupted"
     try:
         if req.resume:                   # the first new commit is paired with the series' newest one

@@ -35,25 +35,32 @@ def _between(series: Series, before: Level, after: Level) -> int:
 def pair_steps(series: Series, pairs: list[dict], *, alpha: float = ALPHA) -> list[Step]:
     """Steps from neighbours measured **interleaved** (``HistorySummary.pairs``: each commit's starts alternated
     with its predecessor's, so drift of the machine falls on both): a pair is a step when the judge said
-    "differs" and its p survives Holm over the series' pairs. Immune to drift between commits, unlike levels
-    measured back to back; the newest judgement of a pair wins."""
+    "differs" and its p survives Holm over the pairs of the run that measured it (a nightly's new pairs do not
+    dilute last month's step). Immune to drift between commits, unlike levels measured back to back; the
+    newest judgement of a pair wins."""
     by_pair = {(c["before"], c["after"]): c for c in pairs
                if series.level(c["before"]) is not None and series.level(c["after"]) is not None}
-    rows = list(by_pair.values())
-    if not rows:
-        return []
+    by_run: dict[str, list[dict]] = {}
+    for c in by_pair.values():
+        by_run.setdefault(str(c.get("run") or ""), []).append(c)
+    out = [st for rows in by_run.values() for st in _family_steps(series, rows, alpha)]
+    return sorted(out, key=lambda st: series.level(st.after).order)
+
+
+def _family_steps(series: Series, rows: list[dict], alpha: float) -> list[Step]:
     m = len(rows)
-    kept = holm_reject([float(c["p"]) for c in rows], alpha)
-    order = sorted(range(m), key=lambda i: float(rows[i]["p"]))
-    p_adj = {i: min(1.0, max((m - r) * float(rows[order[r]]["p"]) for r in range(order.index(i) + 1))) for i in range(m)}
+    ps = [float(c["p"]) for c in rows]
+    kept = holm_reject(ps, alpha)
+    order = sorted(range(m), key=lambda i: ps[i])
+    p_adj = {i: min(1.0, max((m - r) * ps[order[r]] for r in range(order.index(i) + 1))) for i in range(m)}
     out = []
     for i, c in enumerate(rows):
         if not (kept[i] and c["verdict"] == DIFFERS):
             continue
         before, after = series.level(c["before"]), series.level(c["after"])
         out.append(Step(before=c["before"], after=c["after"], ratio=c["ratio"], low=c["low"], high=c["high"],
-                        p=float(c["p"]), p_adjusted=p_adj[i], k_before=int(c["k_before"]), k_after=int(c["k_after"]),
+                        p=ps[i], p_adjusted=p_adj[i], k_before=int(c["k_before"]), k_after=int(c["k_after"]),
                         segment_before=(c["before"], c["before"]), segment_after=(c["after"], c["after"]),
                         between=_between(series, before, after),
-                        adjusted=f"neighbours measured interleaved; Holm over {m} pairs"))
-    return sorted(out, key=lambda st: series.level(st.after).order)
+                        adjusted=f"neighbours measured interleaved; Holm over the run's {m} pairs"))
+    return out
