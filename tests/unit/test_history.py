@@ -364,3 +364,17 @@ def test_a_pair_that_does_not_survive_holm_is_not_a_step():
     pairs[3]["p"] = 0.001
     (st,) = pair_steps(s, pairs)
     assert st.after == levels[4].sha and abs(st.p_adjusted - 0.007) < 1e-9
+
+
+def test_a_later_run_s_pairs_do_not_dilute_an_earlier_step():
+    """Holm runs over each run's pairs: a nightly's two new pairs must not make last night's step vanish (the
+    real test's --continue check failed when the family was the whole series)."""
+    from llamaforge.history.steps import pair_steps
+
+    levels = [Level(f"{i:040x}", order=i, starts=[[100.0]] * 3) for i in range(9)]
+    s = Series(SeriesKey("m", "cpu", "tiny", "ncmoe=0", "tg"), levels)
+    first = [{**_pair(levels[i].sha, levels[i + 1].sha, 1.0, "same", 0.9), "run": "r1"} for i in range(6)]
+    first[2] = {**_pair(levels[2].sha, levels[3].sha, 0.85, "differs", 0.008), "run": "r1"}   # 0.008 × 6 < 0.05
+    later = [{**_pair(levels[i].sha, levels[i + 1].sha, 1.0, "same", 0.9), "run": "r2"} for i in (6, 7)]
+    assert [st.after for st in pair_steps(s, first)] == [levels[3].sha]
+    assert [st.after for st in pair_steps(s, first + later)] == [levels[3].sha]
