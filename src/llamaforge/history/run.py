@@ -40,7 +40,7 @@ from ..judge.verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
 from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
-from .load import Filter, load_history, metric_starts
+from .load import Filter, load_history, machine_of, metric_starts
 from .model import METRICS
 from .select import Chosen, Selection, choose
 
@@ -262,18 +262,20 @@ def _build_all(s: _Session, c: Chosen, builder: Builder) -> dict[str, Any]:
     return out
 
 
+def _series_runs(store: Store, machine: str, req: HistoryRequest) -> list[Any]:
+    """The history runs of this machine, model and setup (the runs whose series this request extends)."""
+    return [run for run in store.list_runs("history") if run.plan.history is not None
+            and run.plan.history.setup == req.setup and run.plan.model_ref == req.model and machine_of(run) == machine]
+
+
 def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str], list[str], dict]:
     """Commits this machine's series already measured, those an earlier run planned, and per (backend,
     ncmoe) the newest measured commit's pp/tg starts (what a new commit is first compared with)."""
     measured: set[str] = set()
     planned: list[str] = []
     prev: dict = {}
-    for run in store.list_runs("history"):
-        sec = run.plan.history
-        if sec is None or sec.setup != req.setup or run.plan.model_ref != req.model or \
-                str(run.env.machine or run.env.host or "unknown") != machine:
-            continue
-        planned += [c["sha"] for c in sec.commits]
+    for run in _series_runs(store, machine, req):
+        planned += [c["sha"] for c in run.plan.history.commits]
         if run.summary:                  # a commit that failed is recorded, not measured again by --continue
             measured |= set(run.summary_as(HistorySummary).failed)
     hist = load_history(store, Filter(machine=machine, model=req.model))
@@ -291,12 +293,8 @@ def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str
 def _tip(store: Store, machine: str, req: HistoryRequest, pins: Pins, measured: Sequence[str]) -> Chosen | None:
     """The newest commit this machine's series measured (what ``--continue`` pairs its first commit with)."""
     done, best = set(measured), None
-    for run in store.list_runs("history"):
-        sec = run.plan.history
-        if sec is None or sec.setup != req.setup or run.plan.model_ref != req.model or \
-                str(run.env.machine or run.env.host or "unknown") != machine:
-            continue
-        for c in sec.commits:
+    for run in _series_runs(store, machine, req):
+        for c in run.plan.history.commits:
             if c["sha"] in done and (best is None or int(c.get("order") or 0) >= int(best.get("order") or 0)):
                 best = c
     if best is None:
