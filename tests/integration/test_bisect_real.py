@@ -156,8 +156,12 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_model):
         lines = _describe(store, run_id, t0)
     _record(lf_paths, "15pct", run_id, lines)
     assert res.first_bad == fx.slow, res.reason
-    j = res.culprit["judgement"]
-    assert res.culprit["confirmed"] and 0.75 < j["ratio"] < 0.95
+    j, e = res.culprit["judgement"], res.endpoints
+    # a confirmed slowdown, and the step it names is the endpoints' change (their intervals overlap). Not a band
+    # around 15 %: the spin is relative to the decode time, but on a loaded 2-vCPU VM (a CI run measured −35.6 %
+    # [−46.6, −22.3] for the culprit, −25.4 % [−40.4, −6.6] for the endpoints) what one thread's spin costs varies
+    assert res.culprit["confirmed"] and j["high"] < 1 and e["high"] < 1, (j, e)
+    assert j["low"] <= e["high"] and e["low"] <= j["high"], (j, e)
 
 
 @pytest.mark.slow
