@@ -88,7 +88,7 @@ def test_the_gap_decomposes_into_judged_factors(cpu_build, tiny_model, tmp_path)
         srv = next(p for p in store.points(run) if p.engine == "server")
         data = rdata.load(store, run)
     # every server start alternated the measured request with the three variants
-    recs = [r["engine_gap"] for r in srv.launches]
+    recs = [r.engine_gap for r in srv.launches]
     assert len(recs) == plan.launches
     for rec in recs:
         variants = [r["variant"] for r in rec["requests"]]

@@ -19,7 +19,7 @@ from llamaforge.history.select import Selection, release_pins, thin
 from llamaforge.history.steps import find_steps
 from llamaforge.judge import Starts
 from llamaforge.judge.changepoints import propose, steps
-from llamaforge.records import HistorySection, HistorySummary, RunPlan
+from llamaforge.records import HistorySection, HistorySummary, LaunchRecord, MachineRecord, RunPlan
 from llamaforge.store import Point, Sample, Store
 
 
@@ -130,9 +130,10 @@ def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, 
     for sha, groups in commits:
         samples = [Sample(idx=i, warmup=False, test="tg32", tg_tps=v, launch=li + 1)
                    for li, g in enumerate(groups) for i, v in enumerate(g)]
-        launches = [{"launch": li + 1, "status": "ok", "rss_peak_mib": 100.0 + li,
-                     "machine": {"id": launch_machines[li % len(launch_machines)],
-                                 **({"stable": stable} if stable else {})}} for li in range(len(groups))]
+        launches = [LaunchRecord(launch=li + 1, status="ok", rss_peak_mib=100.0 + li,
+                                 machine=MachineRecord(id=launch_machines[li % len(launch_machines)],
+                                                       extra={"stable": stable} if stable else {})).to_json()
+                    for li in range(len(groups))]
         store.record_point(Point(run_id=rid, build_key=key, engine="llama-bench", label=sha, samples=samples,
                                  extra={"launches": launches}))
     store.set_run_summary(rid, HistorySummary(measured=[c for c, _ in commits]))

@@ -167,7 +167,7 @@ def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, fam
     """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`). A "differs" is
     settled only once its p clears the look's α divided by the run's pairs (``family``): the steps are judged
     with Holm over them, and a pair stopped at a bare "differs" would not survive that."""
-    if p.launches and p.launches[-1].get("status", "ok") != "ok":
+    if p.launches and not p.launches[-1].ok:
         return None
     open_ = []
     for metric, field in (("pp", "pp_tps"), ("tg", "tg_tps")):
@@ -196,7 +196,7 @@ def _round(s: _Session, c: Chosen, builds: dict[str, Any], items: list, acc: dic
         sides = [("cur", c, builds[item[0]])] + ([("prev", *partner)] if partner and item not in s.lost else [])
         for which, ch, b in (sides if rnd % 2 == 0 else sides[::-1]):
             _one_start(s, ch, b, item[1], acc if which == "cur" else pacc, item, model_path)
-            if which == "prev" and pacc[item].launches[-1].get("status", "ok") != "ok":
+            if which == "prev" and not pacc[item].launches[-1].ok:
                 s.lost.add(item)          # the partner's start failed: this commit is judged without a pair
 
 
