@@ -379,3 +379,13 @@ def test_a_later_run_s_pairs_do_not_dilute_an_earlier_step():
     later = [{**_pair(levels[i].sha, levels[i + 1].sha, 1.0, "same", 0.9), "run": "r2"} for i in (6, 7)]
     assert [st.after for st in pair_steps(s, first)] == [levels[3].sha]
     assert [st.after for st in pair_steps(s, first + later)] == [levels[3].sha]
+
+
+def test_a_commit_measured_again_is_compared_with_the_previous_commit_not_itself():
+    from llamaforge.history.run import _reference
+
+    a, b = {"tg": [[100.0, 101.0]]}, {"tg": [[90.0, 91.0]]}
+    levels = [("aaa", a), ("bbb", b)]
+    assert _reference(levels, "ccc") is b          # a new commit: the newest level
+    assert _reference(levels, "bbb") is a          # the newest commit again: the one before it
+    assert _reference([("bbb", b)], "bbb") == {}   # nothing else measured: no reference (precision only)
