@@ -24,7 +24,7 @@ from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
-from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
+from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFacts, RunPlan
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
@@ -174,7 +174,7 @@ class ReportData:
     run: Run
     builds: list[dict]
     series: list[Series]
-    facts: ModelFactsRecord
+    facts: ModelFacts
     native_ctx: int | None
     full_attn_layers: list[int]
     probes: list[Probe]
