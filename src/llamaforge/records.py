@@ -449,22 +449,23 @@ class FleetSection(Record):
 
 @dataclass
 class BisectSection(Record):
-    """The ``bisect`` run kind's part of the plan."""
+    """The ``bisect`` run kind's part of the plan: its request (``bisect.session.BisectRequest``), the commits
+    between the ends and how each is measured."""
 
     good: str | None = None
     bad: str | None = None
-    good_sha: str | None = None
+    good_sha: str | None = None                    # the commits good and bad resolved to
     bad_sha: str | None = None
-    metric: str | None = None
+    metric: str | None = None                      # tg or pp
     backend: str | None = None
-    threshold: float | None = None
-    repeats: int | None = None
-    source: str | None = None
-    commits: list[str] = field(default_factory=list)
-    subjects: dict = field(default_factory=dict)
-    max_measured: int | None = None
-    build_dir: str | None = None
-    cold_start: bool | None = None
+    threshold: float | None = None                 # the minimum effect: the ends must differ by more (0.05: 5 %)
+    repeats: int | None = None                     # llama-bench -r: requests inside one start
+    source: str | None = None                      # path:DIR / git:URL for commits not in the mirror yet
+    commits: list[str] = field(default_factory=list)   # good, then the first-parent line up to bad
+    subjects: dict = field(default_factory=dict)   # commit → its subject line
+    max_measured: int | None = None                # the most commits a clean bisection measures: ⌈log2 N⌉ + 2
+    build_dir: str | None = None                   # the incremental build's folder
+    cold_start: bool | None = None                 # that folder held no build yet when the bisect started
     min_starts: int | None = None                  # starts per commit before the judge compares it
     max_launches: int | None = None                # starts per commit at most
     unit: str | None = None                        # what one start is

@@ -64,10 +64,8 @@ class Row:
     label: str = ""
     failure_class: str | None = None
     failure_detail: str | None = None
-    n_ctx_train: int | None = None
-    vram_mib: float | None = None
-    vram_total_mib: float | None = None
-    rss_mib: float | None = None
+    vram_mib: float | None = None      # peak device memory used (else llama.cpp's own), MiB
+    rss_mib: float | None = None       # peak resident host memory of llama.cpp's process tree
     gpu_mem: MemSplit | None = None
     host_mem: MemSplit | None = None
     prompt_tokens: int | None = None
@@ -247,8 +245,7 @@ def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None)
                ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
                pp_groups=p.launch_groups("pp_tps", pp_test), tg_groups=p.launch_groups("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
-               failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
-               vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
+               failure_detail=p.failure_detail, vram_mib=vram, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
                prompt_tokens=p.prompt_tokens, n_predict=p.n_predict,
                command=shlex.join(p.command) if p.command else None, point=p, pp_test=pp_test, tg_test=tg_test,
                axis=axis, ngl_all=ngl_all)
