@@ -112,7 +112,7 @@ def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_facto
 
     store_path = tmp_path_factory.mktemp("sweep") / "llamaforge.sqlite"
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts.to_dict(),
+    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
                 points=make_points("0:8:4", None, n_layers=facts.n_layers), backends=["cpu", "vulkan"],
                 repeats=2, prompt_tokens=160, n_predict=16, threads=2)
     with Store(store_path) as store:

@@ -44,58 +44,41 @@ def find_workspace(start: Path | None = None) -> Path:
     return here
 
 
+def _under(base: str, name: str, env: str | None = None) -> property:
+    """A read-only :class:`Paths` attribute: ``name`` under its attribute ``base`` (``workspace``, ``results`` or
+    ``cache``), unless the environment variable ``env`` names another place."""
+    def get(self: Paths) -> Path:
+        moved = os.environ.get(env) if env else None
+        return Path(moved) if moved else getattr(self, base) / name
+    return property(get)
+
+
 @dataclass(frozen=True)
 class Paths:
     workspace: Path
+
+    # the workspace's
+    pins_file = _under("workspace", PINS_FILE)
+    vendor = _under("workspace", "vendor")
+    builds = _under("workspace", "build", env="LLAMAFORGE_BUILD_ROOT")
+    results = _under("workspace", "results", env="LLAMAFORGE_RESULTS")
+    models = _under("workspace", "models")
+    store_db = _under("results", "llamaforge.sqlite")
+    # the cache's (shared by every workspace)
+    mirror = _under("cache", "mirror.git")
+    ccache_dir = _under("cache", "ccache")
+    model_cache = _under("cache", "models")
 
     @classmethod
     def default(cls) -> Paths:
         return cls(find_workspace())
 
     @property
-    def pins_file(self) -> Path:
-        return self.workspace / PINS_FILE
-
-    @property
-    def vendor(self) -> Path:
-        return self.workspace / "vendor"
-
-    @property
-    def builds(self) -> Path:
-        env = os.environ.get("LLAMAFORGE_BUILD_ROOT")
-        return Path(env) if env else self.workspace / "build"
-
-    @property
-    def results(self) -> Path:
-        env = os.environ.get("LLAMAFORGE_RESULTS")
-        return Path(env) if env else self.workspace / "results"
-
-    @property
-    def store_db(self) -> Path:
-        return self.results / "llamaforge.sqlite"
-
-    @property
-    def models(self) -> Path:
-        return self.workspace / "models"
-
-    @property
     def cache(self) -> Path:
         return cache_root()
-
-    @property
-    def mirror(self) -> Path:
-        return self.cache / "mirror.git"
 
     @property
     def downloads(self) -> Path:
         p = self.cache / "downloads"
         p.mkdir(parents=True, exist_ok=True)
         return p
-
-    @property
-    def ccache_dir(self) -> Path:
-        return self.cache / "ccache"
-
-    @property
-    def model_cache(self) -> Path:
-        return self.cache / "models"

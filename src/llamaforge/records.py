@@ -53,6 +53,9 @@ class Record:
     #: the migration ladder of this record: MIGRATIONS[i] takes version i to i + 1
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = ()
 
+    #: the stored keys this record does not know, written back unchanged (keyword-only: last in ``__init__``)
+    extra: dict = field(default_factory=dict, kw_only=True)
+
     def to_json(self) -> dict:
         """The record as stored, without the version key (see the module function :func:`to_json`)."""
         out: dict[str, Any] = {}
@@ -87,7 +90,7 @@ class Record:
             if key in d:
                 kw[f.name] = _load(hints[f.name], d.pop(key), v)
                 present.add(f.name)
-        rec = cls(**kw, extra=d) if "extra" in {f.name for f in _fields(cls)} else cls(**kw)
+        rec = cls(**kw, extra=d)
         rec._present = present
         return rec
 
@@ -134,15 +137,16 @@ def _dump(v: Any) -> Any:
     return v
 
 
+def _members(tp: Any) -> tuple[Any, ...]:
+    """The types ``tp`` allows: ``X | None`` → X and NoneType; ``X`` → X."""
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return typing.get_args(tp)
+    return (tp,)
+
+
 def _record_type(tp: Any) -> type[Record] | None:
     """The Record class in ``tp`` (``X``, ``X | None``), else None."""
-    if isinstance(tp, type) and issubclass(tp, Record):
-        return tp
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        for a in typing.get_args(tp):
-            if isinstance(a, type) and issubclass(a, Record):
-                return a
-    return None
+    return next((a for a in _members(tp) if isinstance(a, type) and issubclass(a, Record)), None)
 
 
 def _load(tp: Any, v: Any, version: int) -> Any:
@@ -155,6 +159,8 @@ def _load(tp: Any, v: Any, version: int) -> Any:
         if inner is not None:
             return [inner.from_json(x, version) for x in v or [] if isinstance(x, dict)]
         return list(v) if isinstance(v, list | tuple) else v
+    if isinstance(v, list) and any(typing.get_origin(a) is tuple for a in _members(tp)):
+        return tuple(v)          # JSON has no tuples (``ncmoe_range``)
     return v
 
 
@@ -186,7 +192,6 @@ class GpuInfo(Record):
     power_limit_w: float | None = None
     temperature_c: float | None = None
     compute_capability: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 #: the machine of a launch stored before llamaforge recorded one
@@ -203,7 +208,6 @@ class MachineRecord(Record):
     id: str | None = None
     host: str | None = None
     parts: list[str] = field(default_factory=list)   # boot_id, machine_id, gpu_uuids×N, or override
-    extra: dict = field(default_factory=dict)
 
     def label(self) -> str:
         """``id (host)`` for reports and the terminal."""
@@ -219,7 +223,6 @@ class ResumeRecord(Record):
     machine: MachineRecord | None = None
     earlier: dict = field(default_factory=dict)
     warning: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _env_v1(d: dict) -> dict:
@@ -241,7 +244,8 @@ def _env_v1(d: dict) -> dict:
 
 @dataclass
 class Environment(Record):
-    """The machine a run was measured on (``runs.env_json``; written by :func:`envinfo.collect_env`)."""
+    """The machine a run was measured on (``runs.env_json``; written by :func:`envinfo.collect_env`); ``extra``
+    holds the tool versions (nvcc, vulkan_instance, ...)."""
 
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_env_v1,)
 
@@ -263,7 +267,6 @@ class Environment(Record):
     llamaforge: str | None = None
     machine_identity: MachineRecord | None = None  # the machine that started the run (llamaforge.machine)
     resumes: list[ResumeRecord] = field(default_factory=list)   # every later `bench --resume` of it
-    extra: dict = field(default_factory=dict)    # tool versions (nvcc, vulkan_instance, ...)
 
     def cpu_bandwidth(self) -> tuple[str, float | None]:
         """(CPU name, host RAM bandwidth GB/s or None)."""
@@ -274,57 +277,91 @@ class Environment(Record):
 
 
 def _facts_v1(d: dict) -> dict:
-    if "bytes_per_token_base" in d:   # the phantom key (issue 13): ModelFacts writes bytes_per_token_ctx0
+    if "bytes_per_token_base" in d:   # the phantom key (issue 13): the writer stores bytes_per_token_ctx0
         d.setdefault("bytes_per_token_ctx0", d.pop("bytes_per_token_base"))
     return d
 
 
+#: a KV cache of a sliding-window layer holds the window plus one ubatch (llama.cpp's default 512)
+DEFAULT_UBATCH = 512
+
+
 @dataclass
-class ModelFactsRecord(Record):
-    """A model's facts as stored in a plan (``models.gguf_info.ModelFacts.to_dict``); every field optional
-    because plans of older versions, and hand-made plans, carry a subset. ``ModelFacts`` is what a GGUF file
-    says (every value known, computed from its header); this is the stored view of it that the plan
-    (``bench.plan.Plan.model_facts``) and every reader of a stored run use."""
+class ModelFacts(Record):
+    """What a model is, the one record of it: written from a GGUF file's header (or a synthetic plan) by
+    :func:`llamaforge.models.gguf_info.facts_from_plan`, which sets every field, and stored in a run's plan
+    (``plan.model.facts``), where every reader of a stored run reads it. Every field is optional because plans
+    of older versions, and hand-made plans, carry a subset (``full_attention_interval``: only those)."""
 
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_facts_v1,)
 
+    path: str | None = None
     arch: str | None = None
     name: str | None = None
     n_layers: int | None = None
     full_attention_layers: list[int] | None = None
-    full_attention_interval: int | None = None
+    full_attention_interval: int | None = None   # older plans: every N-th layer is full attention
     linear_attention_layers: list[int] | None = None
     n_experts: int | None = None
     n_experts_used: int | None = None
+    has_shared_expert: bool | None = None
+    vocab_size: int | None = None
     n_ctx_train: int | None = None
+    n_embd: int | None = None
+    n_head: int | None = None
+    n_head_kv: int | None = None
+    head_dim: int | None = None
     file_bytes: int | None = None
+    tensor_count: int | None = None
     params_total: int | None = None
     params_active: int | None = None
+    bytes_by_group: dict[str, int] | None = None
+    types: dict[str, int] | None = None          # type name -> number of tensors
+    bytes_by_type: dict[str, int] | None = None
     weight_bytes_per_token: int | None = None    # weights read per generated token
     kv_bytes_per_token_ctx: int | None = None    # f16 K+V bytes per context token (full-attention layers)
-    kv_bytes_per_token_swa: int | None = None    # ... of the sliding-window layers
-    sliding_window: int | None = None
-    recurrent_state_bytes: int | None = None
+    recurrent_state_bytes: int | None = None     # per sequence, f32
+    ncmoe_range: tuple[int, int] | None = None   # (0, 0) for a model without experts
+    synthetic: bool | None = None
+    tied_embeddings: bool | None = None          # no output.weight: token_embd is also the output projection
+    sliding_window: int | None = None            # tokens a sliding-window layer attends to (0: none)
+    swa_layers: list[int] | None = None
+    kv_bytes_per_token_swa: int | None = None    # f16 K+V bytes per cached token of the sliding-window layers
+    file_bytes_estimated: bool | None = None
+    metadata: dict[str, Any] | None = None       # scalar metadata (arrays summarised)
+    bpw: float | None = None                     # bits per weight of the tensor data (4 decimals)
     bytes_per_token_ctx0: int | None = None      # weights + recurrent state read per token (no KV)
-    extra: dict = field(default_factory=dict)    # the rest of ModelFacts (types, metadata, bpw, ...)
+
+    @property
+    def is_moe(self) -> bool:
+        return (self.n_experts or 0) > 0
 
     def base_bytes_per_token(self) -> float | None:
-        """Bytes read per token without the KV cache (``bytes_per_token_ctx0``, else weights + recurrent state)."""
+        """Bytes read per token without the KV cache (``bytes_per_token_ctx0``, else weights + recurrent state;
+        None when the facts lack both)."""
         v = _pos(self.bytes_per_token_ctx0)
         if v is not None:
             return v
-        w = _pos(self.weight_bytes_per_token)
+        w = _num(self.weight_bytes_per_token)
         return None if w is None else w + (_num(self.recurrent_state_bytes) or 0.0)
 
-    def bytes_per_token(self, context_used: float) -> float | None:
-        """Bytes read per generated token at ``context_used`` (sliding-window layers: at most their window)."""
+    def bytes_per_token(self, ctx: float = 0) -> float | None:
+        """Bytes read per generated token at context ``ctx`` (sliding-window layers: at most their window)."""
         base = self.base_bytes_per_token()
         if base is None:
             return None
+        ctx = max(0, ctx)
         kv = _num(self.kv_bytes_per_token_ctx) or 0.0
         swa, window = _pos(self.kv_bytes_per_token_swa), _pos(self.sliding_window)
-        swa_read = 0.0 if swa is None else swa * (min(context_used, window) if window else context_used)
-        return base + kv * context_used + swa_read
+        swa_read = 0.0 if swa is None else swa * (min(ctx, window) if window else ctx)
+        return base + kv * ctx + swa_read
+
+    def kv_cache_bytes(self, ctx: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
+        """f16 KV cache of one sequence at context ``ctx``: full-attention layers hold ``ctx`` tokens,
+        sliding-window layers at most window + one ubatch (llama.cpp's ``llama_kv_cache_iswa``)."""
+        ctx, window = max(0, ctx), self.sliding_window or 0
+        swa_tokens = min(ctx, window + n_ubatch) if window else ctx
+        return (self.kv_bytes_per_token_ctx or 0) * ctx + (self.kv_bytes_per_token_swa or 0) * swa_tokens
 
     def full_attention_layer_list(self) -> list[int]:
         """0-based indices of full-attention layers (the list, or derived from the interval)."""
@@ -343,9 +380,8 @@ class ModelFactsRecord(Record):
 class ModelSection(Record):
     ref: str | None = None
     path: str | None = None
-    facts: ModelFactsRecord = field(default_factory=ModelFactsRecord)
+    facts: ModelFacts = field(default_factory=ModelFacts)
     download: dict | None = None                 # how a downloaded model was checked (sha256, ...)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -359,7 +395,6 @@ class FitSection(Record):
     margins_mib: list[int] | None = None   # resolved per device margins
     fitt_arg: str | None = None            # as stored: the ``-fitt`` value of :meth:`target` when the plan was written
     notice: str | None = None
-    extra: dict = field(default_factory=dict)
 
     def target(self) -> str | None:
         """The ``-fitt`` value: the per-device margins, else ``fitt_mib``, else None."""
@@ -383,7 +418,6 @@ class CompareSide(Record):
     host: str | None = None               # a side measured on a fleet host (compare --base-host/--head-host)
     machine: str | None = None
     run: str | None = None                # ... the imported run of that host
-    extra: dict = field(default_factory=dict)
 
     def text(self) -> str:
         """``ref (backend)``, plus ``on MACHINE`` for a side measured on a fleet host."""
@@ -405,7 +439,6 @@ class CompareSection(Record):
     min_effect: float | None = None
     interleave: str | None = None
     fleet_run: str | None = None          # compare --base-host/--head-host: the fleet run that measured both
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -419,32 +452,31 @@ class FleetSection(Record):
     host: str | None = None
     machine: str | None = None
     remote_run: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
 class BisectSection(Record):
-    """The ``bisect`` run kind's part of the plan."""
+    """The ``bisect`` run kind's part of the plan: its request (``bisect.session.BisectRequest``), the commits
+    between the ends and how each is measured."""
 
     good: str | None = None
     bad: str | None = None
-    good_sha: str | None = None
+    good_sha: str | None = None                    # the commits good and bad resolved to
     bad_sha: str | None = None
-    metric: str | None = None
+    metric: str | None = None                      # tg or pp
     backend: str | None = None
-    threshold: float | None = None
-    repeats: int | None = None
-    source: str | None = None
-    commits: list[str] = field(default_factory=list)
-    subjects: dict = field(default_factory=dict)
-    max_measured: int | None = None
-    build_dir: str | None = None
-    cold_start: bool | None = None
+    threshold: float | None = None                 # the minimum effect: the ends must differ by more (0.05: 5 %)
+    repeats: int | None = None                     # llama-bench -r: requests inside one start
+    source: str | None = None                      # path:DIR / git:URL for commits not in the mirror yet
+    commits: list[str] = field(default_factory=list)   # good, then the first-parent line up to bad
+    subjects: dict = field(default_factory=dict)   # commit → its subject line
+    max_measured: int | None = None                # the most commits a clean bisection measures: ⌈log2 N⌉ + 2
+    build_dir: str | None = None                   # the incremental build's folder
+    cold_start: bool | None = None                 # that folder held no build yet when the bisect started
     min_starts: int | None = None                  # starts per commit before the judge compares it
     max_launches: int | None = None                # starts per commit at most
     unit: str | None = None                        # what one start is
     quiet: dict = field(default_factory=dict)      # bisect.quiet.Quiet: threads and scheduling options used
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -463,7 +495,6 @@ class HistorySection(Record):
     continues: bool | None = None                   # --continue: only what is new since the series' last run
     bisect: bool | None = None
     quiet: dict = field(default_factory=dict)       # per build key: bisect.quiet.Quiet (llama-bench on cpu)
-    extra: dict = field(default_factory=dict)
 
 
 def _plan_v1(d: dict) -> dict:
@@ -489,7 +520,6 @@ class AdaptiveSection(Record):
     confirmed: list[dict] = field(default_factory=list)
     interpolated: dict = field(default_factory=dict)  # build key → {point: tg median}: never a measurement
     conclusions: dict = field(default_factory=dict)   # threshold, sweet_spot, regions, anomalies
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -530,10 +560,9 @@ class RunPlan(Record):
     fleet: FleetSection | None = None            # run kind "fleet", or a run imported from a fleet host
     bench_args: list[str] | None = None          # run kind "fleet": the options every host's bench gets
     host_backends: dict | None = None            # run kind "fleet": host name → backends
-    extra: dict = field(default_factory=dict)
 
     @property
-    def facts(self) -> ModelFactsRecord:
+    def facts(self) -> ModelFacts:
         return self.model.facts
 
     @property
@@ -577,7 +606,6 @@ class BuildManifest(Record):
     toolchain: dict = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
     binaries: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
 
     def device_names(self) -> list[str]:
         return [str(d.get("name", "")) for d in self.capabilities.get("devices") or [] if isinstance(d, dict)]
@@ -624,7 +652,6 @@ class LaunchRecord(Record):
     busy: dict | None = None             # --allow-busy: {"gpu_processes": [...]} found before the start
     machine: MachineRecord | None = None
     engine_gap: dict | None = None       # bench.engine_gap.record (server: requests) / bench_record (llama-bench)
-    extra: dict = field(default_factory=dict)
 
     @property
     def machine_id(self) -> str:
@@ -661,7 +688,6 @@ class MemRow(Record):
     model: float | None = None
     context: float | None = None
     compute: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def breakdown_shape(mb: Any) -> dict | None:
@@ -704,7 +730,6 @@ class MemoryBreakdown(Record):
     devices: list[MemRow] = field(default_factory=list)
     host: MemRow | None = None
     other: list[MemRow] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, stored: Any) -> MemoryBreakdown | None:
@@ -721,7 +746,6 @@ class RunSummary(Record):
     """What a run concluded (``runs.summary_json``): one record per run kind (:data:`SUMMARIES`); a run of
     another kind keeps its summary in ``extra``. Written once the run ends (a fleet run: as hosts report)."""
 
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass

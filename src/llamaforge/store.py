@@ -248,10 +248,10 @@ class Point:
     log_tail: str | None = field(default=None, metadata=_LONG)
     n_ctx: int | None = None
     n_ctx_train: int | None = None
-    vram_used_mib: float | None = None
-    vram_self_mib: float | None = None
+    vram_used_mib: float | None = None    # peak device memory used by every process, summed over devices
+    vram_self_mib: float | None = None    # peak device memory of llama.cpp's own process tree
     vram_total_mib: float | None = None
-    rss_peak_mib: float | None = None
+    rss_peak_mib: float | None = None     # peak resident host memory of llama.cpp's process tree
     mem_breakdown: dict | None = field(default=None, metadata=_JSON)
     prompt_tokens: int | None = None
     n_predict: int | None = None

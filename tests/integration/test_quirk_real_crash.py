@@ -89,7 +89,7 @@ def test_a_real_crash_in_the_repack_path_is_retried_recorded_and_avoided_at_ever
     assert second["server"]["tokens"] == 4 and second["bench"]["ok"] and second["quirks"] == ["no-repack"]
 
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts.to_dict(),
+    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
                 points=make_points("0,2", n_layers=facts.n_layers), engine="both", repeats=1, prompt_tokens=32,
                 n_predict=4, threads=2, load_timeout_s=300, request_timeout_s=300)
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:

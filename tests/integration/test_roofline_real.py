@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_report_of_a_real_cpu_run_has_a_cpu_roofline(lf_paths, cpu_build, tiny_model, tmp_path):
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts.to_dict(),
+    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
                 points=make_points("0", None, n_layers=facts.n_layers), backends=["cpu"],
                 repeats=1, prompt_tokens=64, n_predict=8, threads=2, launches=1)
     with Store(tmp_path / "s.sqlite") as store:

@@ -264,7 +264,7 @@ def check(path: Path, data: bytes, tally: Tally) -> None:
         _refused(e)
         tally.rejected += 1
         return
-    json.dumps(facts.to_dict())
+    json.dumps(facts.to_json())
     with console.capture():
         print_facts(facts, 4096)
     tally.accepted += 1

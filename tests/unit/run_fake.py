@@ -25,16 +25,16 @@ from llamaforge.records import (
     LaunchRecord,
     MemoryBreakdown,
     MemRow,
-    ModelFactsRecord,
+    ModelFacts,
     ModelSection,
     RunPlan,
 )
 from llamaforge.store import Point, Sample, Store
 
 NATIVE = 32768
-FACTS = ModelFactsRecord(arch="qwen35moe", n_layers=8, full_attention_layers=[3, 7], n_ctx_train=NATIVE,
-                         bytes_per_token_ctx0=400_000_000, kv_bytes_per_token_ctx=20480, params_total=1_000_000_000,
-                         params_active=100_000_000, file_bytes=600_000_000)
+FACTS = ModelFacts(arch="qwen35moe", n_layers=8, full_attention_layers=[3, 7], n_ctx_train=NATIVE,
+                   bytes_per_token_ctx0=400_000_000, kv_bytes_per_token_ctx=20480, params_total=1_000_000_000,
+                   params_active=100_000_000, file_bytes=600_000_000)
 ENV = Environment(gpus=[GpuInfo(name="llvmpipe (LLVM 15.0.6, 256 bits)", memory_total_mib=16000,
                                 memory_bandwidth_gbps=40.0)],
                   cpu_model="Fake CPU", ram_bandwidth_gbps=20.0, ram_total_mib=16384, os="Linux")

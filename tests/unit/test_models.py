@@ -65,7 +65,7 @@ def test_bytes_per_token_grows_with_context_by_the_kv_cache():
     assert f.bytes_per_token(1000) - f.bytes_per_token(0) == 1000 * f.kv_bytes_per_token_ctx
     # experts_used/experts of the expert bytes, plus all other weights but the embedding table
     assert f.bytes_per_token(0) < f.file_bytes / 5
-    assert f.to_dict()["bytes_per_token_ctx0"] == f.bytes_per_token(0)
+    assert f.to_json()["bytes_per_token_ctx0"] == f.bytes_per_token(0)
 
 
 def test_qwen3_30b_facts():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from llamaforge import records as rec
-from llamaforge.models.gguf_info import ModelFacts
+from llamaforge.models import facts_from_plan, synth_plan
 from llamaforge.records import (
     VERSION_KEY,
     Environment,
     MemoryBreakdown,
-    ModelFactsRecord,
+    ModelFacts,
     RunPlan,
     field_table,
     from_json,
@@ -19,11 +19,11 @@ from llamaforge.records import (
 
 
 def test_a_record_round_trips_and_keeps_keys_it_does_not_know():
-    stored = {"model": {"ref": "synth:x", "facts": {"n_layers": 4, "types": {"f16": 2}}}, "engine": "server",
+    stored = {"model": {"ref": "synth:x", "facts": {"n_layers": 4, "types": {"f16": 2}, "future_fact": 1}}, "engine": "server",
               "ctx": None, "future_section": {"rounds": 3}, "compare": {"A": {"ref": "a"}, "B": {"ref": "b"}, "rounds": 4}}
     plan = from_json(RunPlan, stored)
-    assert plan.facts.n_layers == 4 and plan.compare.a.ref == "a" and plan.compare.rounds == 4
-    assert plan.extra == {"future_section": {"rounds": 3}} and plan.facts.extra == {"types": {"f16": 2}}
+    assert plan.facts.n_layers == 4 and plan.facts.types == {"f16": 2} and plan.compare.a.ref == "a" and plan.compare.rounds == 4
+    assert plan.extra == {"future_section": {"rounds": 3}} and plan.facts.extra == {"future_fact": 1}
     out = to_json(plan)
     assert out[VERSION_KEY] == rec.RECORD_VERSION
     assert out["future_section"] == {"rounds": 3} and out["ctx"] is None and out["compare"]["A"] == {"ref": "a"}
@@ -41,17 +41,15 @@ def test_version_0_shapes_are_migrated():
     assert from_json(Environment, {VERSION_KEY: 1, "cpu": "x"}).extra == {"cpu": "x"}
 
 
-def test_model_facts_record_reads_what_model_facts_write():
-    f = ModelFacts(path="m.gguf", arch="a", name="n", n_layers=2, full_attention_layers=[1], linear_attention_layers=[0], n_experts=0,
-                   n_experts_used=0, has_shared_expert=False, vocab_size=10, n_ctx_train=64, n_embd=8, n_head=1,
-                   n_head_kv=1, head_dim=8, file_bytes=1000, tensor_count=3, params_total=500, params_active=500,
-                   bytes_by_group={}, types={}, bytes_by_type={"f16": 1000}, weight_bytes_per_token=900,
-                   kv_bytes_per_token_ctx=32, recurrent_state_bytes=10, ncmoe_range=(0, 0))
-    r = ModelFactsRecord.from_json(f.to_dict())
-    typed = {x.name for x in dataclasses.fields(ModelFactsRecord)} - {"extra"}
-    assert typed - set(f.to_dict()) == {"full_attention_interval"}     # every other typed field is written
-    assert r.base_bytes_per_token() == f.bytes_per_token(0)
-    assert r.bytes_per_token(100) == f.bytes_per_token(100)
+def test_model_facts_are_one_record_for_the_writer_and_the_readers():
+    f = facts_from_plan(synth_plan("tiny-qwen35moe", "q4_k_m"))
+    stored = f.to_json()
+    r = ModelFacts.from_json(stored)
+    assert r == f and r.extra == {} and r.ncmoe_range == f.ncmoe_range == (0, 8)
+    typed = {x.name for x in dataclasses.fields(ModelFacts)} - {"extra"}
+    assert typed - set(stored) == {"full_attention_interval"}     # every other field is written
+    assert r.base_bytes_per_token() == f.bytes_per_token(0) == stored["bytes_per_token_ctx0"]
+    assert r.bytes_per_token(100) == f.bytes_per_token(100) and r.kv_cache_bytes(100) == f.kv_cache_bytes(100)
 
 
 def test_memory_breakdown_of_every_stored_shape():
@@ -66,7 +64,7 @@ def test_memory_breakdown_of_every_stored_shape():
 
 def test_field_table_covers_every_record_and_stored_key():
     table = field_table()
-    assert {"RunPlan", "Environment", "GpuInfo", "ModelFactsRecord", "BuildManifest", "MemoryBreakdown",
+    assert {"RunPlan", "Environment", "GpuInfo", "ModelFacts", "BuildManifest", "MemoryBreakdown",
             "MemRow", "CompareSection", "BisectSection"} <= set(table)
     assert table["Environment"]["ram_bandwidth_gbps"] == "float | None"
     assert table["MemRow"]["self"] == "float | None"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llamaforge.judge import trend
-from llamaforge.records import ModelFactsRecord
+from llamaforge.records import ModelFacts
 from llamaforge.report import analysis as an
 from llamaforge.report.data import Row, split_breakdown
 
@@ -119,7 +119,7 @@ def test_anomaly_compares_only_within_a_series_and_skips_failed_neighbours():
 
 
 def test_roofline_is_bytes_per_token_times_generation_speed():
-    facts = ModelFactsRecord(bytes_per_token_ctx0=2_000_000_000, kv_bytes_per_token_ctx=20_480)
+    facts = ModelFacts(bytes_per_token_ctx0=2_000_000_000, kv_bytes_per_token_ctx=20_480)
     r = row(0, 4096, [100.0, 100.0, 100.0])
     r.prompt_tokens, r.n_predict = 2000, 1000
     rp = an.roofline(r, facts, 4000.0)
@@ -128,7 +128,7 @@ def test_roofline_is_bytes_per_token_times_generation_speed():
     assert rp.achieved_gbs == pytest.approx(rp.bytes_per_token * 100 / 1e9)
     assert rp.fraction == pytest.approx(rp.achieved_gbs / 4000.0)
     assert an.roofline(r, facts, None).fraction is None
-    assert an.roofline(r, ModelFactsRecord(), 4000.0) is None
+    assert an.roofline(r, ModelFacts(), 4000.0) is None
 
 
 def test_split_breakdown_sums_gpu_devices_and_host_buffers():
@@ -147,7 +147,7 @@ def test_split_breakdown_sums_gpu_devices_and_host_buffers():
 
 def test_full_attention_layers_from_list_or_interval():
     def fal(d: dict) -> list[int]:
-        return ModelFactsRecord.from_json(d).full_attention_layer_list()
+        return ModelFacts.from_json(d).full_attention_layer_list()
 
     assert fal({"full_attention_layers": [7, 3]}) == [3, 7]
     assert fal({"full_attention_interval": 4, "n_layers": 12}) == [3, 7, 11]
@@ -178,8 +178,8 @@ def test_split_breakdown_reads_the_runners_devices_host_other_shape():
 
 
 def test_bytes_per_token_falls_back_to_model_facts_fields():
-    def rec(**kw) -> ModelFactsRecord:
-        return ModelFactsRecord.from_json(kw)
+    def rec(**kw) -> ModelFacts:
+        return ModelFacts.from_json(kw)
 
     assert rec(bytes_per_token_ctx0=123).base_bytes_per_token() == 123
     assert rec(weight_bytes_per_token=100, recurrent_state_bytes=20).base_bytes_per_token() == 120
@@ -193,5 +193,5 @@ def test_roofline_of_a_llama_bench_point_uses_the_tg_tests_context():
     assert an.bench_context("pp512") is None
     r = row(0, 4096, [50.0, 50.0])
     r.tg_test, r.prompt_tokens, r.n_predict = "tg16", 256, 16
-    facts = ModelFactsRecord(bytes_per_token_ctx0=1000, kv_bytes_per_token_ctx=10)
+    facts = ModelFacts(bytes_per_token_ctx0=1000, kv_bytes_per_token_ctx=10)
     assert an.roofline(r, facts, None).context_used == 8

@@ -29,7 +29,7 @@ from ..errors import BenchError
 from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
-from ..records import RECORD_VERSION, FitSection, ModelFactsRecord, ModelSection, RunPlan
+from ..records import RECORD_VERSION, FitSection, ModelFacts, ModelSection, RunPlan
 from ..redact import redact_url
 from .argcheck import check_extra
 
@@ -87,7 +87,7 @@ FitOptions = FitSection
 class Plan:
     model_ref: str
     model_path: Path
-    model_facts: ModelFactsRecord    # a dict (``ModelFacts.to_dict()``) given here is read into the record
+    model_facts: ModelFacts          # a dict (a stored ``ModelFacts``) given here is read into the record
     points: list[PointSpec]
     backends: list[str] = field(default_factory=lambda: ["cpu"])
     pins: list[str] = field(default_factory=lambda: ["default"])
@@ -119,8 +119,8 @@ class Plan:
     variants: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model_facts, ModelFactsRecord):
-            self.model_facts = ModelFactsRecord.from_json(self.model_facts or {}, RECORD_VERSION)
+        if not isinstance(self.model_facts, ModelFacts):
+            self.model_facts = ModelFacts.from_json(self.model_facts or {}, RECORD_VERSION)
         if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
             self.model_download = download_record(self.model_path)
         if self.launches < 1:
@@ -155,7 +155,7 @@ class Plan:
         fit = self.fit.replace(fitt_arg=self.fit.target())
         return RunPlan(
             model=ModelSection(ref=redact_url(self.model_ref), path=str(self.model_path),
-                               facts=ModelFactsRecord.from_json(self.model_facts),
+                               facts=ModelFacts.from_json(self.model_facts),
                                download=self.model_download),
             builds=list(self.build_keys), backends=list(self.backends), pins=list(self.pins),
             points=[p.to_dict() for p in self.points], engine=self.engine, repeats=self.repeats,
@@ -180,7 +180,7 @@ class Plan:
         def given(v: Any, default: Any) -> Any:
             return default if v is None else v
 
-        return cls(model_ref=m.ref or "", model_path=Path(m.path or ""), model_facts=ModelFactsRecord.from_json(m.facts),
+        return cls(model_ref=m.ref or "", model_path=Path(m.path or ""), model_facts=ModelFacts.from_json(m.facts),
                    points=[PointSpec.from_dict(p) for p in rec.points],
                    backends=list(rec.backends or ["cpu"]), pins=list(rec.pins or ["default"]),
                    engine=given(rec.engine, "server"), repeats=int(given(rec.repeats, DEFAULT_REPEATS)),
@@ -307,6 +307,6 @@ def resolve_model(ref: str, paths: Any) -> Path:
     return Path(resolve(ref, paths))
 
 
-def read_facts(path: Path) -> dict:
-    """``ModelFacts.to_dict()`` of a model file (what the plan and the report read)."""
-    return model_facts(path).to_dict()
+def read_facts(path: Path) -> ModelFacts:
+    """The facts of a model file (what the plan stores and the report reads)."""
+    return model_facts(path)

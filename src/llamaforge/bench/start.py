@@ -43,9 +43,9 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
     model = str(o.model)
     model_path = resolve_model(model, p).resolve()
     facts = read_facts(model_path)
-    n_experts = facts.get("n_experts")
+    n_experts = facts.n_experts
     points = make_points(o.ncmoe or "0", o.ngl,
-                         n_layers=facts.get("n_layers"), n_experts=int(n_experts) if n_experts is not None else None,
+                         n_layers=facts.n_layers, n_experts=int(n_experts) if n_experts is not None else None,
                          model=model)
     lo = o.launches
     return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
@@ -97,7 +97,7 @@ def start_fitmap(o: BenchOptions, p: Paths, store: Store, *, command: str) -> st
     ncmoe = o.ncmoe
     if not ncmoe:
         facts = read_facts(resolve_model(str(o.model), p))
-        ncmoe = f"0:{facts.get('n_layers') or 0}" if facts.get("n_experts") else "0"   # a dense model: only 0
+        ncmoe = f"0:{facts.n_layers or 0}" if facts.n_experts else "0"   # a dense model: only 0
     plan = build_plan(p, replace(o, ncmoe=ncmoe), backends=backend_list, pins=[x or "default" for x in pin_list])
     return run_fitmap(plan, _builds(p, backend_list, pin_list, o.bin_dir), store, command=command)
 

@@ -26,7 +26,7 @@ from ..files import file_lock
 from ..findings.bisection import result_lines
 from ..judge.sequential import DEFAULT_MIN_STARTS
 from ..llamacpp.options import build_options
-from ..records import BisectSection, BisectSummary, RunPlan, build_manifest
+from ..records import BisectSection, BisectSummary, ModelFacts, RunPlan, build_manifest
 from ..sources import first_parent_commits, resolve_commit
 from ..sources.mirror import Mirror
 from ..store import Point, Probe, Store
@@ -87,7 +87,7 @@ def bisect_plan(req: BisectRequest, model_path: Path, quiet: Quiet | None = None
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts are decoration here
-        facts = {}
+        facts = ModelFacts()
     pt = req.prompt_tokens or (16 if req.metric == "tg" else 128)
     return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=[PointSpec(req.ncmoe)],
                 backends=[req.backend], pins=[], engine="llama-bench", repeats=req.repeats, prompt_tokens=pt,

@@ -66,7 +66,8 @@ def _defines(define: list[str] | None) -> dict[str, str]:
     return out
 
 
-@lf_task(iterable=["define"], help={
+#: ``build``'s help; ``fleet.build`` shows the same texts for the options it passes to every host
+BUILD_HELP = {
     "backends": "comma-separated: cpu,cuda,vulkan (also hip,sycl,metal: untested)",
     "pins": "comma-separated pin names or commits (default: the default pin)",
     "cuda_archs": "CUDA architectures, e.g. 90 or '86;89' (default: native when a GPU is visible)",
@@ -79,7 +80,10 @@ def _defines(define: list[str] | None) -> dict[str, str]:
     "rebuild": "ignore a cached build", "no_verify": "skip verification after building",
     "fa_all_quants": "CUDA: GGML_CUDA_FA_ALL_QUANTS=ON",
     "no_amx": "compile without llama.cpp's AMX code (AMX CPU × gcc < 13: see `llamaforge doctor`)",
-})
+}
+
+
+@lf_task(iterable=["define"], help=BUILD_HELP)
 def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="Release", native=True,
           define=None, nvcc=None, glslc=None, vulkan_include=None, rebuild=False, no_verify=False,
           fa_all_quants=False, no_amx=False):

@@ -14,6 +14,8 @@ from ..console import console, esc, info
 from ..errors import FleetError
 from ..records import FleetSummary
 from ._common import as_int, csv_list, lf_task, paths
+from .builds import BUILD_HELP
+from .history import RUN_HELP
 
 _COMMON_HELP = {"hosts": "comma-separated host names from fleet.toml (default: every host)",
                 "fleet": "the fleet file (default: fleet.toml next to pins.toml)"}
@@ -100,13 +102,14 @@ def doctor(c, hosts=None, fleet=None):
     _failures(outs, "doctor")
 
 
-@lf_task(iterable=["define"], help={**_COMMON_HELP,
-                                   "backends": "comma-separated backends (default: each host's backends in fleet.toml, else cpu)",
-                                   "pins": "comma-separated pin names or commits (default: the default pin)",
-                                   "jobs": "parallel compile jobs on each host (default: its core count)",
-                                   "rebuild": "ignore cached builds", "no_verify": "skip verification after building",
-                                   "native": "GGML_NATIVE (default on)", "build_type": "CMake build type",
-                                   "cuda_archs": "CUDA architectures", "define": "extra CMake -D NAME=VALUE (repeatable)"})
+#: ``fleet.build``'s help: ``build``'s for the options every host gets, and what differs on a fleet
+_BUILD_HELP = {**{k: BUILD_HELP[k] for k in ("pins", "rebuild", "no_verify", "native", "build_type", "cuda_archs",
+                                              "define")},
+               "backends": "comma-separated backends (default: each host's backends in fleet.toml, else cpu)",
+               "jobs": "parallel compile jobs on each host (default: its core count)", **_COMMON_HELP}
+
+
+@lf_task(iterable=["define"], help=_BUILD_HELP)
 def build(c, backends=None, pins=None, jobs=None, rebuild=False, no_verify=False, native=True, build_type=None,
           cuda_archs=None, define=None, hosts=None, fleet=None):
     """Build (or reuse) llama.cpp on every host at once (`llamaforge build` there, same options)."""
@@ -183,27 +186,18 @@ def _print_fleet_run(run) -> None:  # noqa: ANN001
     console.print(t)
 
 
+#: ``fleet.history``'s help: ``history.run``'s (every host runs it with the same options; ``--threads`` and
+#: ``--quiet-starts`` are each host's own: ``fleet.history.HISTORY_PASS``), and what differs on a fleet
 _HISTORY_HELP = {
-    "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source); "
-             "each host resolves it in its own mirror",
-    "every": "with --range: every N-th commit (and always the newest); default 1",
+    **{k: v for k, v in RUN_HELP.items() if k not in ("threads", "quiet_starts")},
+    "range": RUN_HELP["range"] + "; each host resolves it in its own mirror",
     "releases": "the release pins of pins.toml (copied to every host)",
-    "commits": "comma-separated commits",
     "source": "where commits come from on the hosts: git:URL, or path:DIR on each host",
     "backend": "comma-separated backends (default: each host's backends in fleet.toml, else cpu)",
     "model": "model: a path on the hosts or a reference (default synth:tiny-qwen35moe, made on each host)",
-    "ncmoe": "comma-separated -ncmoe points (default 0)",
-    "engine": "server (default) or llama-bench",
-    "repeats": "requests inside one start (default 3)",
-    "prompt_tokens": "prompt tokens per request (default 512)", "n_predict": "generated tokens (default 64)",
-    "min_launches": "starts per commit and point at least (default 3)",
-    "max_launches": "at most (default 10)", "precision": "wanted interval half-width (default 5%)",
-    "min_effect": "the smallest change that counts as a step (default 5%)",
     "continue": "only what is new since each machine's last run of the series",
     "bisect": "locate every new step to its commit, on the host that measured it",
-    "bisect_max_launches": "starts per commit a step's bisect may use (default: --max-launches)",
     "vram_budget": "emulate a smaller card on every host: GiB of VRAM left usable per device",
-    "ctx": "-c for every start (default: llama.cpp fits the context)",
     **_COMMON_HELP,
 }
 

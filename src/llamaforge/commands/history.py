@@ -9,7 +9,8 @@ from ..console import info
 from ..values import parse_effect
 from ._common import as_float, as_int, csv_list, lf_task, paths, pins, writable_dir
 
-_RUN_HELP = {
+#: ``history.run``'s help; ``fleet.history`` shows the same texts where its options mean the same
+RUN_HELP = {
     "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
     "every": "with --range: every N-th commit (and always the newest); default 1",
     "releases": "the release pins of pins.toml (built from their sdists)",
@@ -36,7 +37,7 @@ _RUN_HELP = {
 }
 
 
-@lf_task(name="run", help=_RUN_HELP)
+@lf_task(name="run", help=RUN_HELP)
 def run(c, range=None, every=1, releases=False, commits=None, source=None, backend="cpu",  # noqa: A002
         model="synth:tiny-qwen35moe", ncmoe="0", engine="server", repeats=3, prompt_tokens=512, n_predict=64,
         threads=None, quiet_starts=True, min_launches=3, max_launches=10, precision="5%", min_effect="5%",

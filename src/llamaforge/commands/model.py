@@ -119,7 +119,7 @@ def info(c, model, ctx=4096, json=False, dry_run=False, vocab_dir=None):
     else:
         facts = gguf_info.model_facts(resolve_model(model, paths(), vocab_dir=_vocab_dir(vocab_dir)))
     if json:
-        print(jsonlib.dumps(facts.to_dict(), indent=2))
+        print(jsonlib.dumps(facts.to_json(), indent=2))
     else:
         print_facts(facts, as_int(ctx, "--ctx", minimum=1, maximum=1 << 31))
 

@@ -36,7 +36,7 @@ from ..console import console, notice
 from ..errors import LlamaforgeError
 from ..judge import INCONCLUSIVE, Policy
 from ..judge.sequential import DEFAULT_MAX_STARTS
-from ..records import CompareSection, CompareSide, RunPlan, build_manifest
+from ..records import CompareSection, CompareSide, ModelFacts, RunPlan, build_manifest
 from ..store import Probe, Store
 from .judged import comparisons, summarize_run
 
@@ -130,7 +130,7 @@ def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts only decorate the report
-        facts = {}
+        facts = ModelFacts()
     return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=list(req.points),
                 backends=sorted({b.backend for b in builds}), pins=[req.base.ref, req.head.ref], engine=req.engine,
                 repeats=req.per_round, prompt_tokens=req.prompt_tokens or DEFAULT_PROMPT_TOKENS,

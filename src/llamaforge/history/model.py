@@ -102,12 +102,12 @@ class Step:
     segment_before: tuple[str, str] = ("", "")   # first and last commit of each segment
     segment_after: tuple[str, str] = ("", "")
     between: int = 0               # commits between before and after that were not measured
-    adjusted: str = ""
+    adjusted: str = ""             # how p was adjusted (the judge's note)
     culprit: str | None = None
     culprit_subject: str | None = None
     culprit_url: str | None = None
     bisect_run: str | None = None
-    bisect_status: str | None = None
+    bisect_status: str | None = None   # the bisect's (found, undecided, skipped, refused), or why none ran
     bisect_note: str | None = None
     #: the bisect's interleaved (ABBA) re-measurement of the two ends: the judge's verdict and ratio
     remeasured: dict | None = None

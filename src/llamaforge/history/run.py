@@ -38,7 +38,7 @@ from ..judge import Policy, Starts, judge, point_stop
 from ..judge.estimate import estimate
 from ..judge.verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
-from ..records import HistorySection, HistorySummary, build_manifest
+from ..records import HistorySection, HistorySummary, ModelFacts, build_manifest
 from ..store import Point, Store
 from .load import Filter, load_history, machine_of, metric_starts
 from .model import METRICS
@@ -333,7 +333,7 @@ def history_plan(req: HistoryRequest, model_path: Path) -> Plan:
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts are decoration here
-        facts = {}
+        facts = ModelFacts()
     return Plan(model_ref=req.model, model_path=model_path, model_facts=facts,
                 points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
                 repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,

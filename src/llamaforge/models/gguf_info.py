@@ -1,4 +1,4 @@
-"""What a GGUF model is, read from its header: :class:`ModelFacts`.
+"""What a GGUF model is, read from its header: :class:`~llamaforge.records.ModelFacts`.
 
 ``read_plan(path)`` parses a file's header with gguf-py (metadata + tensor infos, no weights) and
 checks that the tensor data really is there (a truncated download is a :class:`ModelError`).
@@ -25,7 +25,6 @@ from __future__ import annotations
 import numbers
 import os
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as VT
 
 from ..errors import ModelError
+from ..records import ModelFacts
 from . import limits, quants
 from .gguf_read import parse_header
 from .plan import KV, ModelPlan, TensorPlan
@@ -48,80 +48,6 @@ SWA_DEFAULT_PATTERN: dict[str, tuple[int, bool]] = {
     "cohere2": (4, False), "gpt-oss": (2, False), "exaone4": (4, False), "olmo2": (4, False),
     "smallthinker": (4, True),
 }
-
-#: a KV cache of a sliding-window layer holds the window plus one ubatch (llama.cpp's default 512)
-DEFAULT_UBATCH = 512
-
-
-@dataclass
-class ModelFacts:
-    """Facts about one model file (or plan). ``to_dict()`` is JSON-serialisable."""
-
-    path: str
-    arch: str
-    name: str
-    n_layers: int
-    full_attention_layers: list[int]
-    linear_attention_layers: list[int]
-    n_experts: int
-    n_experts_used: int
-    has_shared_expert: bool
-    vocab_size: int
-    n_ctx_train: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    file_bytes: int
-    tensor_count: int
-    params_total: int
-    params_active: int
-    bytes_by_group: dict[str, int]
-    types: dict[str, int]                  # type name -> number of tensors
-    bytes_by_type: dict[str, int]
-    weight_bytes_per_token: int            # roofline input without KV cache / recurrent state
-    kv_bytes_per_token_ctx: int            # f16 K+V bytes per context token (one sequence)
-    recurrent_state_bytes: int             # per sequence, f32
-    ncmoe_range: tuple[int, int]           # (0, 0) for a model without experts
-    synthetic: bool = False
-    tied_embeddings: bool = False          # no output.weight: token_embd is also the output projection
-    sliding_window: int = 0                # tokens a sliding-window layer attends to (0: none)
-    swa_layers: list[int] = field(default_factory=list)
-    kv_bytes_per_token_swa: int = 0        # f16 K+V bytes per cached token of the sliding-window layers
-    file_bytes_estimated: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)   # scalar metadata (arrays summarised)
-
-    @property
-    def is_moe(self) -> bool:
-        return self.n_experts > 0
-
-    def kv_tokens_read(self, ctx: int) -> int:
-        """Tokens of KV a sliding-window layer reads at context ``ctx``."""
-        return min(max(0, ctx), self.sliding_window) if self.sliding_window else max(0, ctx)
-
-    def bytes_per_token(self, ctx: int = 0) -> int:
-        """Bytes read per generated token at context ``ctx`` (0: weights + recurrent state only)."""
-        return (self.weight_bytes_per_token + self.recurrent_state_bytes + self.kv_bytes_per_token_ctx * max(0, ctx)
-                + self.kv_bytes_per_token_swa * self.kv_tokens_read(ctx))
-
-    def kv_cache_bytes(self, ctx: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
-        """f16 KV cache of one sequence at context ``ctx``: full-attention layers hold ``ctx`` tokens,
-        sliding-window layers at most window + one ubatch (llama.cpp's ``llama_kv_cache_iswa``)."""
-        swa_tokens = min(max(0, ctx), self.sliding_window + n_ubatch) if self.sliding_window else max(0, ctx)
-        return self.kv_bytes_per_token_ctx * max(0, ctx) + self.kv_bytes_per_token_swa * swa_tokens
-
-    @property
-    def bpw(self) -> float:
-        """Bits per weight of the tensor data."""
-        return 8 * sum(self.bytes_by_type.values()) / max(1, self.params_total)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ncmoe_range"] = list(self.ncmoe_range)
-        d["bpw"] = round(self.bpw, 4)
-        d["bytes_per_token_ctx0"] = self.bytes_per_token(0)
-        return d
-
 
 # ------------------------------------------------------------------------------------ reading
 
@@ -396,7 +322,8 @@ def facts_from_plan(plan: ModelPlan, *, path: str = "", file_bytes: int | None =
         ncmoe_range=(0, trunk if n_experts else 0),
         synthetic=bool(md.get("llamaforge.synthetic", False)), file_bytes_estimated=estimated,
         metadata=_scalar_meta(plan.kv), tied_embeddings=tied, sliding_window=n_swa if swa else 0, swa_layers=swa,
-        kv_bytes_per_token_swa=kv_swa)
+        kv_bytes_per_token_swa=kv_swa, bytes_per_token_ctx0=weight_bytes + recurrent,
+        bpw=round(8 * sum(by_type.values()) / max(1, params_total), 4))
 
 
 def _swa_layers(arch: str, md: dict[str, Any], get: Any, n_layers: int) -> tuple[list[int], int]:

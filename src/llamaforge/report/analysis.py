@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..judge import Judgement, Spread, trend
-from ..records import ModelFactsRecord
+from ..records import ModelFacts
 from .data import Row
 
 
@@ -143,7 +143,7 @@ def bench_context(test: str) -> float | None:
     return (int(d.group(1)) if d else 0) + int(m.group(1)) / 2
 
 
-def roofline(row: Row, facts: ModelFactsRecord, device_gbs: float | None, *, prompt_tokens: int | None = None,
+def roofline(row: Row, facts: ModelFacts, device_gbs: float | None, *, prompt_tokens: int | None = None,
              n_predict: int | None = None) -> RooflinePoint | None:
     """Achieved bandwidth of one point (``None`` if it has no tg or the facts lack the byte counts).
 

@@ -24,7 +24,7 @@ from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
-from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFactsRecord, RunPlan
+from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFacts, RunPlan
 from ..store import Point, Probe, Run, Store
 
 BACKEND_ORDER = ("cuda", "vulkan", "cpu")
@@ -64,10 +64,8 @@ class Row:
     label: str = ""
     failure_class: str | None = None
     failure_detail: str | None = None
-    n_ctx_train: int | None = None
-    vram_mib: float | None = None
-    vram_total_mib: float | None = None
-    rss_mib: float | None = None
+    vram_mib: float | None = None      # peak device memory used (else llama.cpp's own), MiB
+    rss_mib: float | None = None       # peak resident host memory of llama.cpp's process tree
     gpu_mem: MemSplit | None = None
     host_mem: MemSplit | None = None
     prompt_tokens: int | None = None
@@ -174,7 +172,7 @@ class ReportData:
     run: Run
     builds: list[dict]
     series: list[Series]
-    facts: ModelFactsRecord
+    facts: ModelFacts
     native_ctx: int | None
     full_attn_layers: list[int]
     probes: list[Probe]
@@ -247,8 +245,7 @@ def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None)
                ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
                pp_groups=p.launch_groups("pp_tps", pp_test), tg_groups=p.launch_groups("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
-               failure_detail=p.failure_detail, n_ctx_train=p.n_ctx_train, vram_mib=vram,
-               vram_total_mib=p.vram_total_mib, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
+               failure_detail=p.failure_detail, vram_mib=vram, rss_mib=p.rss_peak_mib, gpu_mem=gpu, host_mem=host,
                prompt_tokens=p.prompt_tokens, n_predict=p.n_predict,
                command=shlex.join(p.command) if p.command else None, point=p, pp_test=pp_test, tg_test=tg_test,
                axis=axis, ngl_all=ngl_all)
