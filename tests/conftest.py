@@ -23,8 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 # child processes (`python -m llamaforge ...`) import this checkout too, whatever is installed
 os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 # the host-wide measurement lock of this test session (children inherit it): parallel test sessions on one
-# machine (CI, several checkouts) must not refuse each other's sweeps; tests of the lock share this folder
-os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
+# machine (CI, several checkouts, the workers of `pytest -n 2`) must not refuse each other's sweeps; the
+# tests of the lock share this folder
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["LLAMAFORGE_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"lf-locks-{os.environ['PYTEST_XDIST_WORKER']}-")
+else:
+    os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
 
 
 def _cache() -> Path:

@@ -307,6 +307,9 @@ def test_fleet_history_prints_one_row_per_host_and_fails_in_one_line(tmp_path, m
                                    'machine = "box-b"\n')
     monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(ws))
     monkeypatch.setenv("COLUMNS", "200")
+    from llamaforge import console as con
+
+    monkeypatch.setattr(con.console, "width", 200)   # created at import: COLUMNS set here comes too late
     with pytest.raises(SystemExit) as e:
         program.run(["llamaforge", "fleet.history", "--commits", "c1", "--continue"], exit=True)
     out, err = capsys.readouterr()
