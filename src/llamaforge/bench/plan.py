@@ -113,8 +113,8 @@ def check_plan(plan: Plan) -> Plan:
     if not plan.points:
         raise BenchError("the plan has no points", "give --ncmoe, e.g. --ncmoe 0:40:2")
     bad = [p.to_json() for p in plan.points if not all(type(v) is int for v in (p.ncmoe, p.ngl))]
-    if bad:
-        raise BenchError(f"the plan has a point that is not a number: {bad[0]}", "give --ncmoe, e.g. --ncmoe 0:40:2")
+    if bad:   # only a stored plan can hold one (``bench.stored`` names it malformed)
+        raise TypeError(f"point {bad[0]} is not a number")
     if plan.ctx is not None and plan.ctx < 16:
         raise BenchError(f"--ctx must be at least 16 tokens (got {plan.ctx})",
                          "e.g. --ctx 8192, or leave it out to let llama.cpp fit the context")
