@@ -358,7 +358,7 @@ class PointSpec(Record):
     def __post_init__(self) -> None:
         self.extra_args = tuple(str(a) for a in self.extra_args or ())
 
-    def __hash__(self) -> int:   # a point names a setting: (build, point, engine) items are keys
+    def __hash__(self) -> int:   # hashable, as the frozen class it replaced: a point names one setting
         return hash((self.ncmoe, self.ngl, self.extra_args))
 
     def to_json(self) -> dict:
