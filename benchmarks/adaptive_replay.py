@@ -71,9 +71,9 @@ DIRECTION = {FALLS: "falls", FLAT: "is flat", RISES: "rises"}
 
 def point_seconds(p: Point) -> tuple[float, int]:
     """Wall time of a stored point, the sum over its launches (server start to stop), and the launches."""
-    recs = [r for r in p.launches if r.get("started") and r.get("finished")]
-    if recs:
-        return sum(r["finished"] - r["started"] for r in recs), len(recs)
+    secs = [s for r in p.launches if (s := r.seconds()) is not None]
+    if secs:
+        return sum(secs), len(secs)
     return ((p.finished - p.started) if p.started and p.finished else 0.0), 1
 
 

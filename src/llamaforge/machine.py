@@ -88,18 +88,17 @@ def current() -> MachineRecord:
     return MachineRecord.from_json(_derived().to_json())
 
 
-def launch_machines(launches: Iterable[dict]) -> Counter[str]:
+def launch_machines(launches: Iterable[LaunchRecord]) -> Counter[str]:
     """Launches per machine id (``unknown`` for launches stored before machines were recorded)."""
-    return Counter(LaunchRecord.from_json(r).machine_id for r in launches if isinstance(r, dict))
+    return Counter(r.machine_id for r in launches)
 
 
-def hosts_of(launches: Iterable[dict]) -> dict[str, str]:
+def hosts_of(launches: Iterable[LaunchRecord]) -> dict[str, str]:
     """Machine id → host name, as recorded in the launches."""
     out: dict[str, str] = {}
     for r in launches:
-        rec = LaunchRecord.from_json(r) if isinstance(r, dict) else None
-        if rec and rec.machine and rec.machine.id and rec.machine.host:
-            out.setdefault(rec.machine.id, rec.machine.host)
+        if r.machine and r.machine.id and r.machine.host:
+            out.setdefault(r.machine.id, r.machine.host)
     return out
 
 

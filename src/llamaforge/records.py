@@ -19,6 +19,7 @@ and ``env["cpu"]``, which no writer produced, and was "unknown" in every real ru
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -77,7 +78,7 @@ class Record:
         d.pop(VERSION_KEY, None)
         for step in cls.MIGRATIONS[v:RECORD_VERSION]:
             d = step(d)
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         kw: dict[str, Any] = {}
         present: set[str] = set()
         for f in _fields(cls):
@@ -116,6 +117,12 @@ class Record:
 
 def _fields(cls: type) -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(cls)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The field types of a record class, resolved once per class (launch records are read per point, often)."""
+    return typing.get_type_hints(cls)
 
 
 def _dump(v: Any) -> Any:
@@ -664,30 +671,47 @@ def build_manifest(b: BuildLike) -> dict:
 
 @dataclass
 class LaunchRecord(Record):
-    """One server start of a point (``points.extra_json["launches"][i]``, written by
-    ``bench.sweep.merge_launch``): its position in the run's schedule, status, times, memory,
-    telemetry, and the machine that measured it (``None`` in launches stored before that: ``unknown``)."""
+    """One start of a point: a llama-server start or a llama-bench process (``points.extra_json["launches"][i]``,
+    written by ``bench.sweep.merge_launch``, read through ``store.Point.launches``): its position in the run's
+    schedule, status, times, memory, telemetry, the machine that measured it (``None`` in launches stored before
+    that: ``unknown``) and its engine-gap requests. Launches stored before a field existed lack its key (they
+    read as None and are written back without it); :meth:`stored` is what the writer stores: every field, None
+    as ``null``."""
 
-    launch: int = 1
-    seq: int | None = None
-    status: str | None = None
-    failure_class: str | None = None
-    started: float | None = None
-    finished: float | None = None
-    n_ctx: int | None = None
+    launch: int = 1                      # 1-based start of the point
+    seq: int | None = None               # position in the run's schedule (interleaved over points and builds)
+    status: str | None = None            # ok | failed (None: stored without one, read as ok)
+    failure_class: str | None = None     # oom | crash | hang | unhealthy | bad-response | fit | error
+    started: float | None = None         # wall clock (time.time()) of the start ...
+    finished: float | None = None        # ... and of its end
+    n_ctx: int | None = None             # the context this start fitted
     rss_peak_mib: float | None = None
     vram_self_mib: float | None = None
     vram_used_mib: float | None = None
     t_load_s: float | None = None
-    telemetry: dict | None = None
-    host_mem: dict | None = None
-    busy: dict | None = None
+    telemetry: dict | None = None        # bench.telemetry.TelemetrySampler.summary
+    host_mem: dict | None = None         # bench.monitor.MonitorResult.host_mem: rss_anon/file_peak_mib, source
+    busy: dict | None = None             # --allow-busy: {"gpu_processes": [...]} found before the start
     machine: MachineRecord | None = None
+    engine_gap: dict | None = None       # bench.engine_gap.record (server: requests) / bench_record (llama-bench)
     extra: dict = field(default_factory=dict)
 
     @property
     def machine_id(self) -> str:
         return (self.machine.id if self.machine else None) or UNKNOWN_MACHINE
+
+    @property
+    def ok(self) -> bool:
+        """Whether this start succeeded (a launch stored without a status counts as ok)."""
+        return self.status is None or self.status == "ok"
+
+    def seconds(self) -> float | None:
+        """Wall time of this start (start to stop), None when either time is missing."""
+        return self.finished - self.started if self.started and self.finished else None
+
+    def stored(self) -> dict:
+        """The stored form as ``merge_launch`` writes it: every field, None as ``null``."""
+        return self.keep_nulls(*(f.name for f in _fields(type(self)) if f.name != "extra")).to_json()
 
 
 # ------------------------------------------------------------------------------ memory breakdown

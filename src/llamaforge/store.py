@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import StoreError
-from .records import Environment, RunPlan, RunSummary, summary_record, to_json
+from .records import Environment, LaunchRecord, RunPlan, RunSummary, summary_record, to_json
 from .redact import env_secrets, redact_obj, redact_text
 
 _SCHEMA = """
@@ -294,15 +294,16 @@ class Point:
         return [groups[k] for k in sorted(groups)]
 
     @property
-    def launches(self) -> list[dict]:
-        """Per-launch records (``launch``, ``seq``, ``status``, times, memory) of a point measured
-        in several server starts; ``[]`` for points stored before launches existed."""
-        return list((self.extra or {}).get("launches") or [])
+    def launches(self) -> list[LaunchRecord]:
+        """Per-launch records (``launch``, ``seq``, ``status``, times, memory, machine, engine gap) of a point
+        measured in several server starts, read from ``extra["launches"]`` (stored as
+        :meth:`LaunchRecord.stored` dicts); ``[]`` for points stored before launches existed."""
+        return [LaunchRecord.from_json(r) for r in (self.extra or {}).get("launches") or [] if isinstance(r, dict)]
 
     def seconds_per_launch(self) -> float | None:
         """Median wall time of one of this point's server starts (start to stop), from its launch
         records (or the point's own times); None when neither was stored."""
-        secs = sorted(r["finished"] - r["started"] for r in self.launches if r.get("started") and r.get("finished"))
+        secs = sorted(s for r in self.launches if (s := r.seconds()) is not None)
         if secs:
             return secs[len(secs) // 2]
         return (self.finished - self.started) if self.started and self.finished else None

@@ -195,7 +195,7 @@ def test_k2_sweep_killed_then_resumed_on_another_machine_warns_and_marks_the_mix
         counts = {m: v["launches"] for m, v in run.summary.machines["launches"].items()}
         assert counts == {"vm-one": before, "vm-two": 4 - before}
         # launches 1 of both points come first in the schedule: at least one point has one launch per machine
-        mixed = [p.ncmoe for p in pts if {r["machine"]["id"] for r in p.launches} == {"vm-one", "vm-two"}]
+        mixed = [p.ncmoe for p in pts if {r.machine_id for r in p.launches} == {"vm-one", "vm-two"}]
         assert mixed and len(run.summary.machines["mixed_points"]) == len(mixed)
         sections = build_sections(rdata.load(s, run_id), [])
     notes = [n for sec in sections for n in sec.notes]
@@ -249,12 +249,12 @@ def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_mode
     assert sorted(p.ncmoe for p in regular) == [0, n_layers]
     for p in regular:
         assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
-        assert sorted(r["launch"] for r in p.launches) == [1, 2]
+        assert sorted(r.launch for r in p.launches) == [1, 2]
         assert [len(g) for g in p.launch_groups("tg_tps")] == [2, 2]
         assert sum(s.warmup for s in p.samples) == 2                     # one discarded warm-up per launch
     # 4 regular starts, a sentinel after the 2nd and the 4th (the end): the reference is ncmoe 0
     assert len(sentinel) == 1 and sentinel[0].ncmoe == 0 and len(sentinel[0].launches) == 2
-    seqs = sorted([(r["seq"], p.label or "regular") for p in pts for r in p.launches])
+    seqs = sorted([(r.seq, p.label or "regular") for p in pts for r in p.launches])
     assert [lab for _s, lab in seqs] == ["regular", "regular", SENTINEL_LABEL, "regular", "regular", SENTINEL_LABEL]
     assert seqs[0][0] == 1 and seqs[-1][0] == 6
     md = write_report(store, run, tmp_path / "report").md.read_text()

@@ -22,6 +22,7 @@ from llamaforge.records import (
     BuildManifest,
     Environment,
     GpuInfo,
+    LaunchRecord,
     MemoryBreakdown,
     MemRow,
     ModelFactsRecord,
@@ -54,8 +55,8 @@ def _samples(rng: random.Random, pp: float, tg: float, n: int = 5, launches: int
 
 def _launch_records(n: int, launches: int) -> list[dict]:
     """``extra.launches`` as the runner writes it: starts interleaved over the run (``seq``)."""
-    return [{"launch": k, "seq": 100 * (k - 1) + n, "status": "ok", "started": 1000.0 * k + n,
-             "finished": 1000.0 * k + n + 30.0} for k in range(1, launches + 1)]
+    return [LaunchRecord(launch=k, seq=100 * (k - 1) + n, status="ok", started=1000.0 * k + n,
+                         finished=1000.0 * k + n + 30.0).to_json() for k in range(1, launches + 1)]
 
 
 def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random, all_failed: bool,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bench.threshold import bisect_threshold
+from llamaforge.records import LaunchRecord
 
 _SPEC = importlib.util.spec_from_file_location(
     "adaptive_replay", Path(__file__).resolve().parents[2] / "benchmarks" / "adaptive_replay.py")
@@ -62,7 +63,8 @@ def _ngl_store(store, ctx_of=lambda ngl: NATIVE, tg=None):
             v = tg[backend](ngl)
             samples = [Sample(i, False, tg_tps=v * f, launch=k)
                        for k, fs in ((1, (1.0, 1.01)), (2, (0.99, 1.0))) for i, f in enumerate(fs)]
-            launches = [{"launch": k, "started": 100.0 * k, "finished": 100.0 * k + 2.0 + ngl} for k in (1, 2)]
+            launches = [LaunchRecord(launch=k, started=100.0 * k, finished=100.0 * k + 2.0 + ngl).to_json()
+                        for k in (1, 2)]
             store.record_point(Point(run_id=run, build_key=f"k-{backend}", engine="server", ngl=ngl,
                                      n_ctx=ctx_of(ngl), samples=samples, extra={"launches": launches}))
     return run

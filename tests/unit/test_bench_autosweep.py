@@ -14,6 +14,7 @@ from llamaforge.bench.adaptive import AdaptiveOptions
 from llamaforge.bench.autosweep import _END_ONLY, AutoDriver, Axis, auto_axis
 from llamaforge.bench.plan import Plan, PointSpec, make_plan
 from llamaforge.errors import BenchError
+from llamaforge.records import LaunchRecord
 from llamaforge.report import build_report
 from llamaforge.store import Point, Sample, Store
 
@@ -208,7 +209,8 @@ def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):
         def __call__(self, items, plan):
             out = super().__call__(items, plan)
             for p in out:     # a server start takes longer the less is offloaded (a slow "GPU")
-                p.extra = {"launches": [{"launch": 1, "started": 100.0, "finished": 100.0 + 50 - 5 * p.ncmoe}]}
+                p.extra = {"launches": [LaunchRecord(launch=1, started=100.0,
+                                                     finished=100.0 + 50 - 5 * p.ncmoe).to_json()]}
             return out
 
     store = Store(tmp_path / "s.sqlite")

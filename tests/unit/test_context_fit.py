@@ -4,6 +4,7 @@ context that was set rather than fitted."""
 
 from __future__ import annotations
 
+from llamaforge.records import LaunchRecord
 from llamaforge.report.context_fit import compare, differs, how_chosen, ratio, side, word
 from llamaforge.report.data import Row
 from llamaforge.store import Point
@@ -14,7 +15,7 @@ NATIVE = 262144
 
 def _row(n_ctx: int | None, starts: list[int | None] | None = None, fit_status: str | None = "fitted",
          failed: tuple[int, ...] = ()) -> Row:
-    launches = [{"launch": i + 1, "n_ctx": c, "status": "failed" if i in failed else "ok"}
+    launches = [LaunchRecord(launch=i + 1, n_ctx=c, status="failed" if i in failed else "ok").to_json()
                 for i, c in enumerate(starts or [])]
     extra: dict = {"launches": launches}
     if fit_status is not None:

@@ -16,6 +16,7 @@ from llamaforge.bench import engine_gap
 from llamaforge.bench.plan import PointSpec
 from llamaforge.bench.sweep import measure_point, merge_launch
 from llamaforge.llamacpp.server import read_events
+from llamaforge.records import LaunchRecord
 from llamaforge.report.engine_gap import (
     bench_starts,
     decompose,
@@ -65,7 +66,7 @@ def test_each_start_keeps_its_own_record_when_launches_are_merged(fake, store) -
                 for k in (1, 2))
     two.extra["engine_gap"]["requests"][0]["tg_tps"] = 42.0       # tell the two starts apart
     acc = merge_launch(merge_launch(None, one, 1, 1), two, 2, 2)
-    recs = [r["engine_gap"] for r in acc.extra["launches"]]
+    recs = [r.engine_gap for r in acc.launches]
     assert [r["requests"][0]["tg_tps"] for r in recs] == [100.0, 42.0]
     assert len(server_starts(acc).default) == 2                   # type: ignore[union-attr]
 
@@ -120,7 +121,7 @@ LEVELS = [100.0, 80.0, 120.0]       # per start: far apart, as starts are
 
 def _server(levels=LEVELS, greedy: float = 1.08, stream: float = 0.99, prompt_n: int = 250) -> Point:
     p = Point("r", "cpu-x", "server", ncmoe=0, n_predict=16, prompt_tokens=prompt_n)
-    launches = []
+    launches: list[LaunchRecord] = []
     for k, m in enumerate(levels, start=1):
         reqs = []
         for i, f in enumerate((1.0, 1.01, 0.99)):
@@ -130,15 +131,15 @@ def _server(levels=LEVELS, greedy: float = 1.08, stream: float = 0.99, prompt_n:
                      {"round": i + 1, "variant": "extra-pass", "tg_tps": m * f * greedy * 0.96},
                      {"round": i + 1, "variant": "stream", "tg_tps": m * f * stream, "client_tg_tps": m * f * 0.95}]
             p.samples.append(Sample(i + 1, False, tg_tps=m * f, launch=k))
-        launches.append({"launch": k, "engine_gap": engine_gap.record(reqs, prompt_n=prompt_n, n_predict=16)})
-    p.extra = {"launches": launches}
+        launches.append(LaunchRecord(launch=k, engine_gap=engine_gap.record(reqs, prompt_n=prompt_n, n_predict=16)))
+    p.extra = {"launches": [r.to_json() for r in launches]}
     return p
 
 
 def _bench(levels=(1.1, 0.9, 1.0), depth_gain: float = 1.01, matched: tuple[int, ...] = (1, 2, 3),
            xc_depth: int = 256, prompt_n: int = 250) -> Point:
     p = Point("r", "cpu-x", "llama-bench", ncmoe=0, n_predict=16)
-    launches = []
+    launches: list[LaunchRecord] = []
     for k, m in enumerate(levels, start=1):
         base = 110.0 * m
         for j, f in enumerate((1.0, 1.02, 0.98)):
@@ -146,9 +147,9 @@ def _bench(levels=(1.1, 0.9, 1.0), depth_gain: float = 1.01, matched: tuple[int,
             p.samples.append(Sample(j + 1, False, "tg16", tg_tps=base * f * 1.1, launch=k))
             if k in matched:
                 p.samples.append(Sample(j + 1, False, f"tg16 @ d{prompt_n}", tg_tps=base * f * depth_gain, launch=k))
-        launches.append({"launch": k, "engine_gap": engine_gap.bench_record(xc_depth, prompt_n if k in matched else None,
-                                                                            16)})
-    p.extra = {"launches": launches}
+        launches.append(LaunchRecord(launch=k, engine_gap=engine_gap.bench_record(
+            xc_depth, prompt_n if k in matched else None, 16)))
+    p.extra = {"launches": [r.to_json() for r in launches]}
     return p
 
 

@@ -23,7 +23,7 @@ from llamaforge.fleet.config import parse_fleet
 from llamaforge.history.load import load_history
 from llamaforge.history.site import publish
 from llamaforge.paths import Paths
-from llamaforge.records import HistorySummary
+from llamaforge.records import HistorySummary, LaunchRecord, MachineRecord
 from llamaforge.store import Point, Sample, Store
 
 SETUP = "server p512 n64 r3"
@@ -87,7 +87,7 @@ def _history_run(store: Store, machine: str, machine_id: str, tg: dict[str, floa
         p = Point(run, key, "server", ncmoe=0, label=sha, prompt_tokens=512, n_predict=64)
         p.samples = [Sample(i, False, pp_tps=100.0 + i % 3, tg_tps=v * (1 + 0.004 * (i % 3) + 0.003 * (i // 3)),
                             launch=1 + i // 3) for i in range(9)]
-        p.extra = {"launches": [{"launch": n, "status": "ok", "machine": {"id": machine_id, "host": "h"}}
+        p.extra = {"launches": [LaunchRecord(launch=n, status="ok", machine=MachineRecord(id=machine_id, host="h")).to_json()
                                 for n in (1, 2, 3)]}
         store.record_point(p)
     mid = len(shas) // 2     # the step the tests plant: between the middle two commits
@@ -214,7 +214,7 @@ def test_two_hosts_become_two_series_one_machine_each_with_culprits_relinked(tmp
             run = store.get_run(o.runs[0])
             assert run.kind == "history" and run.id.endswith(f".{o.machine}") and run.env.machine == o.machine
             assert run.plan.fleet.host == o.host and run.plan.fleet.remote_run == run.id.rsplit(".", 1)[0]
-            ids = {ln["machine"]["id"] for p in store.points(run.id) for ln in p.launches}
+            ids = {ln.machine_id for p in store.points(run.id) for ln in p.launches}
             assert ids == {f"id-{o.host}"}
         culprit = store.get_run(a.runs[0]).summary_as(HistorySummary).culprits[0]
         assert culprit["run"] == a.bisects[0] and store.get_run(a.bisects[0]).kind == "bisect"

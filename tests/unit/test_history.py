@@ -19,7 +19,7 @@ from llamaforge.history.select import Selection, release_pins, thin
 from llamaforge.history.steps import find_steps
 from llamaforge.judge import Starts
 from llamaforge.judge.changepoints import propose, steps
-from llamaforge.records import HistorySection, HistorySummary, RunPlan
+from llamaforge.records import HistorySection, HistorySummary, LaunchRecord, MachineRecord, RunPlan
 from llamaforge.store import Point, Sample, Store
 
 
@@ -130,9 +130,10 @@ def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, 
     for sha, groups in commits:
         samples = [Sample(idx=i, warmup=False, test="tg32", tg_tps=v, launch=li + 1)
                    for li, g in enumerate(groups) for i, v in enumerate(g)]
-        launches = [{"launch": li + 1, "status": "ok", "rss_peak_mib": 100.0 + li,
-                     "machine": {"id": launch_machines[li % len(launch_machines)],
-                                 **({"stable": stable} if stable else {})}} for li in range(len(groups))]
+        launches = [LaunchRecord(launch=li + 1, status="ok", rss_peak_mib=100.0 + li,
+                                 machine=MachineRecord(id=launch_machines[li % len(launch_machines)],
+                                                       extra={"stable": stable} if stable else {})).to_json()
+                    for li in range(len(groups))]
         store.record_point(Point(run_id=rid, build_key=key, engine="llama-bench", label=sha, samples=samples,
                                  extra={"launches": launches}))
     store.set_run_summary(rid, HistorySummary(measured=[c for c, _ in commits]))
@@ -378,3 +379,13 @@ def test_a_later_run_s_pairs_do_not_dilute_an_earlier_step():
     later = [{**_pair(levels[i].sha, levels[i + 1].sha, 1.0, "same", 0.9), "run": "r2"} for i in (6, 7)]
     assert [st.after for st in pair_steps(s, first)] == [levels[3].sha]
     assert [st.after for st in pair_steps(s, first + later)] == [levels[3].sha]
+
+
+def test_a_commit_measured_again_is_compared_with_the_previous_commit_not_itself():
+    from llamaforge.history.run import _reference
+
+    a, b = {"tg": [[100.0, 101.0]]}, {"tg": [[90.0, 91.0]]}
+    levels = [("aaa", a), ("bbb", b)]
+    assert _reference(levels, "ccc") is b          # a new commit: the newest level
+    assert _reference(levels, "bbb") is a          # the newest commit again: the one before it
+    assert _reference([("bbb", b)], "bbb") == {}   # nothing else measured: no reference (precision only)

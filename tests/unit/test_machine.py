@@ -14,7 +14,7 @@ from llamaforge import machine
 from llamaforge.bench import sweep
 from llamaforge.bench.display import print_run
 from llamaforge.bench.plan import Plan
-from llamaforge.records import LaunchRecord
+from llamaforge.records import LaunchRecord, MachineRecord
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.reproduce.verdict import check_points
@@ -146,7 +146,7 @@ def _pt(machines: list[str], tg: float = 100.0) -> Point:
     p = Point(run_id="r", build_key="b", engine="server", ncmoe=4)
     p.samples = [Sample(i, False, tg_tps=tg * (1 + 0.01 * k) + i % 2, pp_tps=1000.0 * (1 + 0.01 * k) + i, launch=k + 1)
                  for k in range(len(machines)) for i in range(3)]
-    p.extra = {"launches": [{"launch": k + 1, "seq": k + 1, "machine": {"id": m, "host": "vm"}}
+    p.extra = {"launches": [LaunchRecord(launch=k + 1, seq=k + 1, machine=MachineRecord(id=m, host="vm")).to_json()
                             for k, m in enumerate(machines)]}
     return p
 

@@ -147,8 +147,8 @@ def test_each_point_is_measured_in_k_launches_with_the_launch_stored_on_every_sa
     for p in pts:
         assert sorted({s.launch for s in p.samples}) == [1, 2]
         assert [len(g) for g in p.launch_groups("tg_tps")] == [2, 2]      # warm-ups excluded
-        assert sorted(r["launch"] for r in p.launches) == [1, 2] and p.t_load_s == 2.0
-    seqs = sorted(r["seq"] for p in pts for r in p.launches)
+        assert sorted(r.launch for r in p.launches) == [1, 2] and p.t_load_s == 2.0
+    seqs = sorted(r.seq for p in pts for r in p.launches)
     assert seqs == list(range(1, 13))
     assert store.get_run(run).plan.launches == 2 and store.get_run(run).plan.seed == 5
 
@@ -207,7 +207,7 @@ def test_sentinels_are_stored_apart_and_flag_drift_with_the_points_in_between(st
     assert all(f.change == pytest.approx(-0.2, abs=0.01) for f in flags)
     assert all(f.ref_ci[0] > 90.0 * (10 if f.metric == "pp" else 1) for f in flags)   # one new start: within a few %
     # marked: the six regular launches between the second and the third sentinel round
-    last_regular = sorted((r["seq"], p.build_key, p.ncmoe) for p in pts if p.label == "" for r in p.launches)[-6:]
+    last_regular = sorted((r.seq, p.build_key, p.ncmoe) for p in pts if p.label == "" for r in p.launches)[-6:]
     assert drifted_points(flags) == {(b, n, -1) for _s, b, n in last_regular}
 
 

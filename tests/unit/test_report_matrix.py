@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from llamaforge.records import LaunchRecord
 from llamaforge.report import write_report
 from llamaforge.report.data import load
 from llamaforge.report.matrix import build_matrix, matrix_section
@@ -41,7 +42,8 @@ def _point(run: str, name: str, ncmoe: int, tg: float, facts: dict, rng: random.
     p = Point(run_id=run, build_key=KEY, engine="server", ncmoe=ncmoe, label=name, status="ok", n_ctx=n_ctx,
               n_ctx_train=NATIVE, mem_breakdown=_breakdown(name),
               extra={"observed": facts, "fit_status": "fitted",
-                     "launches": [{"launch": i + 1, "n_ctx": n_ctx, "status": "ok"} for i in range(k)]})
+                     "launches": [LaunchRecord(launch=i + 1, n_ctx=n_ctx, status="ok").to_json()
+                                  for i in range(k)]})
     for launch in range(1, k + 1):
         c = tg * math.exp(rng.gauss(0, spread))
         p.samples += [Sample(idx=i, warmup=False, tg_tps=c * (1 + 0.002 * i), pp_tps=10 * c, launch=launch)
@@ -177,7 +179,8 @@ def _fixed_point(run: str, name: str, tg: float, spread: float) -> Point:
     p = Point(run_id=run, build_key=KEY, engine="server", ncmoe=0, label=name, status="ok", n_ctx=4096,
               n_ctx_train=NATIVE, extra={"observed": ON if name == "on" else {**ON, "flash_attn": "disabled"},
                                          "fit_status": "fitted",
-                                         "launches": [{"launch": i + 1, "n_ctx": 4096} for i in range(3)]})
+                                         "launches": [LaunchRecord(launch=i + 1, n_ctx=4096).to_json()
+                                                      for i in range(3)]})
     for launch, f in enumerate((1 - spread, 1.0, 1 + spread), start=1):
         p.samples += [Sample(idx=i, warmup=False, tg_tps=tg * f, pp_tps=10 * tg * f, launch=launch) for i in range(2)]
     return p

@@ -11,6 +11,7 @@ import json
 
 from llamaforge.bench.export import export_run
 from llamaforge.fleet.merge import import_run, parse_export
+from llamaforge.records import LaunchRecord
 from llamaforge.store import (
     POINT_COLUMNS,
     POINT_CSV,
@@ -30,7 +31,7 @@ def _full_point(run_id: str) -> Point:
               vram_used_mib=1000.5, vram_self_mib=900.25, vram_total_mib=24576.0, rss_peak_mib=512.0,
               mem_breakdown={"unit": "MiB", "devices": [], "host": None, "other": []}, prompt_tokens=2500,
               n_predict=128, t_load_s=1.5, t_warmup_s=0.5, t_measure_s=9.5, command=["llama-server", "-c", "4096"],
-              build_info="b1 (0c1e570)", extra={"launches": [{"launch": 2}]}, started=100.0, finished=110.0)
+              build_info="b1 (0c1e570)", extra={"launches": [LaunchRecord(launch=2).to_json()]}, started=100.0, finished=110.0)
     p.samples = [Sample(i, i == 0, test="tg128", prompt_n=2500, prompt_ms=250.0, pp_tps=10000.0, predicted_n=128,
                         predicted_ms=1280.0, tg_tps=100.0 + i, raw={"i": i}, launch=2) for i in range(3)]
     return p

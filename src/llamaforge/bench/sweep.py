@@ -39,7 +39,7 @@ from ..locks import run_lock
 from ..machine import current as current_machine
 from ..machine import describe_counts, hosts_of, launch_machines
 from ..pathsafe import component, run_log_dir
-from ..records import UNKNOWN_MACHINE, ResumeRecord, build_manifest
+from ..records import UNKNOWN_MACHINE, LaunchRecord, ResumeRecord, build_manifest
 from ..store import Point, Store
 from ..variants.build import VariantBuild, series_label
 from ..variants.observe import observe_log
@@ -123,13 +123,13 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
     return point
 
 
-def _launch_record(one: Point, launch: int, seq: int) -> dict:
-    return {"launch": launch, "seq": seq, "status": one.status, "failure_class": one.failure_class,
-            "started": one.started, "finished": one.finished, "n_ctx": one.n_ctx, "rss_peak_mib": one.rss_peak_mib,
-            "vram_self_mib": one.vram_self_mib, "vram_used_mib": one.vram_used_mib, "t_load_s": one.t_load_s,
-            "telemetry": (one.extra or {}).get("telemetry"), "host_mem": (one.extra or {}).get("host_mem"),
-            "busy": (one.extra or {}).get("busy"), "machine": current_machine().to_json(),
-            "engine_gap": (one.extra or {}).get("engine_gap")}
+def _launch_record(one: Point, launch: int, seq: int) -> LaunchRecord:
+    extra = one.extra or {}
+    return LaunchRecord(launch=launch, seq=seq, status=one.status, failure_class=one.failure_class,
+                        started=one.started, finished=one.finished, n_ctx=one.n_ctx, rss_peak_mib=one.rss_peak_mib,
+                        vram_self_mib=one.vram_self_mib, vram_used_mib=one.vram_used_mib, t_load_s=one.t_load_s,
+                        telemetry=extra.get("telemetry"), host_mem=extra.get("host_mem"), busy=extra.get("busy"),
+                        machine=current_machine(), engine_gap=extra.get("engine_gap"))
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -145,7 +145,7 @@ def merge_launch(acc: Point | None, one: Point, launch: int, seq: int) -> Point:
     with its position ``seq`` in the run's schedule (the drift sentinels need it) and its own
     telemetry / host memory; the point-level ``telemetry`` is the first flagged launch's (else the
     newest), so a point shows as throttled/loaded when any of its launches was."""
-    rec = _launch_record(one, launch, seq)
+    rec = _launch_record(one, launch, seq).stored()
     if acc is None:
         one.extra = {**(one.extra or {}), "launches": [rec]}
         return one
@@ -364,11 +364,11 @@ def _stored_progress(store: Store, run_id: str, items: Sequence[Item], label: st
                 continue
             have[(i, sentinel)] = p
             recs = p.launches
-            last_seq = max([last_seq, *(int(r.get("seq") or 0) for r in recs)])
+            last_seq = max([last_seq, *(r.seq or 0 for r in recs)])
             if p.status != "ok" and not sentinel:
                 done.update((i, k, False) for k in range(1, launches + 1))   # failed: no more launches of it
             elif recs:
-                done.update((i, int(r["launch"]), sentinel) for r in recs)
+                done.update((i, r.launch, sentinel) for r in recs)
             else:
                 done.add((i, 1, sentinel))   # stored before launches existed: one launch
     return have, done, last_seq

@@ -136,7 +136,7 @@ class _Measurer:
                            label=sha[:9], launch=launch, seq=self.seq, acc=acc)
         self.points[sha] = p
         mine = [s for s in p.samples if s.launch == launch and not s.warmup]
-        if p.launches and p.launches[-1].get("status") != "ok":
+        if p.launches and p.launches[-1].status != "ok":
             notice(f"{sha[:9]}: start {launch} failed ({p.failure_class}: {p.failure_detail})")
             return []
         return [float(v) for s in mine if (v := getattr(s, self.field)) is not None]

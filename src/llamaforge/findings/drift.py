@@ -80,7 +80,7 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
     sentinels = [p for p in points if is_sentinel(p.label)]
     regular = [p for p in points if not is_sentinel(p.label)]
     # (seq, build, ncmoe, ngl, launch) of every regular launch
-    timeline = [(int(r.get("seq") or 0), p.build_key, p.ncmoe, p.ngl, int(r.get("launch") or 1))
+    timeline = [(r.seq or 0, p.build_key, p.ncmoe, p.ngl, r.launch or 1)
                 for p in regular for r in p.launches]
     flags: list[DriftFlag] = []
     for sp in sentinels:
@@ -88,7 +88,7 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
                     (sp.build_key, sp.engine, sp.ncmoe, sp.ngl, regular_label(sp.label)) and p.status == "ok"), None)
         if ref is None:
             continue
-        seq_of = {int(r.get("launch") or 1): int(r.get("seq") or 0) for r in sp.launches}
+        seq_of = {r.launch or 1: r.seq or 0 for r in sp.launches}
         for metric, fname in FIELDS.items():
             prior = pooled([Starts.of(p.launch_groups(fname)) for p in regular
                             if (p.build_key, p.label) == (ref.build_key, ref.label) and p.status == "ok"])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, StoreError
 from ..judge import judge
 from ..machine import stable_id
-from ..records import HistorySection, HistorySummary, LaunchRecord
+from ..records import HistorySection, HistorySummary
 from ..store import Point, Run, Store
 from .model import METRICS, History, Level, Series, SeriesKey
 from .ratio import ratios
@@ -46,8 +46,7 @@ def _machine_ids(store: Store, run: Run, points: list[Point]) -> set[str]:
     ids: set[str] = set()
     for p in points:
         for r in p.launches:
-            rec = LaunchRecord.from_json(r) if isinstance(r, dict) else None
-            sid = stable_id(rec.machine) if rec else None
+            sid = stable_id(r.machine)
             if sid:
                 ids.add(sid)
     if len(ids) > 1:
@@ -63,12 +62,11 @@ def metric_starts(p: Point, metric: str, engine: str) -> list[list[float]]:
         if metric == "ttft" and engine != "server":
             return []                     # llama-bench reports no time to first token
         return [g for g in p.launch_groups(FIELDS[metric]) if g]
-    name = "vram_self_mib" if metric == "vram" else "rss_peak_mib"
     out = []
     for r in p.launches:
-        v = r.get(name) if r.get("status", "ok") == "ok" else None
-        if metric == "vram" and v is None:
-            v = r.get("vram_used_mib") if r.get("status", "ok") == "ok" else None
+        if not r.ok:
+            continue
+        v = r.rss_peak_mib if metric != "vram" else r.vram_self_mib if r.vram_self_mib is not None else r.vram_used_mib
         if v:
             out.append([float(v)])
     return out

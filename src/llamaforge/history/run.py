@@ -133,7 +133,8 @@ class _Session:
 
     def __init__(self, store: Store, run_id: str, req: HistoryRequest, plan: Plan, prev: dict) -> None:
         self.store, self.run_id, self.req, self.plan = store, run_id, req, plan
-        self.prev: dict[tuple[str, int], dict[str, list[list[float]]]] = prev   # (backend, ncmoe) → metric → starts
+        # (backend, ncmoe) → the series' measured levels, oldest first: (sha, metric → starts)
+        self.prev: dict[tuple[str, int], list[tuple[str, dict[str, list[list[float]]]]]] = prev
         self.plans: dict[str, Plan] = {}
         self.quiet: dict[str, dict] = {}
         self.summary = HistorySummary(starts=0)
@@ -167,7 +168,7 @@ def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, fam
     """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`). A "differs" is
     settled only once its p clears the look's α divided by the run's pairs (``family``): the steps are judged
     with Holm over them, and a pair stopped at a bare "differs" would not survive that."""
-    if p.launches and p.launches[-1].get("status", "ok") != "ok":
+    if p.launches and not p.launches[-1].ok:
         return None
     open_ = []
     for metric, field in (("pp", "pp_tps"), ("tg", "tg_tps")):
@@ -196,8 +197,13 @@ def _round(s: _Session, c: Chosen, builds: dict[str, Any], items: list, acc: dic
         sides = [("cur", c, builds[item[0]])] + ([("prev", *partner)] if partner and item not in s.lost else [])
         for which, ch, b in (sides if rnd % 2 == 0 else sides[::-1]):
             _one_start(s, ch, b, item[1], acc if which == "cur" else pacc, item, model_path)
-            if which == "prev" and pacc[item].launches[-1].get("status", "ok") != "ok":
+            if which == "prev" and not pacc[item].launches[-1].ok:
                 s.lost.add(item)          # the partner's start failed: this commit is judged without a pair
+
+
+def _reference(levels: Sequence[tuple[str, dict]], sha: str) -> dict:
+    """The newest earlier level of *another* commit (a commit measured again is not compared with itself)."""
+    return next((starts for other, starts in reversed(levels) if other != sha), {})
 
 
 def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: Path) -> None:
@@ -213,7 +219,8 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
         rnd += 1
         for item in list(items):
             partner = pacc.get(item) if item not in s.lost else None
-            ref = {"pp": _groups(partner, "pp_tps"), "tg": _groups(partner, "tg_tps")} if partner else s.prev.get(item, {})
+            ref = {"pp": _groups(partner, "pp_tps"), "tg": _groups(partner, "tg_tps")} if partner \
+                else _reference(s.prev.get(item, []), c.sha)
             st = _stop(acc[item], ref, s.req, s.family)
             tag = f"{c.sha} {item[0]} {item[1]}"
             if st is None:
@@ -222,7 +229,8 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
                 items.remove(item)
             elif not st.more:
                 s.summary.stops[tag] = st.reason
-                s.prev[item] = {"pp": _groups(acc[item], "pp_tps"), "tg": _groups(acc[item], "tg_tps")}
+                s.prev.setdefault(item, []).append((c.sha, {"pp": _groups(acc[item], "pp_tps"),
+                                                           "tg": _groups(acc[item], "tg_tps")}))
                 if partner is not None:
                     s.summary.pairs += pair_rows(s.partner[item[0]][0], c, item, partner, acc[item], s.req)
                 items.remove(item)
@@ -286,8 +294,10 @@ def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str
         measured |= {x.sha for x in lv}
         n = int(series.key.point.split("=")[1]) if series.key.point.startswith("ncmoe=") else 0
         if lv and series.key.metric in ("pp", "tg"):
-            prev.setdefault((series.key.backend, n), {})[series.key.metric] = lv[-1].starts
-    return sorted(measured), planned, prev
+            levels = prev.setdefault((series.key.backend, n), {})
+            for x in lv:
+                levels.setdefault(x.sha, {})[series.key.metric] = x.starts
+    return sorted(measured), planned, {k: list(v.items()) for k, v in prev.items()}
 
 
 def _tip(store: Store, machine: str, req: HistoryRequest, pins: Pins, measured: Sequence[str]) -> Chosen | None:

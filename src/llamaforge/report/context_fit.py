@@ -24,9 +24,8 @@ Side = tuple[int, int]      # (lowest, highest) n_ctx over a point's starts
 
 def side(r: Row) -> Side | None:
     """The contexts a point's starts fitted: (min, max) over its ok starts, else the point's own ``n_ctx``."""
-    launches = ((r.point.extra or {}) if r.point is not None else {}).get("launches") or []
-    got = [int(x["n_ctx"]) for x in launches if isinstance(x, dict) and isinstance(x.get("n_ctx"), int)
-           and x.get("status", "ok") == "ok"]
+    launches = r.point.launches if r.point is not None else []
+    got = [x.n_ctx for x in launches if isinstance(x.n_ctx, int) and x.ok]
     if not got and isinstance(r.n_ctx, int):
         got = [r.n_ctx]
     return (min(got), max(got)) if got else None
