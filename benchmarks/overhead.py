@@ -22,7 +22,7 @@ from pathlib import Path
 
 from llamaforge.bench.engines.server import server_args
 from llamaforge.bench.external import external_build
-from llamaforge.bench.plan import Plan, make_points, read_facts
+from llamaforge.bench.plan import Plan, make_plan, make_points, read_facts
 from llamaforge.bench.prompts import build_prompt
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.llamacpp.server import ServerSession
@@ -47,7 +47,7 @@ def naive(plan: Plan, build, log_dir: Path) -> tuple[float, float]:  # noqa: ANN
                 if prompt is None:
                     prompt = build_prompt(plan.prompt_tokens, tokenize=s.tokenize, apply_template=s.apply_template)
                 t1 = time.monotonic()
-                s.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s)
+                s.complete(prompt.tokens, plan.n_predict, timeout=plan.timeouts.request_s)
                 inner += (s.t_load_s or 0) + time.monotonic() - t1
             finally:
                 s.stop()
@@ -72,9 +72,9 @@ def main() -> int:
     model = Path(resolve_model(a.model, paths, vocab_dir=Path(a.vocab_dir)))
     facts = read_facts(model)
     build = external_build(Path(a.bin_dir), a.backend)
-    plan = Plan(model_ref=a.model, model_path=model, model_facts=facts,
-                points=make_points(a.points, n_layers=facts["n_layers"]), repeats=a.repeats,
-                prompt_tokens=a.prompt_tokens, n_predict=a.n_predict, threads=a.threads)
+    plan = make_plan(model_ref=a.model, model_path=model, model_facts=facts,
+                     points=make_points(a.points, n_layers=facts["n_layers"]), repeats=a.repeats,
+                     prompt_tokens=a.prompt_tokens, n_predict=a.n_predict, threads=a.threads)
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "llamaforge.sqlite") as store:
         t0 = time.monotonic()
         run = run_sweep(plan, [build], store, progress=False)

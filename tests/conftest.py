@@ -109,16 +109,16 @@ def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
 def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_factory):
     """A real CPU + Vulkan sweep of the tiny MoE (ncmoe 0, 4, 8; 2 repeats) in a fresh store:
     returns (store_path, run_id). Reports and exports are tested against it."""
-    from llamaforge.bench.plan import Plan, make_points
+    from llamaforge.bench.plan import make_plan, make_points
     from llamaforge.bench.sweep import run_sweep
     from llamaforge.models import model_facts
     from llamaforge.store import Store
 
     store_path = tmp_path_factory.mktemp("sweep") / "llamaforge.sqlite"
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
-                points=make_points("0:8:4", None, n_layers=facts.n_layers), backends=["cpu", "vulkan"],
-                repeats=2, prompt_tokens=160, n_predict=16, threads=2)
+    plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
+                     points=make_points("0:8:4", None, n_layers=facts.n_layers), backends=["cpu", "vulkan"],
+                     repeats=2, prompt_tokens=160, n_predict=16, threads=2)
     with Store(store_path) as store:
         run_id = run_sweep(plan, [cpu_build, vulkan_build], store, name="real-sweep", progress=False)
     return store_path, run_id

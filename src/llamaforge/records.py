@@ -25,6 +25,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 RECORD_VERSION = 1
@@ -152,7 +153,9 @@ def _record_type(tp: Any) -> type[Record] | None:
 def _load(tp: Any, v: Any, version: int) -> Any:
     rec = _record_type(tp)
     if rec is not None:
-        return rec.from_json(v, version) if isinstance(v, dict) else None
+        if isinstance(v, dict):
+            return rec.from_json(v, version)
+        return None if rec is not tp else rec()     # a section that is never None: its defaults
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp) or (Any,)
         inner = _record_type(item)
@@ -385,6 +388,37 @@ class ModelSection(Record):
 
 
 @dataclass
+class PointSpec(Record):
+    """One offload setting to measure (``RunPlan.points``). ``ngl=-1`` means llama.cpp's default (all layers).
+    ``extra_args`` are added for this point only (rarely needed; used to inject faults in tests) and stored
+    only when given."""
+
+    ncmoe: int = 0
+    ngl: int = -1
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.extra_args = tuple(str(a) for a in self.extra_args or ())
+
+    def __hash__(self) -> int:   # hashable, as the frozen class it replaced: a point names one setting
+        return hash((self.ncmoe, self.ngl, self.extra_args))
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        if not self.extra_args:
+            out.pop("extra_args", None)
+        return out
+
+
+@dataclass
+class Timeouts(Record):
+    """How long a server may take to load the model, and one request to finish (seconds)."""
+
+    load_s: float = 600.0
+    request_s: float = 900.0
+
+
+@dataclass
 class FitSection(Record):
     """How llama.cpp fits the context (``bench.plan.FitOptions`` is this class): ``fitt_mib`` → ``-fitt`` (margin
     per device, MiB), or ``vram_budget_gib`` to emulate a smaller card (margin = free − budget + llama.cpp's
@@ -393,7 +427,7 @@ class FitSection(Record):
     fitt_mib: int | None = None
     vram_budget_gib: float | None = None
     margins_mib: list[int] | None = None   # resolved per device margins
-    fitt_arg: str | None = None            # as stored: the ``-fitt`` value of :meth:`target` when the plan was written
+    fitt_arg: str | None = None            # as stored: the ``-fitt`` value of :meth:`target` when it was written
     notice: str | None = None
 
     def target(self) -> str | None:
@@ -403,6 +437,11 @@ class FitSection(Record):
         if self.fitt_mib is not None:
             return str(self.fitt_mib)
         return None
+
+    def to_json(self) -> dict:
+        """As stored, with ``fitt_arg`` the ``-fitt`` value of :meth:`target` as written (where there is one)."""
+        target = self.target()
+        return super().to_json() if target is None else {**super().to_json(), "fitt_arg": target}
 
 
 @dataclass
@@ -522,41 +561,53 @@ class AdaptiveSection(Record):
     conclusions: dict = field(default_factory=dict)   # threshold, sweet_spot, regions, anomalies
 
 
+#: what a plan means where it does not say (``bench.plan`` explains the choices)
+DEFAULT_REPEATS = 3
+DEFAULT_PROMPT_TOKENS = 2500
+DEFAULT_N_PREDICT = 128
+
+
 @dataclass
 class RunPlan(Record):
-    """A run's plan (``runs.plan_json``): the sweep plan of ``bench.plan.Plan.to_json`` plus one section
-    per run kind that needs one (``compare``, ``bisect``; ``reproduces`` for a re-run)."""
+    """A run's plan (``runs.plan_json``), and the sweep plan itself (``bench.plan.Plan`` is this class): the
+    model, builds × points × engine × repeats × prompt and how each start measures, plus one section per run
+    kind that needs one (``compare``, ``bisect``, ``history``, ``adaptive``, ``fleet``; ``reproduces`` for a
+    re-run). A new sweep's plan is made and checked by ``bench.plan.make_plan``; a stored one is read as it
+    is, with the defaults below for what an older plan lacks."""
 
+    KEYS: ClassVar[dict[str, str]] = {"prompt_tokens": "prompt_tokens_target", "build_keys": "builds"}
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_plan_v1,)
 
     model: ModelSection = field(default_factory=ModelSection)
-    builds: list[str] = field(default_factory=list)
+    build_keys: list[str] = field(default_factory=list)     # filled when the run starts
     backends: list[str] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)
-    points: list[dict] = field(default_factory=list)
-    engine: str | None = None
-    repeats: int | None = None
-    prompt_tokens_target: int | None = None
-    n_predict: int | None = None
+    points: list[PointSpec] = field(default_factory=list)
+    engine: str = "server"                       # server, llama-bench, both (bench.plan.ENGINES); fitmap: fit
+    repeats: int = DEFAULT_REPEATS
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS   # stored as ``prompt_tokens_target``
+    n_predict: int = DEFAULT_N_PREDICT
     fit: FitSection = field(default_factory=FitSection)
     extra_args: list[str] = field(default_factory=list)
     threads: int | None = None
-    timeouts: dict = field(default_factory=dict)
-    warmup: bool | None = None
-    bench_depths: list[int] = field(default_factory=list)
-    launches: int | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    warmup: bool = True
+    bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
+    launches: int = 1                            # server starts per point (K); with ``sequential``: the first K
     sequential: dict | None = None               # --launches auto: max_launches, precision, min_effect
-    seed: int | None = None
-    sentinel_every: int | None = None
-    ctx: int | None = None
-    quirks: bool | None = None
+    seed: int | None = None                      # schedule seed (drawn and recorded when the run starts)
+    sentinel_every: int | None = None            # None = automatic (see bench.schedule); 0 = off
+    ctx: int | None = None                       # -c for every point (else llama.cpp fits it, where it can)
+    quirks: bool = True                          # apply recorded quirks / CPU-Vulkan defaults
     runtime: dict = field(default_factory=dict)  # per build key: bench.adjust.Runtime
     compare: CompareSection | None = None        # run kind "compare"
     bisect: BisectSection | None = None          # run kind "bisect"
     history: HistorySection | None = None        # run kind "history"
     reproduces: str | None = None                # the run this one re-measures ("reproduce")
     adaptive: AdaptiveSection | None = None      # a sweep whose points were chosen (bench --ncmoe auto)
-    variants: list[dict] = field(default_factory=list)   # --variant: name, backend, pin, defines, env, args, build
+    # --variant: one record per variant (llamaforge.variants.VariantBuild.to_record: name, backend, pin, defines,
+    # env, args, build key, device listings); its points carry the variant's name as their label
+    variants: list[dict] = field(default_factory=list)
     fleet: FleetSection | None = None            # run kind "fleet", or a run imported from a fleet host
     bench_args: list[str] | None = None          # run kind "fleet": the options every host's bench gets
     host_backends: dict | None = None            # run kind "fleet": host name → backends
@@ -569,14 +620,31 @@ class RunPlan(Record):
     def model_ref(self) -> str:
         return str(self.model.ref or self.model.path or self.facts.name or "unknown model")
 
+    @property
+    def model_path(self) -> Path:
+        return Path(self.model.path or "")
+
+    @property
+    def n_layers(self) -> int | None:
+        v = self.facts.n_layers
+        return int(v) if v is not None else None
+
+    def sweep_only(self) -> RunPlan:
+        """A copy of the sweep this plan measures, without what a run of it added (the sections of other run
+        kinds, ``reproduces``, the chosen points' ``adaptive`` record, the fleet import, unknown keys): what a
+        re-measurement starts from."""
+        return type(self).from_json(self).replace(
+            compare=None, bisect=None, history=None, reproduces=None, adaptive=None, fleet=None, bench_args=None,
+            host_backends=None, extra={})
+
     def differences(self, other: RunPlan) -> list[str]:
         """What keeps two sweeps from being measurements of one plan (``[]``: the same plan): the model, the
         engine, the prompt, the generation length, the fit the user asked for (budget, margin; the margins
         derived from them may differ between machines), the extra arguments and a fixed context."""
         out = ["model"] if self.model.ref != other.model.ref else []
-        for name in ("engine", "prompt_tokens_target", "n_predict", "extra_args", "ctx"):
+        for name in ("engine", "prompt_tokens", "n_predict", "extra_args", "ctx"):
             if getattr(self, name) != getattr(other, name):
-                out.append(name.replace("_target", ""))
+                out.append(name)
         for name in ("vram_budget_gib", "fitt_mib"):
             if getattr(self.fit, name, None) != getattr(other.fit, name, None):
                 out.append(f"fit {name}")

@@ -14,7 +14,7 @@ import pytest
 
 from llamaforge.bench.adaptive import AdaptiveOptions
 from llamaforge.bench.autosweep import run_auto
-from llamaforge.bench.plan import Plan, PointSpec, read_facts
+from llamaforge.bench.plan import PointSpec, Timeouts, make_plan, read_facts
 from llamaforge.bench.threshold import max_fits
 from llamaforge.report import build_report, write_report
 from llamaforge.store import Store
@@ -26,9 +26,8 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
                                                                                   tmp_path):
     facts = read_facts(tiny_model)
     n_layers = facts["n_layers"]
-    plan = Plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts, points=[PointSpec(0)],
-                repeats=2, prompt_tokens=256, n_predict=16, threads=2, launches=1, load_timeout_s=300,
-                request_timeout_s=300)
+    plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts, points=[PointSpec(0)],
+                     repeats=2, prompt_tokens=256, n_predict=16, threads=2, launches=1, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
         run_id, driver = run_auto(plan, [cpu_build], store, lf_paths, options=AdaptiveOptions(max_points=4),
                                   progress=False)
@@ -45,7 +44,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         assert measured == chosen and 0 in measured and n_layers in measured
         assert 2 <= len(measured) <= 4 and ad["n_measured"] == len(measured)
         assert all(c["reason"] for c in ad["chosen"])
-        assert sorted(p["ncmoe"] for p in run.plan.points) == measured
+        assert sorted(p.ncmoe for p in run.plan.points) == measured
         for p in pts:
             assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
             assert len(p.measured("tg_tps")) >= 2 and all(v > 0 for v in p.measured("tg_tps"))

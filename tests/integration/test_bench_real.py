@@ -14,14 +14,14 @@ import pytest
 
 from llamaforge.bench.adjust import CPU_VULKAN_PROMPT_TOKENS
 from llamaforge.bench.fitmap import run_fitmap
-from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, read_facts
+from llamaforge.bench.plan import FitOptions, Plan, PointSpec, Timeouts, make_plan, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.llamacpp import server as server_mod
 from llamaforge.store import Store
 
 pytestmark = pytest.mark.slow
 
-QUICK = dict(repeats=2, prompt_tokens=256, n_predict=16, threads=2, load_timeout_s=300, request_timeout_s=300)
+QUICK = dict(repeats=2, prompt_tokens=256, n_predict=16, threads=2, timeouts=Timeouts(300, 300))
 
 
 def _servers_below(pid: int) -> list[psutil.Process]:
@@ -54,7 +54,7 @@ def store(tmp_path):
 
 def _plan(model: Path, points: list[PointSpec], **kw) -> Plan:
     facts = read_facts(model)
-    return Plan(model_ref=str(model), model_path=model, model_facts=facts, points=points, **{**QUICK, **kw})
+    return make_plan(model_ref=str(model), model_path=model, model_facts=facts, points=points, **{**QUICK, **kw})
 
 
 def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build, tiny_model, store, lf_paths):
@@ -67,7 +67,7 @@ def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build,
     assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
     for p in pts:
         assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
-        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.model_facts.n_ctx_train
+        assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.facts.n_ctx_train
         assert p.rss_peak_mib and p.rss_peak_mib > 0
         assert p.mem_breakdown and p.mem_breakdown["host"]["self"] > 0
         if any_build.backend == "cpu":

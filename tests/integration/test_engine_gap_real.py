@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import pytest
 
 from judged import assert_coherent
-from llamaforge.bench.plan import Plan, make_points, read_facts
+from llamaforge.bench.plan import Plan, Timeouts, make_plan, make_points, read_facts
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
@@ -75,10 +75,10 @@ def _sweep(plan: Plan, build, store: Store, run: str | None = None) -> tuple[str
 
 def test_the_gap_decomposes_into_judged_factors(cpu_build, tiny_model, tmp_path):
     facts = read_facts(tiny_model)
-    plan = Plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
-                points=make_points("0", None, n_layers=facts["n_layers"]), engine="both", repeats=REPEATS,
-                launches=LAUNCHES, prompt_tokens=PROMPT, n_predict=N_PREDICT, threads=1, seed=1,
-                sentinel_every=0, load_timeout_s=300, request_timeout_s=300)
+    plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
+                     points=make_points("0", None, n_layers=facts["n_layers"]), engine="both", repeats=REPEATS,
+                     launches=LAUNCHES, prompt_tokens=PROMPT, n_predict=N_PREDICT, threads=1, seed=1,
+                     sentinel_every=0, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "llamaforge.sqlite") as store, realtime() as rt:
         run, d = _sweep(plan, cpu_build, store)
         # as --launches auto would: more starts while the residual is still imprecise, up to a maximum

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llamaforge import proc
-from llamaforge.bench.plan import Plan, PointSpec, read_facts
+from llamaforge.bench.plan import PointSpec, Timeouts, make_plan, read_facts
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.store import Store
 
@@ -19,9 +19,9 @@ def test_a_real_point_is_measured_despite_a_dead_proxy(cpu_build, tiny_model, tm
         monkeypatch.setenv(var, dead)
     for var in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(var, raising=False)
-    plan = Plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=read_facts(tiny_model),
-                points=[PointSpec(0)], repeats=1, prompt_tokens=64, n_predict=8, threads=2,
-                load_timeout_s=300, request_timeout_s=300)
+    plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=read_facts(tiny_model),
+                     points=[PointSpec(0)], repeats=1, prompt_tokens=64, n_predict=8, threads=2,
+                     timeouts=Timeouts(300, 300))
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
         run = run_sweep(plan, [cpu_build], store, progress=False)
         (pt,) = store.points(run)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.bench.plan import Plan, PointSpec, read_facts
+from llamaforge.bench.plan import Plan, PointSpec, Timeouts, make_plan, read_facts
 from llamaforge.bench.sweep import measure_point
 from llamaforge.llamacpp.options import build_options, ncmoe_overrides, probe_build
 
@@ -27,9 +27,8 @@ def _without_ncmoe(build):  # noqa: ANN001, ANN202
 
 def _plan(model: Path, **kw) -> Plan:
     base = dict(model_ref=str(model), model_path=model, model_facts=read_facts(model), points=[PointSpec(2)],
-                repeats=1, prompt_tokens=32, n_predict=4, threads=2, warmup=False, load_timeout_s=300,
-                request_timeout_s=300)
-    return Plan(**{**base, **kw})
+                repeats=1, prompt_tokens=32, n_predict=4, threads=2, warmup=False, timeouts=Timeouts(300, 300))
+    return make_plan(**{**base, **kw})
 
 
 def test_real_binaries_list_the_options_we_build_command_lines_from(cpu_build):

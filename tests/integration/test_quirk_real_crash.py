@@ -24,7 +24,7 @@ import pytest
 
 from llamaforge import proc
 from llamaforge.bench.engines.fit import fit_params
-from llamaforge.bench.plan import Plan, PointSpec, make_points
+from llamaforge.bench.plan import Plan, PointSpec, Timeouts, make_plan, make_points
 from llamaforge.bench.sweep import measure_point, run_sweep
 from llamaforge.compare.session import Side, build_side
 from llamaforge.models import model_facts
@@ -89,9 +89,9 @@ def test_a_real_crash_in_the_repack_path_is_retried_recorded_and_avoided_at_ever
     assert second["server"]["tokens"] == 4 and second["bench"]["ok"] and second["quirks"] == ["no-repack"]
 
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
-                points=make_points("0,2", n_layers=facts.n_layers), engine="both", repeats=1, prompt_tokens=32,
-                n_predict=4, threads=2, load_timeout_s=300, request_timeout_s=300)
+    plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
+                     points=make_points("0,2", n_layers=facts.n_layers), engine="both", repeats=1, prompt_tokens=32,
+                     n_predict=4, threads=2, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
         run_id = run_sweep(plan, [b], store, name="faulty", progress=False)
         pts = store.points(run_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.plan import make_plan, make_points
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.models import model_facts
 from llamaforge.report import build_report, write_report
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow
 
 def test_report_of_a_real_cpu_run_has_a_cpu_roofline(lf_paths, cpu_build, tiny_model, tmp_path):
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
-                points=make_points("0", None, n_layers=facts.n_layers), backends=["cpu"],
-                repeats=1, prompt_tokens=64, n_predict=8, threads=2, launches=1)
+    plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
+                     points=make_points("0", None, n_layers=facts.n_layers), backends=["cpu"],
+                     repeats=1, prompt_tokens=64, n_predict=8, threads=2, launches=1)
     with Store(tmp_path / "s.sqlite") as store:
         run_id = run_sweep(plan, [cpu_build], store, name="roofline", progress=False)
         env = store.get_run(run_id).env

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.plan import Timeouts, make_plan, make_points
 from llamaforge.bench.sweep import measure_point
 from llamaforge.builds import Build, BuildOptions, build
 from llamaforge.builds.verify import apply_to_manifest, verify_build
@@ -108,9 +108,9 @@ def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(cr
     store = Store(tmp_path / "results" / "llamaforge.sqlite")
     run_id = store.new_run("sweep", {})
     for quirks in (True, False):
-        plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
-                    points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
-                    threads=2, quirks=quirks, load_timeout_s=120, request_timeout_s=120)
+        plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
+                         points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
+                         threads=2, quirks=quirks, timeouts=Timeouts(120, 120))
         p = measure_point(crashing_build, tiny_model, plan.points[0], plan, store, run_id, label=f"quirks={quirks}")
         if quirks:
             assert p.status == "ok", (p.failure_detail, p.log_tail)
@@ -142,9 +142,9 @@ def test_an_old_release_whose_llama_bench_has_no_repack_runs_with_the_quirk_thro
     apply_to_manifest(w.manifest, v)
 
     facts = model_facts(tiny_model)
-    plan = Plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
-                points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
-                threads=2, engine="both", load_timeout_s=120, request_timeout_s=120)
+    plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
+                     points=make_points("0", n_layers=facts.n_layers), repeats=1, prompt_tokens=32, n_predict=4,
+                     threads=2, engine="both", timeouts=Timeouts(120, 120))
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
         run_id = store.new_run("sweep", {})
         srv = measure_point(w, tiny_model, plan.points[0], plan, store, run_id, engine="server")

@@ -27,6 +27,7 @@ from llamaforge.records import (
     MemRow,
     ModelFacts,
     ModelSection,
+    PointSpec,
     RunPlan,
 )
 from llamaforge.store import Point, Sample, Store
@@ -93,8 +94,8 @@ def build(
     """``n_samples``: measured requests per server start; ``launches``: server starts per point."""
     store = Store(tmp / db)
     plan = RunPlan(model=ModelSection(ref="synth:tiny-moe", path="/models/tiny.gguf", facts=FACTS),
-                   backends=list(backends), points=[{"ncmoe": n} for n in range(9)], engine="server",
-                   repeats=n_samples, launches=launches, prompt_tokens_target=512, n_predict=64)
+                   backends=list(backends), points=[PointSpec(n) for n in range(9)], engine="server",
+                   repeats=n_samples, launches=launches, prompt_tokens=512, n_predict=64)
     run_id = store.new_run(kind, plan, command="llamaforge bench synth:tiny-moe", env=ENV, name="fake")
     rng = random.Random(7)
     for b in backends:

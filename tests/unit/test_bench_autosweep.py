@@ -12,7 +12,7 @@ from test_cli_bad_numbers import _cli, _gguf, _one_line
 from fakes import FakeBuild
 from llamaforge.bench.adaptive import AdaptiveOptions
 from llamaforge.bench.autosweep import _END_ONLY, AutoDriver, Axis, auto_axis
-from llamaforge.bench.plan import Plan, PointSpec
+from llamaforge.bench.plan import Plan, PointSpec, make_plan
 from llamaforge.errors import BenchError
 from llamaforge.records import LaunchRecord
 from llamaforge.report import build_report
@@ -22,8 +22,8 @@ FACTS = {"n_layers": 8, "n_experts": 16, "n_ctx_train": 4096, "full_attention_la
 
 
 def _plan(tmp_path: Path, **facts) -> Plan:
-    return Plan(model_ref="m.gguf", model_path=tmp_path / "m.gguf", model_facts={**FACTS, **facts},
-                points=[PointSpec(0)], launches=2)
+    return make_plan(model_ref="m.gguf", model_path=tmp_path / "m.gguf", model_facts={**FACTS, **facts},
+                     points=[PointSpec(0)], launches=2)
 
 
 class FakeMeasure:
@@ -64,7 +64,7 @@ def test_the_driver_measures_chosen_points_confirms_anomalies_and_records_the_pl
     assert fake.calls[-1][2] == _END_ONLY and fake.calls[-1][0] == [("cpu-1", 0, "server")]   # the end sentinel
     rec = store.get_run(run_id).plan
     measured = sorted(res.measured["cpu-1"])
-    assert sorted(p["ncmoe"] for p in rec.points) == measured
+    assert sorted(p.ncmoe for p in rec.points) == measured
     ad = rec.adaptive.to_json()
     assert ad["fitmap_run"] == "fit-1" and ad["n_measured"] == len(measured) and ad["stopped"] == "stable"
     assert [c["ncmoe"] for c in ad["chosen"]][:4] == [0, 1, 2, 3] and all(c["reason"] for c in ad["chosen"])
@@ -159,7 +159,7 @@ def test_ngl_auto_measures_explicit_ngl_points_and_records_everything_as_ngl(tmp
     measured = sorted(p.ngl for p in store.points(run_id) if not p.label)
     assert ad["axis"] == "ngl" and sorted(c["ngl"] for c in ad["chosen"]) == measured
     assert {9, 0, 6} <= set(measured)                 # the ends (all layers / none) and the threshold
-    assert sorted(p["ngl"] for p in rec.points) == measured and {p["ncmoe"] for p in rec.points} == {0}
+    assert sorted(p.ngl for p in rec.points) == measured and {p.ncmoe for p in rec.points} == {0}
     assert ad["conclusions"]["threshold"] == {"cpu-1": 6} and ad["conclusions"]["sweet_spot"] == {"cpu-1": 6}
     assert set(map(int, ad["interpolated"]["cpu-1"])) == set(range(10)) - set(measured)
     assert ad["ctx"]["cpu-1"]["6"] == 4096 and ad["ctx"]["cpu-1"]["9"] == 1024       # by ngl
@@ -192,7 +192,7 @@ def test_the_threshold_search_fits_log2_points_and_stores_them_as_a_fit_map(tmp_
         assert ctx[key] == {x: (4096 if x >= 13 else 2000) for x in xs}
     run = store.get_run(run_id)
     assert run.status == "done" and len(store.points(run_id)) == len(fitted)
-    assert sorted(p["ncmoe"] for p in run.plan.points) == sorted({x for _, x in fitted})
+    assert sorted(p.ncmoe for p in run.plan.points) == sorted({x for _, x in fitted})
 
 
 def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):

@@ -1,10 +1,22 @@
 """Plan parsing: offload ranges, validation against the model, JSON round trip."""
 
+from pathlib import Path
+
 import pytest
 
-from llamaforge.bench.plan import FitOptions, Plan, PointSpec, make_points, parse_int_list, split_extra
+from llamaforge.bench.plan import (
+    FitOptions,
+    Plan,
+    PointSpec,
+    Timeouts,
+    check_plan,
+    make_plan,
+    make_points,
+    parse_int_list,
+    split_extra,
+)
 from llamaforge.errors import BenchError
-from llamaforge.records import FitSection, RunPlan
+from llamaforge.records import AdaptiveSection, FitSection, RunPlan
 
 
 @pytest.mark.parametrize("spec, want", [
@@ -42,7 +54,7 @@ def _plan(**kw):
     base = dict(model_ref="m.gguf", model_path="/m.gguf", model_facts={"n_layers": 8, "n_ctx_train": 4096},
                 points=make_points("0:8:4", n_layers=8))
     base.update(kw)
-    return Plan(**base)
+    return make_plan(**base)
 
 
 def test_plan_json_has_the_keys_the_report_reads_and_round_trips():
@@ -59,16 +71,16 @@ def test_plan_json_has_the_keys_the_report_reads_and_round_trips():
     assert back.to_json() == js
 
 
-def test_the_plan_is_stored_as_its_record_and_a_plan_stored_by_the_old_writer_reads_back():
+def test_the_plan_is_its_stored_record_and_a_plan_stored_by_the_old_writer_reads_back_unchanged():
     plan = _plan(fit=FitOptions(vram_budget_gib=24.0, margins_mib=[100, 200]), ctx=4096)
-    assert FitOptions is FitSection and plan.fit.target() == "100,200"
-    rec = plan.to_record()
-    assert isinstance(rec, RunPlan) and rec.fit.fitt_arg == "100,200" and rec.prompt_tokens_target == 2500
-    assert rec.facts.n_layers == 8 and rec.ctx == 4096 and rec.timeouts == {"load_s": 600.0, "request_s": 900.0}
-    js = rec.to_json()
+    assert Plan is RunPlan and FitOptions is FitSection and isinstance(plan.points[0], PointSpec)
+    assert plan.fit.target() == "100,200" and plan.prompt_tokens == 2500 and plan.timeouts == Timeouts(600.0, 900.0)
+    js = plan.to_json()
+    assert js["fit"]["fitt_arg"] == "100,200" and js["prompt_tokens_target"] == 2500 and js["ctx"] == 4096
+    assert js["timeouts"] == {"load_s": 600.0, "request_s": 900.0} and js["model"]["facts"]["n_layers"] == 8
     assert js["threads"] is None and js["seed"] is None and js["fit"]["fitt_mib"] is None   # keys always written
     assert "compare" not in js and "adaptive" not in js and "sequential" not in js
-    # the hand-written to_json this replaced: nulls, no variants key, no version
+    # what the writers before this one stored (the hand-written to_json: nulls, no variants key, no version)
     old = {"model": {"ref": "m.gguf", "path": "/m.gguf", "facts": {"n_layers": 8}}, "builds": ["k"],
            "backends": ["cpu"], "pins": ["default"], "points": [{"ncmoe": 4, "ngl": -1}], "engine": "server",
            "repeats": 2, "prompt_tokens_target": 256, "n_predict": 16,
@@ -77,9 +89,37 @@ def test_the_plan_is_stored_as_its_record_and_a_plan_stored_by_the_old_writer_re
            "bench_depths": [], "launches": 2, "seed": 7, "sentinel_every": None, "ctx": None, "quirks": True,
            "runtime": {}}
     back = Plan.from_json(old)
-    assert (back.build_keys, back.repeats, back.prompt_tokens, back.fit.target(), back.load_timeout_s, back.seed) == \
-           (["k"], 2, 256, "512", 60.0, 7)
-    assert Plan.from_record(back.to_record()).to_json() == back.to_json()
+    assert (back.build_keys, back.repeats, back.prompt_tokens, back.fit.target(), back.timeouts.load_s, back.seed,
+            back.points, back.model_path) == (["k"], 2, 256, "512", 60.0, 7, [PointSpec(4)], Path("/m.gguf"))
+    assert back.to_json() == {**old, "variants": []}
+    assert check_plan(back) is back
+
+
+def test_a_stored_plan_without_the_newer_keys_means_their_defaults():
+    oldest = Plan.from_json({"model": {"ref": "synth:x", "path": "/m.gguf"}, "points": [{"ncmoe": 2}], "fit": True})
+    assert (oldest.engine, oldest.repeats, oldest.prompt_tokens, oldest.n_predict, oldest.launches, oldest.warmup,
+            oldest.quirks, oldest.timeouts) == ("server", 3, 2500, 128, 1, True, True, Timeouts(600.0, 900.0))
+    assert oldest.points == [PointSpec(2, -1)] and check_plan(oldest) is oldest
+    assert Plan.from_json({"timeouts": None}).timeouts == Timeouts()     # a section never None: its defaults
+
+
+def test_a_stored_plan_is_measured_again_without_the_sections_its_run_added_and_is_checked(tmp_path):
+    from llamaforge.bench.stored import stored_plan
+    from llamaforge.store import Store
+
+    with Store(tmp_path / "s.sqlite") as store:
+        run_id = store.new_run("sweep", _plan().replace(reproduces="r0", adaptive=AdaptiveSection(axis="ngl"),
+                                                        extra={"future": 1}))
+        run = store.get_run(run_id)
+        plan = stored_plan(run)
+        assert (plan.reproduces, plan.adaptive, plan.extra) == (None, None, {})
+        assert plan.points == _plan().points and run.plan.adaptive is not None    # a copy: the run's plan is left
+        bad = store.get_run(store.new_run("sweep", {**plan.to_json(), "engine": "nope"}))
+        with pytest.raises(BenchError, match="unknown engine"):
+            stored_plan(bad)
+        bad = store.get_run(store.new_run("sweep", {**plan.to_json(), "points": [{"ncmoe": "x"}]}))
+        with pytest.raises(BenchError, match="malformed stored plan .*not a number"):
+            stored_plan(bad)
 
 
 @pytest.mark.parametrize("kw", [dict(engine="nope"), dict(repeats=0), dict(n_predict=0), dict(prompt_tokens=1),
@@ -87,6 +127,8 @@ def test_the_plan_is_stored_as_its_record_and_a_plan_stored_by_the_old_writer_re
 def test_bad_plan_values_are_rejected(kw):
     with pytest.raises(BenchError):
         _plan(**kw)
+    with pytest.raises(BenchError):
+        check_plan(_plan().replace(**kw))
 
 
 def test_extra_arguments_are_split_like_a_shell_but_never_run_by_one():

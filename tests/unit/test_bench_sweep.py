@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from fakes import FakeBuild, fake_binaries
-from llamaforge.bench.plan import Plan, PointSpec, make_points
+from llamaforge.bench.plan import PointSpec, Timeouts, make_plan, make_points
 from llamaforge.bench.summary import point_summary
 from llamaforge.bench.sweep import measure_point, run_sweep
 
@@ -23,9 +23,9 @@ def fake_build(tmp_path):
 def _plan(points="0:2", **kw):
     base = dict(model_ref="m.gguf", model_path=Path("/nonexistent/m.gguf"),
                 model_facts={"n_layers": 4, "n_ctx_train": 32768}, points=make_points(points, n_layers=4),
-                repeats=3, prompt_tokens=200, n_predict=8, load_timeout_s=20, request_timeout_s=20)
+                repeats=3, prompt_tokens=200, n_predict=8, timeouts=Timeouts(20, 20))
     base.update(kw)
-    return Plan(**base)
+    return make_plan(**base)
 
 
 def _leftovers(tmp_path: Path) -> list[psutil.Process]:
@@ -70,8 +70,8 @@ def test_statistics_never_count_the_warmup(fake_build, store):
 
 @pytest.mark.parametrize("mode, plan_kw, want", [
     ("oom", {}, "oom"),
-    ("unhealthy", {"load_timeout_s": 1.5}, "unhealthy"),
-    ("hang", {"request_timeout_s": 1.0}, "hang"),
+    ("unhealthy", {"timeouts": Timeouts(load_s=1.5, request_s=20)}, "unhealthy"),
+    ("hang", {"timeouts": Timeouts(load_s=20, request_s=1.0)}, "hang"),
     ("crash-request", {}, "crash"),
 ])
 def test_failing_points_are_recorded_with_class_and_log_tail(fake_build, store, mode, plan_kw, want):

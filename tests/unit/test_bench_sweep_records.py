@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakes import FakeBuild, fake_binaries
-from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.plan import Plan, Timeouts, make_plan, make_points
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.errors import BenchError
 from llamaforge.hostlock import HostLock
@@ -23,9 +23,9 @@ def build(tmp_path):
 def _plan(tmp_path: Path, points: str = "0:1") -> Plan:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    return Plan(model_ref="m.gguf", model_path=model, model_facts={"n_layers": 4, "n_ctx_train": 32768},
-                points=make_points(points, n_layers=4), repeats=3, prompt_tokens=200, n_predict=8,
-                load_timeout_s=20, request_timeout_s=20)
+    return make_plan(model_ref="m.gguf", model_path=model, model_facts={"n_layers": 4, "n_ctx_train": 32768},
+                     points=make_points(points, n_layers=4), repeats=3, prompt_tokens=200, n_predict=8,
+                     timeouts=Timeouts(20, 20))
 
 
 def test_points_store_host_memory_split_and_telemetry(build, store, tmp_path):

@@ -315,7 +315,7 @@ def test_the_vram_budget_becomes_fit_margins_in_the_plan(tmp_path, monkeypatch):
     req = HistoryRequest(selection=Selection(releases=True), backends=("cuda",), vram_budget=24)
     plan = history_plan(req, model)
     assert plan.fit.margins_mib and plan.fit.margins_mib[0] > 100000
-    assert plan.to_record().fit.fitt_arg and "vram24" in req.setup
+    assert plan.to_json()["fit"]["fitt_arg"] and "vram24" in req.setup
 
 
 def test_a_filter_that_matches_nothing_says_what_is_stored(tmp_path):

@@ -13,7 +13,7 @@ from fakes import FakeBuild
 from llamaforge.bench.engines.fit import fit_params
 from llamaforge.bench.engines.llamabench import bench_args, samples_from
 from llamaforge.bench.engines.server import fit_status_of, server_args
-from llamaforge.bench.plan import FitOptions, Plan, PointSpec
+from llamaforge.bench.plan import FitOptions, Plan, PointSpec, Timeouts, make_plan
 from llamaforge.bench.sweep import measure_point
 from llamaforge.errors import BuildError
 from llamaforge.llamacpp.llamabench import parse_results
@@ -84,7 +84,7 @@ def _plan(**kw) -> Plan:
     base = dict(model_ref="m.gguf", model_path=Path("/m.gguf"), model_facts={"n_layers": 8},
                 points=[PointSpec(0)], repeats=2, prompt_tokens=64, n_predict=8)
     base.update(kw)
-    return Plan(**base)
+    return make_plan(**base)
 
 
 def test_help_options_are_the_names_at_the_start_of_option_lines():
@@ -225,7 +225,7 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
                 "-ncmoe, --n-cpu-moe N\\n-fitt, --fit-target M')\nelse:\n    print('-c 4096 -ngl -1')\n")
     b = FakeBuild("refuse", d, mode="fit-refused")
     run = store.new_run("sweep", {})
-    p = measure_point(b, Path("/m.gguf"), PointSpec(2), _plan(load_timeout_s=20, request_timeout_s=20), store, run)
+    p = measure_point(b, Path("/m.gguf"), PointSpec(2), _plan(timeouts=Timeouts(20, 20)), store, run)
     assert p.status == "ok", p.log_tail
     assert "tensor_buft_overrides already set by user" in p.extra["fit_refused"]
     if with_fit_params:

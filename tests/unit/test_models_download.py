@@ -15,7 +15,7 @@ import pytest
 from models_fake import fake_vocab
 
 from http_sites import PAYLOAD, SHA, Site
-from llamaforge.bench.plan import Plan, PointSpec
+from llamaforge.bench.plan import Plan, PointSpec, make_plan
 from llamaforge.errors import ModelError
 from llamaforge.models import download as dl
 from llamaforge.models import refs
@@ -283,9 +283,9 @@ def test_unverified_download_is_said_loudly_and_recorded(tmp_path, site, monkeyp
         "time": 0, "mtime_ns": 0}
     resolve_model(site.url(), paths, progress=False)                      # cached: said again
     assert "UNVERIFIED" in capsys.readouterr().err
-    plan = Plan(model_ref=site.url(), model_path=p, model_facts={}, points=[PointSpec(0)])
+    plan = make_plan(model_ref=site.url(), model_path=p, model_facts={}, points=[PointSpec(0)])
     assert plan.to_json()["model"]["download"]["verified"] is False
-    assert Plan.from_json(plan.to_json()).model_download == plan.model_download
+    assert Plan.from_json(plan.to_json()).model.download == plan.model.download
     n = len(site.gets())
     assert resolve_model(f"{site.url()}#sha256={SHA}", paths, progress=False) == p   # pinning checks the cache
     assert len(site.gets()) == n and read_record(p)["checked_against"] == "pinned"

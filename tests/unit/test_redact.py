@@ -11,7 +11,7 @@ import run_fake
 from markdown_it import MarkdownIt
 
 from llamaforge.bench.export import export_run
-from llamaforge.bench.plan import Plan, PointSpec
+from llamaforge.bench.plan import PointSpec, make_plan
 from llamaforge.mdtext import md_code, md_text
 from llamaforge.redact import redact_obj, redact_text, redact_url
 from llamaforge.report import kinds, write_report
@@ -44,7 +44,7 @@ def test_redact_url_removes_credentials_query_and_fragment_but_keeps_our_hash():
 
 
 def test_plan_json_keeps_no_url_secret(tmp_path):
-    plan = Plan(model_ref=PRESIGNED, model_path=tmp_path / "m.gguf", model_facts={}, points=[PointSpec(0)])
+    plan = make_plan(model_ref=PRESIGNED, model_path=tmp_path / "m.gguf", model_facts={}, points=[PointSpec(0)])
     assert _clean(json.dumps(plan.to_json()))
 
 

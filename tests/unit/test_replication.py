@@ -11,7 +11,7 @@ from invoke import Context
 
 from fakes import FakeBuild
 from llamaforge.bench import sweep
-from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.plan import Plan, make_plan, make_points
 from llamaforge.bench.schedule import Slot, default_sentinel_every, launch_order, remaining, sweep_schedule
 from llamaforge.findings.drift import drift_flags, drifted_points
 from llamaforge.findings.labels import SENTINEL_LABEL
@@ -108,7 +108,7 @@ def _plan(points="0:2", **kw) -> Plan:
     base = dict(model_ref="m.gguf", model_path=Path("/nonexistent/m.gguf"), model_facts={"n_layers": 4},
                 points=make_points(points, n_layers=4), repeats=2, prompt_tokens=64, n_predict=8)
     base.update(kw)
-    return Plan(**base)
+    return make_plan(**base)
 
 
 def _fake_once(calls: list, *, tg=lambda call, label: 100.0, fail=lambda call: False, stop_after=None):

@@ -17,7 +17,7 @@ import pytest
 
 from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import adjust
-from llamaforge.bench.plan import Plan, make_points
+from llamaforge.bench.plan import Plan, make_plan, make_points
 from llamaforge.builds import hostcpu
 from llamaforge.builds.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, get_backend
 from llamaforge.builds.builder import find_build, make_key
@@ -195,8 +195,8 @@ def test_recorded_quirks_reach_server_bench_and_fit_params_and_no_quirks_disable
                               "args": {"llama-server": ["--no-repack"], "llama-bench": ["--repack", "0"],
                                        "llama-fit-params": ["--no-repack"]}}]}
     assert quirk_args(b.manifest, "llama-bench") == ["--repack", "0"]
-    plan = Plan(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4},
-                points=make_points("0:1", n_layers=4), prompt_tokens=64, n_predict=4)
+    plan = make_plan(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4},
+                     points=make_points("0:1", n_layers=4), prompt_tokens=64, n_predict=4)
     args = server_args(b, plan.model_path, plan.points[0], plan)
     assert "--no-repack" in args
     assert plan.runtime[b.key]["quirks"] == ["no-repack"]
@@ -204,19 +204,19 @@ def test_recorded_quirks_reach_server_bench_and_fit_params_and_no_quirks_disable
     assert adjust.extra_args(b, plan, "llama-fit-params") == ["--no-repack"]
     again = Plan.from_json(json.loads(json.dumps(plan.to_json())))     # resumed runs keep their record
     assert again.runtime == plan.runtime and again.quirks
-    off = Plan(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4},
-               points=make_points("0", n_layers=4), quirks=False)
+    off = make_plan(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4},
+                    points=make_points("0", n_layers=4), quirks=False)
     assert "--no-repack" not in server_args(b, off.model_path, off.points[0], off)
 
 
 def test_cpu_vulkan_devices_get_a_capped_prompt_and_no_ubatch_change():
     b = FakeBuild("vk", Path("/nonexistent"), backend="vulkan",
                   manifest={"verification": {"devices": [{"name": "llvmpipe (LLVM 15.0.6, 256 bits)"}]}})
-    plan = Plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=2500)
+    plan = make_plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=2500)
     rt = adjust.compute(b, plan)
     assert rt.args == {} and rt.notes
     assert adjust.prompt_tokens(b, plan) == adjust.CPU_VULKAN_PROMPT_TOKENS < 2500
-    short = Plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=100)
+    short = make_plan(model_ref="m", model_path=Path("m"), model_facts={}, points=make_points("0"), prompt_tokens=100)
     rt = adjust.compute(b, short)
     assert rt.args == {} and rt.prompt_tokens is None
     gpu = FakeBuild("vk2", Path("/nonexistent"), backend="vulkan",

@@ -9,7 +9,7 @@ from pathlib import Path
 from test_bench_sweep import _plan
 
 from fakes import FakeBuild, fake_binaries
-from llamaforge.bench.plan import Plan
+from llamaforge.bench.plan import Plan, make_plan
 from llamaforge.bench.sweep import run_sweep
 from llamaforge.findings.labels import is_sentinel
 from llamaforge.variants.build import VariantBuild
@@ -40,7 +40,7 @@ def test_each_variant_is_its_own_series_with_its_own_env_and_args(tmp_path, stor
     sentinels = {p.label for p in pts if is_sentinel(p.label)}          # one sentinel series per variant
     assert "sentinel@a" in sentinels and sentinels <= {"sentinel@a", "sentinel@oom"}
     plan = store.get_run(run).plan
-    assert plan.builds == ["fake-cpu"] and [v["name"] for v in plan.variants] == ["a", "oom"]
+    assert plan.build_keys == ["fake-cpu"] and [v["name"] for v in plan.variants] == ["a", "oom"]
     assert plan.variants[0]["build"] == "fake-cpu" and plan.variants[1]["env"] == {"FAKE_MODE": "oom"}
 
 
@@ -77,7 +77,7 @@ def test_the_adaptive_sweep_runs_one_series_per_variant(tmp_path):
     from llamaforge.variants.build import series_label
 
     store = Store(tmp_path / "s.sqlite")
-    plan = Plan(model_ref="m.gguf", model_path=tmp_path / "m.gguf", model_facts=FACTS, points=[PointSpec(0)], launches=2)
+    plan = make_plan(model_ref="m.gguf", model_path=tmp_path / "m.gguf", model_facts=FACTS, points=[PointSpec(0)], launches=2)
     run_id = store.new_run("sweep", plan.to_json())
     b = FakeBuild("cpu-1", tmp_path)
     vs = [VariantBuild(b, _variant("a")), VariantBuild(b, _variant("b", args=("-fa", "on")))]

@@ -96,7 +96,7 @@ class Axis:
 
 def auto_axis(plan: Plan, name: str = "ncmoe", model: str = "the model") -> Axis:
     """The axis of ``--ncmoe auto`` (a MoE model) or ``--ngl auto`` (a dense model)."""
-    n_layers, n_experts = plan.n_layers, plan.model_facts.n_experts
+    n_layers, n_experts = plan.n_layers, plan.facts.n_experts
     if name == "ncmoe" and n_experts == 0:
         raise BenchError(f"{model} is not a MoE model, so --ncmoe auto has nothing to offload",
                          "sweep the layers on the GPU instead: --ngl auto")
@@ -113,7 +113,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
                   progress: bool = True) -> tuple[str, dict[str, dict[int, int | None]]]:
     """Every build's native-context threshold by bisection over fits (:mod:`.threshold`), stored as a
     ``fitmap`` run that holds only the points fitted: (its run id, fitted context per build key and x)."""
-    native = plan.model_facts.n_ctx_train
+    native = plan.facts.n_ctx_train
     fit_plan = dataclasses.replace(plan, points=[axis.spec(x) for x in axis.domain])
     run_id = open_fitmap(fit_plan, builds, store, command=command)
     log_dir = run_log_dir(store.path, run_id)
@@ -129,7 +129,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
 
             ctx[series_key(b)] = bisect_threshold(axis.domain, fit, native).probes
     js = store.get_run(run_id).plan
-    js.points = [axis.spec(x).to_dict() for x in sorted({x for v in ctx.values() for x in v})]
+    js.points = [axis.spec(x) for x in sorted({x for v in ctx.values() for x in v})]
     js.extra["extra"] = {**(js.extra.get("extra") or {}), "search": "bisection for the native-context threshold"}
     store.update_run_plan(run_id, js)
     return run_id, ctx
@@ -185,7 +185,7 @@ class AutoDriver:
             self._record(run_id, launches)
             return summary
 
-        facts = self.plan.model_facts
+        facts = self.plan.facts
         self.result = adaptive_sweep(
             [series_key(b) for b in self.builds], self.ax.domain, measure, ctx=self.ctx, native=facts.n_ctx_train,
             boundaries=self.ax.boundaries(facts.full_attention_layers or ()), options=self.options,
@@ -228,7 +228,7 @@ class AutoDriver:
 
     def _record(self, run_id: str, launches: dict[tuple[str, int], int]) -> None:
         plan = self.store.get_run(run_id).plan
-        plan.points = [self.ax.spec(x).to_dict() for x in sorted({x for _s, x in launches})]
+        plan.points = [self.ax.spec(x) for x in sorted({x for _s, x in launches})]
         adaptive = self.record()
         if self.result is None:
             adaptive["chosen_so_far"] = [{"series": s, self.ax.name: self.ax.value(x), "launches": k}

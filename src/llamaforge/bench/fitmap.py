@@ -60,9 +60,7 @@ def open_fitmap(plan: Plan, builds: list[BuildLike], store: Store, *, command: s
     plan.fit = resolve_fit(plan.fit, [b.backend for b in builds])
     for b in builds:
         runtime_for(b, plan)
-    rec = plan.to_record()
-    rec.engine = "fit"
-    run_id = store.new_run("fitmap", rec, command=command, env=collect_env())
+    run_id = store.new_run("fitmap", plan.replace(engine="fit"), command=command, env=collect_env())
     for b in builds:
         store.add_build(build_manifest(b), run_id)
     return run_id

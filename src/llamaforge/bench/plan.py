@@ -1,9 +1,11 @@
 """What a benchmark run measures: the :class:`Plan` (builds × points × engine × repeats × prompt).
 
-A plan is pure data. Its stored form is the record :class:`records.RunPlan` (``runs.plan_json``):
-``Plan.to_record()`` writes it (what the store keeps and the report reads), ``Plan.from_record`` rebuilds
-the plan from it for ``--resume`` and ``reproduce``; there is no other plan shape. Its fit options are the
-record's own :class:`records.FitSection` (``FitOptions``).
+A plan is pure data, and it *is* its stored record: ``Plan`` is :class:`records.RunPlan` (``runs.plan_json``),
+what the store keeps, the report reads and ``--resume`` and ``reproduce`` measure again; there is no other
+plan shape. A new sweep's plan is made by :func:`make_plan` (the model section from its reference, file and
+facts, every value checked by :func:`check_plan`); a stored one is checked again before it is measured
+(``bench.stored``). Its points are :class:`records.PointSpec` records, its fit options the record's own
+:class:`records.FitSection` (``FitOptions``), its timeouts :class:`records.Timeouts`.
 
 Offload points are written like llama-bench ranges, but inclusive and Python-ish:
 ``0:40`` (0..40), ``0:40:2`` (0, 2, ..., 40), ``0,2,5-8`` (0, 2, 5, 6, 7, 8), ``12``. Every value
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,14 +31,22 @@ from ..errors import BenchError
 from ..models import model_facts
 from ..models import resolve_model as resolve
 from ..models.refs import download_record
-from ..records import RECORD_VERSION, FitSection, ModelFacts, ModelSection, RunPlan
+from ..records import (  # noqa: F401 (the defaults, PointSpec and Timeouts: re-exported with the plan)
+    DEFAULT_N_PREDICT,
+    DEFAULT_PROMPT_TOKENS,
+    DEFAULT_REPEATS,
+    RECORD_VERSION,
+    FitSection,
+    ModelFacts,
+    ModelSection,
+    PointSpec,
+    RunPlan,
+    Timeouts,
+)
 from ..redact import redact_url
 from .argcheck import check_extra
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
-DEFAULT_REPEATS = 3
-DEFAULT_PROMPT_TOKENS = 2500
-DEFAULT_N_PREDICT = 128
 #: server starts per point for ``llamaforge bench`` (the Plan default stays 1 for callers that
 #: replicate themselves, such as compare's rounds and bisect's probes)
 DEFAULT_LAUNCHES = 2
@@ -59,145 +69,56 @@ class BuildLike(Protocol):
     def env(self) -> dict[str, str]: ...
 
 
-@dataclass(frozen=True)
-class PointSpec:
-    """One offload setting to measure. ``ngl=-1`` means llama.cpp's default (all layers).
-    ``extra_args`` are added for this point only (rarely needed; used to inject faults in tests)."""
-
-    ncmoe: int
-    ngl: int = -1
-    extra_args: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        d: dict[str, Any] = {"ncmoe": self.ncmoe, "ngl": self.ngl}
-        if self.extra_args:
-            d["extra_args"] = list(self.extra_args)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PointSpec:
-        return cls(int(d["ncmoe"]), int(d.get("ngl", -1)), tuple(d.get("extra_args") or ()))
-
-
 #: how llama.cpp fits the context: the plan's options are their stored record (``target()`` is the ``-fitt`` value)
 FitOptions = FitSection
+#: the sweep plan is the run-plan record (``runs.plan_json``)
+Plan = RunPlan
+#: keys a sweep's plan always stores, as ``null`` while unset (as every writer since the first has)
+_PLAN_NULLS = ("threads", "seed", "sentinel_every", "ctx")
+_FIT_NULLS = ("fitt_mib", "vram_budget_gib", "margins_mib", "fitt_arg", "notice")
 
 
-@dataclass
-class Plan:
-    model_ref: str
-    model_path: Path
-    model_facts: ModelFacts          # a dict (a stored ``ModelFacts``) given here is read into the record
-    points: list[PointSpec]
-    backends: list[str] = field(default_factory=lambda: ["cpu"])
-    pins: list[str] = field(default_factory=lambda: ["default"])
-    engine: str = "server"
-    repeats: int = DEFAULT_REPEATS
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
-    n_predict: int = DEFAULT_N_PREDICT
-    fit: FitOptions = field(default_factory=FitOptions)
-    extra_args: list[str] = field(default_factory=list)
-    threads: int | None = None
-    load_timeout_s: float = 600.0
-    request_timeout_s: float = 900.0
-    warmup: bool = True
-    bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
-    ctx: int | None = None        # -c for every point (else llama.cpp fits it, where the build can)
-    build_keys: list[str] = field(default_factory=list)     # filled when the run starts
-    launches: int = 1                   # server starts per point (K); with ``sequential``: the first K of each point
-    # --launches auto: {"max_launches", "precision", "min_effect"} (bench.sequential adds starts where a verdict is open)
-    sequential: dict | None = None
-    seed: int | None = None             # schedule seed (drawn and recorded when the run starts)
-    sentinel_every: int | None = None   # None = automatic (see bench.schedule); 0 = off
-    # how a downloaded model was checked ({"sha256", "verified", "checked_against", ...}); read from the
-    # model cache's record when not given; None for models llamaforge did not download
-    model_download: dict | None = None
-    quirks: bool = True                                     # apply recorded quirks / CPU-Vulkan defaults
-    runtime: dict[str, dict] = field(default_factory=dict)  # per build key: bench.adjust.Runtime
-    # --variant: one record per variant (llamaforge.variants.VariantBuild.to_record: name, backend, pin, defines,
-    # env, args, build key, device listings); its points carry the variant's name as their label
-    variants: list[dict] = field(default_factory=list)
+def make_plan(model_ref: str, model_path: Path | str, model_facts: dict | ModelFacts,
+              points: Sequence[PointSpec], *, backends: Sequence[str] = ("cpu",), pins: Sequence[str] = ("default",),
+              model_download: dict | None = None, **options: Any) -> Plan:
+    """A new sweep's plan, checked (:func:`check_plan`): the model section from the reference (stored without
+    URL secrets), the file and its facts (``ModelFacts.to_dict()`` or the record), and how a downloaded model
+    was checked (read from the model cache's record when not given); ``options`` are the plan's other fields."""
+    if model_download is None and model_ref.startswith(("hf:", "https://", "http://")):
+        model_download = download_record(Path(model_path))
+    facts = ModelFacts.from_json(model_facts or {}, RECORD_VERSION)
+    model = ModelSection(ref=redact_url(model_ref), path=str(model_path), facts=facts, download=model_download)
+    plan = Plan(model=model, points=list(points), backends=list(backends), pins=list(pins), **options)
+    plan.fit = plan.fit.keep_nulls(*_FIT_NULLS)
+    return check_plan(plan.keep_nulls(*_PLAN_NULLS))
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.model_facts, ModelFacts):
-            self.model_facts = ModelFacts.from_json(self.model_facts or {}, RECORD_VERSION)
-        if self.model_download is None and self.model_ref.startswith(("hf:", "https://", "http://")):
-            self.model_download = download_record(self.model_path)
-        if self.launches < 1:
-            raise BenchError(f"--launches must be at least 1 (got {self.launches})",
-                             "e.g. --launches 2 (each point measured in 2 separate server starts)")
-        if self.sentinel_every is not None and self.sentinel_every < 0:
-            raise BenchError(f"--sentinel-every must be ≥ 0 (got {self.sentinel_every})",
-                             "give N > 0 to re-measure the reference points every N launches, or 0 to disable")
-        if self.engine not in ENGINES:
-            raise BenchError(f"unknown engine {self.engine!r}", f"use one of: {', '.join(ENGINES)}")
-        if self.repeats < 1:
-            raise BenchError(f"--repeats must be at least 1 (got {self.repeats})", "e.g. --repeats 3")
-        if self.n_predict < 1:
-            raise BenchError(f"--n-predict must be at least 1 (got {self.n_predict})", "e.g. --n-predict 128")
-        if self.prompt_tokens < 8:
-            raise BenchError(f"--prompt-tokens must be at least 8 (got {self.prompt_tokens})",
-                             "e.g. --prompt-tokens 2500 (short prompts make pp t/s overhead-bound)")
-        if not self.points:
-            raise BenchError("the plan has no points", "give --ncmoe, e.g. --ncmoe 0:40:2")
-        if self.ctx is not None and self.ctx < 16:
-            raise BenchError(f"--ctx must be at least 16 tokens (got {self.ctx})",
-                             "e.g. --ctx 8192, or leave it out to let llama.cpp fit the context")
 
-    @property
-    def n_layers(self) -> int | None:
-        v = self.model_facts.n_layers
-        return int(v) if v is not None else None
-
-    def to_record(self) -> RunPlan:
-        """The plan as its stored record (``runs.plan_json``): what the store keeps, the report reads and
-        ``--resume`` measures again (:meth:`from_record`)."""
-        fit = self.fit.replace(fitt_arg=self.fit.target())
-        return RunPlan(
-            model=ModelSection(ref=redact_url(self.model_ref), path=str(self.model_path),
-                               facts=ModelFacts.from_json(self.model_facts),
-                               download=self.model_download),
-            builds=list(self.build_keys), backends=list(self.backends), pins=list(self.pins),
-            points=[p.to_dict() for p in self.points], engine=self.engine, repeats=self.repeats,
-            prompt_tokens_target=self.prompt_tokens, n_predict=self.n_predict,
-            fit=fit.keep_nulls("fitt_mib", "vram_budget_gib", "margins_mib", "fitt_arg", "notice"),
-            extra_args=list(self.extra_args), threads=self.threads,
-            timeouts={"load_s": self.load_timeout_s, "request_s": self.request_timeout_s}, warmup=self.warmup,
-            bench_depths=list(self.bench_depths), launches=self.launches,
-            sequential=dict(self.sequential) if self.sequential else None, seed=self.seed,
-            sentinel_every=self.sentinel_every, ctx=self.ctx, quirks=self.quirks, runtime=dict(self.runtime),
-            variants=[dict(v) for v in self.variants],
-        ).keep_nulls("threads", "seed", "sentinel_every", "ctx")
-
-    def to_json(self) -> dict:
-        return self.to_record().to_json()
-
-    @classmethod
-    def from_record(cls, rec: RunPlan) -> Plan:
-        """The plan a stored record describes (``--resume``, ``reproduce``); defaults where an older plan lacks a value."""
-        m, t = rec.model, rec.timeouts or {}
-
-        def given(v: Any, default: Any) -> Any:
-            return default if v is None else v
-
-        return cls(model_ref=m.ref or "", model_path=Path(m.path or ""), model_facts=ModelFacts.from_json(m.facts),
-                   points=[PointSpec.from_dict(p) for p in rec.points],
-                   backends=list(rec.backends or ["cpu"]), pins=list(rec.pins or ["default"]),
-                   engine=given(rec.engine, "server"), repeats=int(given(rec.repeats, DEFAULT_REPEATS)),
-                   prompt_tokens=int(given(rec.prompt_tokens_target, DEFAULT_PROMPT_TOKENS)),
-                   n_predict=int(given(rec.n_predict, DEFAULT_N_PREDICT)), fit=FitSection.from_json(rec.fit),
-                   extra_args=list(rec.extra_args), threads=rec.threads,
-                   load_timeout_s=float(t.get("load_s", 600.0)), request_timeout_s=float(t.get("request_s", 900.0)),
-                   warmup=bool(given(rec.warmup, True)), bench_depths=list(rec.bench_depths),
-                   build_keys=list(rec.builds), launches=int(rec.launches or 1),
-                   sequential=dict(rec.sequential) if isinstance(rec.sequential, dict) else None,
-                   seed=rec.seed, sentinel_every=rec.sentinel_every, ctx=int(rec.ctx) if rec.ctx else None,
-                   model_download=m.download, quirks=bool(given(rec.quirks, True)), runtime=dict(rec.runtime),
-                   variants=[dict(v) for v in rec.variants if isinstance(v, dict)])
-
-    @classmethod
-    def from_json(cls, d: dict | RunPlan) -> Plan:
-        return cls.from_record(RunPlan.from_json(d))
+def check_plan(plan: Plan) -> Plan:
+    """``plan`` if it can be measured, else a :class:`BenchError` naming the option to fix."""
+    if plan.launches < 1:
+        raise BenchError(f"--launches must be at least 1 (got {plan.launches})",
+                         "e.g. --launches 2 (each point measured in 2 separate server starts)")
+    if plan.sentinel_every is not None and plan.sentinel_every < 0:
+        raise BenchError(f"--sentinel-every must be ≥ 0 (got {plan.sentinel_every})",
+                         "give N > 0 to re-measure the reference points every N launches, or 0 to disable")
+    if plan.engine not in ENGINES:
+        raise BenchError(f"unknown engine {plan.engine!r}", f"use one of: {', '.join(ENGINES)}")
+    if plan.repeats < 1:
+        raise BenchError(f"--repeats must be at least 1 (got {plan.repeats})", "e.g. --repeats 3")
+    if plan.n_predict < 1:
+        raise BenchError(f"--n-predict must be at least 1 (got {plan.n_predict})", "e.g. --n-predict 128")
+    if plan.prompt_tokens < 8:
+        raise BenchError(f"--prompt-tokens must be at least 8 (got {plan.prompt_tokens})",
+                         "e.g. --prompt-tokens 2500 (short prompts make pp t/s overhead-bound)")
+    if not plan.points:
+        raise BenchError("the plan has no points", "give --ncmoe, e.g. --ncmoe 0:40:2")
+    bad = [p.to_json() for p in plan.points if not all(type(v) is int for v in (p.ncmoe, p.ngl))]
+    if bad:   # only a stored plan can hold one (``bench.stored`` names it malformed)
+        raise TypeError(f"point {bad[0]} is not a number")
+    if plan.ctx is not None and plan.ctx < 16:
+        raise BenchError(f"--ctx must be at least 16 tokens (got {plan.ctx})",
+                         "e.g. --ctx 8192, or leave it out to let llama.cpp fit the context")
+    return plan
 
 
 # ------------------------------------------------------------------------------ parsing options

@@ -32,7 +32,7 @@ from .autosweep import auto_axis, resume_auto, run_auto
 from .cli_options import BenchOptions
 from .external import external_build
 from .fitmap import run_fitmap
-from .plan import FitOptions, Plan, make_points, read_facts, resolve_model
+from .plan import FitOptions, Plan, Timeouts, make_plan, make_points, read_facts, resolve_model
 from .stored import local_builds, stored_plan
 from .sweep import run_sweep
 
@@ -48,14 +48,14 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
                          n_layers=facts.n_layers, n_experts=int(n_experts) if n_experts is not None else None,
                          model=model)
     lo = o.launches
-    return Plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
-                pins=pins, engine=o.engine, repeats=o.repeats, prompt_tokens=o.prompt_tokens, n_predict=o.n_predict,
-                fit=FitOptions(fitt_mib=o.fitt, vram_budget_gib=o.vram_budget), extra_args=list(o.extra),
-                threads=o.threads, load_timeout_s=o.load_timeout, request_timeout_s=o.request_timeout,
-                bench_depths=list(o.depths), launches=lo.policy.min_starts,
-                sequential=None if lo.fixed is not None else {"max_launches": lo.policy.max_starts,
-                                                              "precision": lo.policy.precision, "min_effect": MIN_EFFECT},
-                seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
+    return make_plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
+                     pins=pins, engine=o.engine, repeats=o.repeats, prompt_tokens=o.prompt_tokens, n_predict=o.n_predict,
+                     fit=FitOptions(fitt_mib=o.fitt, vram_budget_gib=o.vram_budget), extra_args=list(o.extra),
+                     threads=o.threads, timeouts=Timeouts(load_s=o.load_timeout, request_s=o.request_timeout),
+                     bench_depths=list(o.depths), launches=lo.policy.min_starts,
+                     sequential=None if lo.fixed is not None else {
+                         "max_launches": lo.policy.max_starts, "precision": lo.policy.precision, "min_effect": MIN_EFFECT},
+                     seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
 
 
 def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str:

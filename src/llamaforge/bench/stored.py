@@ -27,13 +27,15 @@ from ..builds.verify import ensure_runnable
 from ..errors import BenchError
 from ..store import Run
 from .argcheck import check_extra
-from .plan import Plan
+from .plan import Plan, check_plan
 
 
 def stored_plan(run: Run) -> Plan:
-    """The plan of ``run`` to measure again, its arguments checked (one line naming any that is refused)."""
+    """The sweep ``run`` measured, to measure again (a copy, without the sections its run added: see
+    :meth:`~llamaforge.records.RunPlan.sweep_only`), its values and arguments checked (one line naming any
+    that is refused)."""
     try:
-        plan = Plan.from_record(run.plan)
+        plan = check_plan(run.plan.sweep_only())
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise BenchError(f"run {run.id} has a malformed stored plan ({type(e).__name__}: {e})",
                          "measure anew with `llamaforge bench`") from None

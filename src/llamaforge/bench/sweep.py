@@ -256,7 +256,7 @@ def _run_sweep_locked(plan: Plan, builds: list[BuildLike], store: Store, *, resu
 
 def _check_same_builds(run: Any, builds: list[BuildLike]) -> None:
     """A resume measures the run's own builds only: another --bin-dir (or other builds) would add a series."""
-    keys = list(run.plan.builds)
+    keys = list(run.plan.build_keys)
     other = [b.key for b in builds if b.key not in keys]
     if other:
         raise BenchError(f"run {run.id} ({run.status}) was measured with {', '.join(keys) or 'no builds'}; "
@@ -286,7 +286,7 @@ def _run_sweep_body(plan: Plan, builds: list[BuildLike], store: Store, held: con
         plan.sentinel_every = default_sentinel_every(len(items), plan.sentinel_every)
         for b in builds:
             adjust.runtime_for(b, plan)      # announced once, recorded in the run's plan
-        run_id = store.new_run("sweep", plan.to_record().replace(**(run_extra or {})), command=command,
+        run_id = store.new_run("sweep", plan.replace(**(run_extra or {})), command=command,
                                env=collect_env(), name=name, parent_run=(run_extra or {}).get("reproduces"))
         held.enter_context(run_lock(store.path, run_id))   # a `--resume latest` meanwhile is refused
     for b in builds:

@@ -99,8 +99,8 @@ def _measure(paths: Any, b: Any, req: BisectRequest, tree: Any, bound: Boundary,
     max_starts = req.policy.max_starts
     starts: list[list[float]] = []
     with Store(paths.store_db) as store:
-        rec = plan.to_record()
-        rec.extra["bisect_run"] = {"boundary": bound.text, "max_launches": max_starts, "quiet": quiet.to_dict()}
+        rec = plan.replace(extra={**plan.extra, "bisect_run": {"boundary": bound.text, "max_launches": max_starts,
+                                                               "quiet": quiet.to_dict()}})
         run_id = store.new_run("bisect-run", rec, command=command, name=f"bisect-run {tree.commit[:9]}")
         acc, verdict, where = None, UNDECIDED, None
         while len(starts) < max_starts:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bench.plan import Plan, PointSpec, read_facts, resolve_model
+from ..bench.plan import Plan, PointSpec, make_plan, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..builds.incremental import IncrementalBuilder, build_facts
 from ..config import SourceSpec
@@ -89,10 +89,10 @@ def bisect_plan(req: BisectRequest, model_path: Path, quiet: Quiet | None = None
     except Exception:  # noqa: BLE001 - facts are decoration here
         facts = ModelFacts()
     pt = req.prompt_tokens or (16 if req.metric == "tg" else 128)
-    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=[PointSpec(req.ncmoe)],
-                backends=[req.backend], pins=[], engine="llama-bench", repeats=req.repeats, prompt_tokens=pt,
-                n_predict=req.n_predict if req.metric == "tg" else 1,
-                threads=quiet.threads if quiet else req.threads, extra_args=list(quiet.args) if quiet else [])
+    return make_plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=[PointSpec(req.ncmoe)],
+                     backends=[req.backend], pins=[], engine="llama-bench", repeats=req.repeats, prompt_tokens=pt,
+                     n_predict=req.n_predict if req.metric == "tg" else 1,
+                     threads=quiet.threads if quiet else req.threads, extra_args=list(quiet.args) if quiet else [])
 
 
 class _Measurer:
@@ -119,7 +119,7 @@ class _Measurer:
         if self.quiet is None:                    # the good endpoint's settings are the run's
             self.quiet = q
             bisect = (self.plan.bisect or BisectSection()).replace(quiet=q.to_dict())
-            self.plan = bisect_plan(self.req, self.model_path, q).to_record().replace(bisect=bisect)
+            self.plan = bisect_plan(self.req, self.model_path, q).replace(bisect=bisect)
             self.store.update_run_plan(self.run_id, self.plan)
             console.print(esc(f"  quieter starts: {q.describe()}"))
         elif q.args != self.quiet.args:
@@ -161,7 +161,7 @@ class _Measurer:
 def _run_plan(req: BisectRequest, model_path: Path, commits: list[str], subjects: dict, good: str, bad: str,
               builder: Any) -> RunPlan:
     pol = req.policy
-    return bisect_plan(req, model_path).to_record().replace(bisect=BisectSection(
+    return bisect_plan(req, model_path).replace(bisect=BisectSection(
         good=req.good, bad=req.bad, good_sha=good, bad_sha=bad, metric=req.metric, backend=req.backend,
         threshold=req.threshold, repeats=req.repeats, source=req.source, commits=commits, subjects=subjects,
         max_measured=max_measured(len(commits) - 1), min_starts=pol.min_starts, max_launches=pol.max_starts,

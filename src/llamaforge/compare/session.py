@@ -36,7 +36,7 @@ from ..console import console, notice
 from ..errors import LlamaforgeError
 from ..judge import INCONCLUSIVE, Policy
 from ..judge.sequential import DEFAULT_MAX_STARTS
-from ..records import CompareSection, CompareSide, ModelFacts, RunPlan, build_manifest
+from ..records import CompareSection, CompareSide, RunPlan, build_manifest
 from ..store import Probe, Store
 from .judged import comparisons, summarize_run
 
@@ -125,17 +125,17 @@ def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> An
 
 
 def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
-    from ..bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, Plan, read_facts
+    from ..bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, make_plan, read_facts
 
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts only decorate the report
-        facts = ModelFacts()
-    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=list(req.points),
-                backends=sorted({b.backend for b in builds}), pins=[req.base.ref, req.head.ref], engine=req.engine,
-                repeats=req.per_round, prompt_tokens=req.prompt_tokens or DEFAULT_PROMPT_TOKENS,
-                n_predict=req.n_predict or DEFAULT_N_PREDICT, threads=req.threads, extra_args=list(req.extra_args),
-                build_keys=[b.key for b in builds])
+        facts = {}
+    return make_plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=list(req.points),
+                     backends=sorted({b.backend for b in builds}), pins=[req.base.ref, req.head.ref], engine=req.engine,
+                     repeats=req.per_round, prompt_tokens=req.prompt_tokens or DEFAULT_PROMPT_TOKENS,
+                     n_predict=req.n_predict or DEFAULT_N_PREDICT, threads=req.threads, extra_args=list(req.extra_args),
+                     build_keys=[b.key for b in builds])
 
 
 def round_order(rnd: int, open_points: Sequence[int]) -> list[tuple[int, int, str]]:
@@ -160,7 +160,7 @@ def _side(s: Side, bb: Any) -> CompareSide:
 
 def _compare_plan(req: CompareRequest, plan: Any, a: Any, b: Any) -> RunPlan:
     """The run's plan: the sweep plan both sides are measured with, and the compare section."""
-    return plan.to_record().replace(compare=CompareSection(
+    return plan.replace(compare=CompareSection(
         a=_side(req.base, a), b=_side(req.head, b), repeats=req.repeats,
         rounds=req.rounds if req.rounds is not None else "auto", max_launches=req.policy.max_starts,
         per_round=req.per_round, min_effect=req.min_effect,

@@ -133,7 +133,7 @@ class _Builder:
 
     def _failed_builds(self, run: Run, sec: HistorySection, machine: str, meta: dict) -> None:
         summ = run.summary_as(HistorySummary) if run.summary else HistorySummary()
-        points = [f"ncmoe={p.get('ncmoe', 0)}" for p in run.plan.points] or ["ncmoe=0"]
+        points = [f"ncmoe={p.ncmoe}" for p in run.plan.points] or ["ncmoe=0"]
         for sha, per_backend in summ.failed.items():
             for backend, why in per_backend.items():
                 if not str(why).startswith("build"):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.fit import resolve_fit
-from ..bench.plan import FitOptions, Plan, PointSpec, read_facts, resolve_model
+from ..bench.plan import FitOptions, Plan, PointSpec, make_plan, read_facts, resolve_model
 from ..bench.sweep import measure_launch
 from ..bisect.quiet import QuietRequest, settings
 from ..builds import BuildOptions, build
@@ -38,7 +38,7 @@ from ..judge import Policy, Starts, judge, point_stop
 from ..judge.estimate import estimate
 from ..judge.verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
-from ..records import HistorySection, HistorySummary, ModelFacts, build_manifest
+from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
 from .load import Filter, load_history, machine_of, metric_starts
 from .model import METRICS
@@ -333,11 +333,11 @@ def history_plan(req: HistoryRequest, model_path: Path) -> Plan:
     try:
         facts = read_facts(model_path)
     except Exception:  # noqa: BLE001 - facts are decoration here
-        facts = ModelFacts()
-    return Plan(model_ref=req.model, model_path=model_path, model_facts=facts,
-                points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
-                repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,
-                fit=resolve_fit(FitOptions(vram_budget_gib=req.vram_budget), list(req.backends)), ctx=req.ctx)
+        facts = {}
+    return make_plan(model_ref=req.model, model_path=model_path, model_facts=facts,
+                     points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
+                     repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,
+                     fit=resolve_fit(FitOptions(vram_budget_gib=req.vram_budget), list(req.backends)), ctx=req.ctx)
 
 
 def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:
@@ -362,7 +362,7 @@ def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, bu
         console.print(esc(note))
         return HistoryOutcome(None, [], {}, [], note)
     plan = history_plan(req, model_path)
-    run_id = store.new_run("history", plan.to_record().replace(history=_section(req, chosen)), command=command,
+    run_id = store.new_run("history", plan.replace(history=_section(req, chosen)), command=command,
                            env=env, name=f"history {req.selection.text()} ({','.join(req.backends)})")
     console.print("[bold]history[/] " + esc(
         f"{len(chosen)} commits × {','.join(req.backends)} × ncmoe {','.join(map(str, req.ncmoe))}, "

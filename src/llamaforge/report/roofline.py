@@ -33,7 +33,7 @@ def roofline_table(data: ReportData) -> tuple[Table | None, str | None]:
     for s in data.series:
         dev, bw = device_bandwidth(s, data.env)
         for r in s.rows:
-            rp = an.roofline(r, facts, bw, prompt_tokens=data.plan.prompt_tokens_target,
+            rp = an.roofline(r, facts, bw, prompt_tokens=data.plan.prompt_tokens,
                              n_predict=data.plan.n_predict)
             if rp is None:
                 continue

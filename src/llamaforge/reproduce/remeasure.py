@@ -39,7 +39,7 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
     one line naming what to rebuild."""
     from ..bench.stored import local_builds
 
-    keys = [str(k) for k in (run.plan.builds or [b.get("key") for b in store.builds_for_run(run.id)])]
+    keys = [str(k) for k in (run.plan.build_keys or [b.get("key") for b in store.builds_for_run(run.id)])]
     return local_builds(paths, keys, run_id=run.id, stored=store.get_build,
                         given=_given_build(store, run, keys, bin_dir) if bin_dir else None)
 
@@ -73,7 +73,7 @@ def reproduce(store: Store, paths: Any, run_id: str, *, points: str | None = Non
     plan = stored_plan(parent)   # the store is data: its arguments checked, its builds looked up here
     if not plan.model_path.is_file():
         raise BenchError(f"the run's model {plan.model_path} is gone", "restore the file (same path) to reproduce the run")
-    plan.points = select_points(plan.points, points, plan.model_facts.n_layers)
+    plan.points = select_points(plan.points, points, plan.n_layers)
     builds = run_builds(store, paths, parent, bin_dir)
     plan.build_keys = [b.key for b in builds]
     if plan.variants:                  # the same variants on the same builds (their labels match the first run's)

@@ -128,7 +128,7 @@ class FitEngine:
         ctx.log_path.write_text("")
         r = fit_params(build, ctx.model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
                        log_path=ctx.log_path, extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
-        p.n_ctx, p.n_ctx_train, p.command, p.t_load_s = r.n_ctx, plan.model_facts.n_ctx_train, r.command, r.seconds
+        p.n_ctx, p.n_ctx_train, p.command, p.t_load_s = r.n_ctx, plan.facts.n_ctx_train, r.command, r.seconds
         p.extra = {"fit": r.to_dict(), "placement": r.placement() if r.ok else None}
         if not r.ok:
             tail = _tail(r.output)

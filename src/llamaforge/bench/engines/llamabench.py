@@ -122,12 +122,12 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     else:
         point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
                        "fit_note": "no llama-fit-params in this build: the fitted context is unknown"}
-    point.n_ctx_train = plan.model_facts.n_ctx_train
+    point.n_ctx_train = plan.facts.n_ctx_train
     point.prompt_tokens = adjust.prompt_tokens(build, plan)
     args = bench_args(build, model_path, spec, plan)
     point.command = args
     out_path = log_path.with_suffix(".jsonl")
-    timeout = plan.load_timeout_s + plan.request_timeout_s * (plan.repeats + 1) * (1 + len(plan.bench_depths))
+    timeout = plan.timeouts.load_s + plan.timeouts.request_s * (plan.repeats + 1) * (1 + len(plan.bench_depths))
     on_phase("measuring (llama-bench)")
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(log_path, "wb") as err:

@@ -72,7 +72,7 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
     keep them banned for this build."""
     banned = state.banned.get(build.key)
     try:
-        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned,
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.timeouts.request_s, banned=banned,
                                 overrides=overrides)
     except PointFailure as e:
         if banned is not None or e.cls != "bad-response" or not _OUTPUT_PARSE_ERROR.search(e.detail):
@@ -84,7 +84,7 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
         state.banned_why[build.key] = e.detail[:300]
         notice(f"{build.key}: llama-server rejected its own non-UTF-8 output ({e.detail[:120]}); "
                f"measuring with the model's {len(banned)} incomplete-UTF-8 tokens banned (logit_bias)")
-        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.request_timeout_s, banned=banned,
+        resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.timeouts.request_s, banned=banned,
                                 overrides=overrides)
     if banned is not None:
         extra["output_guard"] = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
@@ -138,7 +138,7 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
 
     def start(server_argv: list[str]) -> ServerSession:
         return ServerSession.start(build.binary("llama-server"), server_argv, log_path, env=build.env,
-                                   load_timeout_s=plan.load_timeout_s, on_phase=on_phase, on_spawn=spawned)
+                                   load_timeout_s=plan.timeouts.load_s, on_phase=on_phase, on_spawn=spawned)
 
     try:
         session = start(args)
@@ -209,7 +209,7 @@ def _server_facts(point: Point, session: ServerSession, plan: Plan) -> dict:
     point.n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
     point.build_info = props.get("build_info")
     meta = session.model_meta()
-    point.n_ctx_train = meta.get("n_ctx_train") or (plan.model_facts.n_ctx_train or None)
+    point.n_ctx_train = meta.get("n_ctx_train") or (plan.facts.n_ctx_train or None)
     return meta
 
 

@@ -42,9 +42,7 @@ def lead(store: Store, run: Run) -> str:
     out += ["", md_text(compare_note(s))]
     for i, st in (s.stops or {}).items():
         if st.get("status") == "unresolved":
-            pts = plan.points or []
-            pt = pts[int(i)] if int(i) < len(pts) and isinstance(pts[int(i)], dict) else {}
-            where = f"ncmoe {pt['ncmoe']}" if "ncmoe" in pt else f"point {i}"
+            where = f"ncmoe {plan.points[int(i)].ncmoe}" if int(i) < len(plan.points) else f"point {i}"
             out.append(f"\n**Unresolved**: {md_text(where)}: {md_text(st.get('reason'))}.")
     if s.failed:
         out += ["", f"{s.failed} of {s.points} measured points failed."]
