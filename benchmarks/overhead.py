@@ -73,7 +73,7 @@ def main() -> int:
     facts = read_facts(model)
     build = external_build(Path(a.bin_dir), a.backend)
     plan = make_plan(model_ref=a.model, model_path=model, model_facts=facts,
-                     points=make_points(a.points, n_layers=facts["n_layers"]), repeats=a.repeats,
+                     points=make_points(a.points, n_layers=facts.n_layers), repeats=a.repeats,
                      prompt_tokens=a.prompt_tokens, n_predict=a.n_predict, threads=a.threads)
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "llamaforge.sqlite") as store:
         t0 = time.monotonic()

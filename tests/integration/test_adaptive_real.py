@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chose(cpu_build, tiny_model, lf_paths,
                                                                                   tmp_path):
     facts = read_facts(tiny_model)
-    n_layers = facts["n_layers"]
+    n_layers = facts.n_layers
     plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts, points=[PointSpec(0)],
                      repeats=2, prompt_tokens=256, n_predict=16, threads=2, launches=1, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "results" / "llamaforge.sqlite") as store:
@@ -54,7 +54,7 @@ def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chos
         concl = ad["conclusions"]
         ctx = {int(x): c for x, c in ad["ctx"][cpu_build.key].items()}
         ctx.update({p.ncmoe: p.n_ctx for p in pts if not p.label})      # each server's own fit
-        native = facts["n_ctx_train"]
+        native = facts.n_ctx_train
         assert concl["threshold"][cpu_build.key] == min(x for x, c in ctx.items() if c and c >= native)
         assert concl["sweet_spot"][cpu_build.key] in measured
         assert driver.result is not None and driver.result.stopped in ("stable", "conclusions stable", "max-points")

@@ -58,7 +58,7 @@ def _plan(model: Path, points: list[PointSpec], **kw) -> Plan:
 
 
 def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build, tiny_model, store, lf_paths):
-    n_layers = read_facts(tiny_model)["n_layers"]
+    n_layers = read_facts(tiny_model).n_layers
     # lavapipe is slow (~100 s a point): the two ends there, every point on the CPU build
     spec = f"0:{n_layers}" if any_build.backend == "cpu" else f"0,{n_layers}"
     plan = _plan(tiny_model, make_points(spec, n_layers=n_layers))
@@ -109,7 +109,7 @@ def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_mode
 
 def test_kill_9_mid_sweep_then_resume_ends_with_every_point_once(cpu_build, tiny_model, tmp_path, lf_paths):
     env = {**os.environ, "LLAMAFORGE_RESULTS": str(tmp_path / "results")}
-    n_layers = read_facts(tiny_model)["n_layers"]
+    n_layers = read_facts(tiny_model).n_layers
     cmd = [sys.executable, "-c", "from llamaforge.cli import main; main()", "bench", "--model", str(tiny_model),
            "--backends", "cpu", "--ncmoe", f"0:{n_layers}", "--repeats", "1", "--prompt-tokens", "128",
            "--n-predict", "8", "--threads", "2", "--launches", "1"]  # a point is complete after one start
@@ -219,7 +219,7 @@ def test_llama_bench_engine_keeps_every_sample_and_takes_context_from_fit_params
 
 
 def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, store):
-    n_layers = read_facts(tiny_model)["n_layers"]
+    n_layers = read_facts(tiny_model).n_layers
     plan = _plan(tiny_model, make_points(f"0:{n_layers}", n_layers=n_layers))
     t0 = time.monotonic()
     run = run_fitmap(plan, [cpu_build], store, progress=False)
@@ -239,7 +239,7 @@ def test_replicated_sweep_with_a_sentinel_on_real_llama_cpp(cpu_build, tiny_mode
     from llamaforge.findings.labels import SENTINEL_LABEL
     from llamaforge.report import write_report
 
-    n_layers = read_facts(tiny_model)["n_layers"]
+    n_layers = read_facts(tiny_model).n_layers
     plan = _plan(tiny_model, make_points(f"0,{n_layers}", n_layers=n_layers), prompt_tokens=64, n_predict=8,
                  launches=2, seed=11, sentinel_every=2)
     run = run_sweep(plan, [cpu_build], store, progress=False)

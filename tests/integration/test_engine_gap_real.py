@@ -76,7 +76,7 @@ def _sweep(plan: Plan, build, store: Store, run: str | None = None) -> tuple[str
 def test_the_gap_decomposes_into_judged_factors(cpu_build, tiny_model, tmp_path):
     facts = read_facts(tiny_model)
     plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
-                     points=make_points("0", None, n_layers=facts["n_layers"]), engine="both", repeats=REPEATS,
+                     points=make_points("0", None, n_layers=facts.n_layers), engine="both", repeats=REPEATS,
                      launches=LAUNCHES, prompt_tokens=PROMPT, n_predict=N_PREDICT, threads=1, seed=1,
                      sentinel_every=0, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "llamaforge.sqlite") as store, realtime() as rt:

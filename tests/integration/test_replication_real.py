@@ -54,7 +54,7 @@ def test_second_concurrent_sweep_refuses_naming_the_first(cpu_build, tiny_model,
 def test_engine_both_then_reproduce_a_subset(cpu_build, tiny_model, tmp_path, lf_paths):
     facts = read_facts(tiny_model)
     plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
-                     points=make_points("0,8", None, n_layers=facts["n_layers"]), engine="both", repeats=2,
+                     points=make_points("0,8", None, n_layers=facts.n_layers), engine="both", repeats=2,
                      prompt_tokens=64, n_predict=16, threads=2, timeouts=Timeouts(300, 300))
     with Store(tmp_path / "llamaforge.sqlite") as store:
         run = run_sweep(plan, [cpu_build], store, progress=False)

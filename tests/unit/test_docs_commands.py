@@ -229,6 +229,8 @@ def _ci_test_command() -> str:
     """The test command .ci/run calls (the first word of its line that runs the tests)."""
     for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines():
         words = _split(line)
+        while words and "=" in words[0] and not words[0].startswith(("scripts/", "-")):
+            words = words[1:]                            # environment assignments before the command
         if words and words[0].startswith("scripts/") and "test" in words[0]:
             return words[0]
     raise AssertionError(".ci/run calls no scripts/*test* command")
