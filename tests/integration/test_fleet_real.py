@@ -163,7 +163,7 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
 
 
 def test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothing_new(fleet_ws, cpu_build):
-    """fleet.history over three real commits of the bisect fixture (a local "upstream", ``--source path:``) on
+    """fleet.history over two real commits of the bisect fixture (a local "upstream", ``--source path:``) on
     alpha and beta (sharing the warm incremental build tree through the build root) and the refused host:
     each host's history run pulled back under its machine name, two series in ``history.show``; a second
     ``--continue`` measures and pulls nothing and doubles no sample."""
@@ -174,7 +174,7 @@ def test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothi
 
     ws, tmp = fleet_ws
     fx = make_fixture(cpu_build.source_dir)
-    args = ["fleet.history", "--hosts", "alpha,beta,refused", "--range", f"{fx.commits[0]}..{fx.commits[2]}",
+    args = ["fleet.history", "--hosts", "alpha,beta,refused", "--range", f"{fx.commits[0]}..{fx.commits[1]}",
             "--source", fx.spec, "--backend", "cpu", "--model", "synth:tiny-qwen35moe", "--repeats", "2",
             "--min-launches", "2", "--max-launches", "2", "--prompt-tokens", "64", "--n-predict", "8", "--continue"]
     r = _cli(ws, *args, timeout=2400)
@@ -187,11 +187,11 @@ def test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothi
         for host, machine in (("alpha", "alpha"), ("beta", "beta-box")):
             run = runs[host]
             assert run.id.endswith("." + machine) and run.env.machine == machine and run.status == "done"
-            assert run.summary.measured == fx.commits[:3] and not run.summary.failed
+            assert run.summary.measured == fx.commits[:2] and not run.summary.failed
         hist = load_history(store)
         tg = {s.key.machine: s for s in hist.series if s.key.metric == "tg"}
         assert set(tg) == {"alpha", "beta-box"}, [s.key for s in hist.series]
-        assert all([lv.sha for lv in s.levels] == fx.commits[:3] and all(len(lv.starts) == 2 for lv in s.levels)
+        assert all([lv.sha for lv in s.levels] == fx.commits[:2] and all(len(lv.starts) == 2 for lv in s.levels)
                    for s in tg.values())
         n_samples = store.db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
 
