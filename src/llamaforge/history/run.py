@@ -164,6 +164,11 @@ def _groups(p: Point, field: str) -> list[list[float]]:
     return [g for g in p.launch_groups(field) if g]
 
 
+def _speeds(p: Point) -> dict[str, list[list[float]]]:
+    """A point's pp and tg per start: what the next commit is judged against."""
+    return {"pp": _groups(p, "pp_tps"), "tg": _groups(p, "tg_tps")}
+
+
 def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, family: int = 1) -> Any:
     """Whether this commit's point needs another start (:func:`llamaforge.judge.point_stop`). A "differs" is
     settled only once its p clears the look's α divided by the run's pairs (``family``): the steps are judged
@@ -219,8 +224,7 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
         rnd += 1
         for item in list(items):
             partner = pacc.get(item) if item not in s.lost else None
-            ref = {"pp": _groups(partner, "pp_tps"), "tg": _groups(partner, "tg_tps")} if partner \
-                else _reference(s.prev.get(item, []), c.sha)
+            ref = _speeds(partner) if partner else _reference(s.prev.get(item, []), c.sha)
             st = _stop(acc[item], ref, s.req, s.family)
             tag = f"{c.sha} {item[0]} {item[1]}"
             if st is None:
@@ -229,8 +233,7 @@ def _measure_commit(s: _Session, c: Chosen, builds: dict[str, Any], model_path: 
                 items.remove(item)
             elif not st.more:
                 s.summary.stops[tag] = st.reason
-                s.prev.setdefault(item, []).append((c.sha, {"pp": _groups(acc[item], "pp_tps"),
-                                                           "tg": _groups(acc[item], "tg_tps")}))
+                s.prev.setdefault(item, []).append((c.sha, _speeds(acc[item])))
                 if partner is not None:
                     s.summary.pairs += pair_rows(s.partner[item[0]][0], c, item, partner, acc[item], s.req)
                 items.remove(item)
