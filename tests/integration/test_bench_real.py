@@ -57,32 +57,46 @@ def _plan(model: Path, points: list[PointSpec], **kw) -> Plan:
     return make_plan(model_ref=str(model), model_path=model, model_facts=facts, points=points, **{**QUICK, **kw})
 
 
-def test_sweep_measures_context_memory_and_both_speeds_at_every_point(any_build, tiny_model, store, lf_paths):
-    n_layers = read_facts(tiny_model).n_layers
-    # lavapipe is slow (~100 s a point): the two ends there, every point on the CPU build
-    spec = f"0:{n_layers}" if any_build.backend == "cpu" else f"0,{n_layers}"
-    plan = _plan(tiny_model, make_points(spec, n_layers=n_layers))
-    run = run_sweep(plan, [any_build], store, progress=False)
-    pts = store.points(run)
+def _check_swept_points(store: Store, run: str, plan: Plan, build, prompt_tokens: int) -> None:  # noqa: ANN001
+    """Every point of ``build`` in ``run``: context, memory and both speeds measured, nothing invented."""
+    pts = [p for p in store.points(run) if p.build_key == build.key]
     assert [p.ncmoe for p in pts] == [s.ncmoe for s in plan.points]
     for p in pts:
         assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
         assert p.n_ctx and p.n_ctx > 0 and p.n_ctx_train == plan.facts.n_ctx_train
         assert p.rss_peak_mib and p.rss_peak_mib > 0
         assert p.mem_breakdown and p.mem_breakdown["host"]["self"] > 0
-        if any_build.backend == "cpu":
+        if build.backend == "cpu":
             assert p.vram_used_mib is None and p.vram_self_mib is None  # nothing invented without a GPU
         assert sum(s.warmup for s in p.samples) == 1
         assert len(p.measured("pp_tps")) == 2 and len(p.measured("tg_tps")) == 2
         assert all(v > 0 for v in p.measured("pp_tps") + p.measured("tg_tps"))
         # lavapipe runs with a shorter prompt (bench.adjust); elsewhere the prompt asked for
-        cap = CPU_VULKAN_PROMPT_TOKENS if any_build.capabilities.get("vulkan_cpu_device") else QUICK["prompt_tokens"]
+        cap = min(prompt_tokens, CPU_VULKAN_PROMPT_TOKENS) if build.capabilities.get("vulkan_cpu_device") \
+            else prompt_tokens
         assert 0.75 * cap < p.prompt_tokens <= cap and all(s.prompt_n == p.prompt_tokens for s in p.samples)
         assert all(s.predicted_n == 16 for s in p.samples)
         assert "--n-cpu-moe" in p.command or p.ncmoe == 0
     assert store.get_run(run).status == "done"
-    assert store.builds_for_run(run)[0]["key"] == any_build.key
+    assert build.key in {b["key"] for b in store.builds_for_run(run)}
     assert store.get_run(run).env.cpu_model
+
+
+def test_sweep_measures_context_memory_and_both_speeds_at_every_point(cpu_build, tiny_model, store, lf_paths):
+    n_layers = read_facts(tiny_model).n_layers
+    plan = _plan(tiny_model, make_points(f"0:{n_layers}", n_layers=n_layers))
+    run = run_sweep(plan, [cpu_build], store, progress=False)
+    _check_swept_points(store, run, plan, cpu_build, QUICK["prompt_tokens"])
+
+
+def test_the_shared_cpu_and_vulkan_sweep_measured_every_point(real_sweep_run, cpu_build, vulkan_build):
+    """The same checks on the session's CPU + Vulkan (lavapipe) sweep (conftest.real_sweep_run, which the
+    report tests read too): lavapipe is slow, so one real Vulkan sweep serves both."""
+    store_path, run = real_sweep_run
+    with Store(store_path) as store:
+        plan = store.get_run(run).plan
+        for build in (cpu_build, vulkan_build):
+            _check_swept_points(store, run, plan, build, plan.prompt_tokens)
 
 
 def test_failing_points_are_recorded_and_the_sweep_finishes(cpu_build, tiny_model, store, lf_paths, monkeypatch):
