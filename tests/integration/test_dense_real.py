@@ -75,6 +75,7 @@ def test_model_info_of_the_real_file(tiny_gemma3, tmp_path):
     assert "not a MoE model" in out and "sliding-window (128 tokens)" in out and "tied" in out
 
 
+@pytest.mark.measures   # the layer splits it measures are chosen from measured speeds
 def test_ngl_auto_on_a_dense_model_bisects_few_fits_and_measures_only_chosen_layer_splits(cpu_build, tiny_gemma3,
                                                                                          tmp_path):
     from llamaforge.bench.threshold import max_fits

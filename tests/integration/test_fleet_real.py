@@ -67,6 +67,7 @@ machine = "{machine}"
 identity = "{sshd.user_key}"
 python = "{sys.executable}"
 system_site_packages = true
+threads = 1
 [hosts.{name}.env]
 LLAMAFORGE_BUILD_ROOT = "{build_root}"
 LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
@@ -164,7 +165,9 @@ def test_bench_on_both_hosts_merges_into_one_store_and_one_cross_machine_report(
 
 def test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothing_new(fleet_ws, cpu_build):
     """fleet.history over two real commits of the bisect fixture (a local "upstream", ``--source path:``) on
-    alpha and beta (sharing the warm incremental build tree through the build root) and the refused host:
+    alpha and beta (sharing the warm incremental build tree through the build root; one thread each, from
+    fleet.toml: both run at once on this machine's cores, and two spinning thread pools on two cores take
+    ~40 s a start instead of ~2) and the refused host:
     each host's history run pulled back under its machine name, two series in ``history.show``; a second
     ``--continue`` measures and pulls nothing and doubles no sample."""
     sys.path.insert(0, str(Path(__file__).parent))

@@ -64,6 +64,7 @@ def _check_site(hist, tg, tmp_path: Path) -> None:  # noqa: ANN001
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_history_finds_both_steps_names_both_commits_and_continue_measures_only_new(lf_paths, cpu_build, tiny_model,
                                                                                    tmp_path):
     fx = make_fixture(cpu_build.source_dir, variant=HISTORY)

@@ -14,7 +14,7 @@ from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.store import Store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.measures]   # asserts on measured speed: run alone
 
 
 def test_auto_launches_sweep_records_where_each_point_stopped_and_why(cpu_build, tiny_model, tmp_path):

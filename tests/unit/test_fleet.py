@@ -72,6 +72,9 @@ def test_hostile_or_bad_targets_are_refused(target):
     ('[hosts.x]\ntarget = "h"\n[hosts.x.env]\n"A;B" = "1"', "environment variable name"),
     ('[hosts.x]\ntarget = "h"\n[hosts.y]\ntarget = "h2"\nmachine = "x"', "same machine name"),
     ('[hosts.x]\nworkspace = "w"', "no target"),
+    ('[hosts.x]\ntarget = "h"\nthreads = 0', "threads must be a whole number"),
+    ('[hosts.x]\ntarget = "h"\nthreads = "8"', "threads must be a whole number"),
+    ('[hosts.x]\ntarget = "h"\nthreads = true', "threads must be a whole number"),
     ("hosts = 3", "defines no hosts"),
     ("[hosts.x", "not valid TOML"),
 ])

@@ -45,6 +45,17 @@ def test_history_options_become_glued_flags_with_each_hosts_backends():
     assert fh.host_backend(b, {**opts, "backend": "cpu"}) == "cpu"    # --backend wins over fleet.toml
 
 
+def test_a_hosts_threads_from_fleet_toml_reach_its_history_run_only():
+    """``threads`` in fleet.toml is that host's ``--threads`` (hosts sharing cores, e.g. two on one box);
+    a host without it leaves llama.cpp's threads to its own physical cores."""
+    f = parse_fleet('[hosts.a]\ntarget = "a"\nthreads = 2\n[hosts.b]\ntarget = "b"\n')
+    a, b = f.select(None)
+    assert (a.threads, b.threads) == (2, None)
+    opts = fh.history_options({"range": "x..y", "threads": "8"})      # the task's --threads is not passed on
+    assert fh.history_args(opts, "cpu", a.threads) == ["--range=x..y", "--backend=cpu", "--threads=2"]
+    assert fh.history_args(opts, "cpu", b.threads) == ["--range=x..y", "--backend=cpu"]
+
+
 @pytest.mark.parametrize("opts, needle", [
     ({"range": "a..b", "every": "0"}, "--every must be at least 1"),
     ({"range": "a..b", "every": "x"}, "--every"),

@@ -11,6 +11,8 @@
     identity = "~/.ssh/id_ed25519"     # optional private key file
     python = "python3"                 # the host's Python (>= 3.11) that makes the venv
     system_site_packages = false       # let the venv see the host Python's packages
+    threads = 8                        # optional: llama.cpp's CPU threads in fleet.history's starts on this
+                                       # host (default: its physical cores; set it where hosts share cores)
     host_key = "strict"                # "strict" (default): the host's key must be in known_hosts;
                                        # "accept-new": an unknown key is trusted once and saved there
     known_hosts = "~/.ssh/known_hosts" # the known-hosts file read (and, with accept-new, appended to)
@@ -56,7 +58,7 @@ _ENV_FROM_TABLE = {"LLAMAFORGE_WORKSPACE": "workspace", "LLAMAFORGE_MACHINE": "m
                    "LLAMAFORGE_FLEET_LOG": None}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST_KEYS = {"target", "workspace", "machine", "backends", "gateway", "identity", "python",
-              "system_site_packages", "env", "host_key", "known_hosts"}
+              "system_site_packages", "env", "host_key", "known_hosts", "threads"}
 HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _EXAMPLE = 'e.g. [hosts.desk] target = "alice@desk.lan:22" workspace = "llamaforge"'
@@ -100,6 +102,7 @@ class FleetHost:
     env: dict[str, str] = field(default_factory=dict)
     host_key: str = "strict"
     known_hosts: str = str(Path(DEFAULT_KNOWN_HOSTS).expanduser())
+    threads: int | None = None      # fleet.history's --threads on this host (None: the host's physical cores)
 
 
 @dataclass
@@ -215,11 +218,14 @@ def _host(name: str, body: object, where: str) -> FleetHost:
     known_hosts = _text(body.get("known_hosts", DEFAULT_KNOWN_HOSTS), f"{w}.known_hosts",
                         fix=f'give a file, e.g. known_hosts = "{DEFAULT_KNOWN_HOSTS}"')
     env = _env(body.get("env", {}), w, name)
+    threads = body.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024):
+        raise ConfigError(f"{w}.threads must be a whole number from 1 to 1024", "e.g. threads = 8, or leave it out")
     return FleetHost(name=name, target=target, workspace=workspace, machine=machine, backends=tuple(backends),
                      gateway=gateway, identity=str(Path(identity).expanduser()) if identity else None,
                      python=_python(body.get("python", "python3"), f"{w}.python"),
                      system_site_packages=sysp, env=env, host_key=host_key,
-                     known_hosts=str(Path(known_hosts).expanduser()))
+                     known_hosts=str(Path(known_hosts).expanduser()), threads=threads)
 
 
 def parse_fleet(text: str, path: Path | None = None) -> Fleet:

@@ -31,7 +31,8 @@ from .remote import Remote
 from .run import option_args
 
 #: the ``history.run`` options ``fleet.history`` passes to every host (same names, same meaning); not
-#: ``--threads`` (a host's own core count decides) nor ``--quiet-starts`` (on by default everywhere)
+#: ``--threads`` (a host's own: ``threads`` in fleet.toml, else its physical cores) nor ``--quiet-starts`` (on by
+#: default everywhere)
 HISTORY_PASS = ("range", "every", "releases", "commits", "source", "backend", "model", "ncmoe", "engine", "repeats",
                 "prompt_tokens", "n_predict", "min_launches", "max_launches", "precision", "min_effect", "continue",
                 "bisect", "bisect_max_launches", "vram_budget", "ctx")
@@ -54,9 +55,11 @@ def host_backend(h: FleetHost, options: dict[str, Any]) -> str:
     return str(options.get("backend") or ",".join(h.backends) or "cpu")
 
 
-def history_args(options: dict[str, Any], backend: str) -> list[str]:
-    """The host's ``history.run`` arguments: each value glued to its flag (:func:`.run.option_args`)."""
-    return option_args({**{k: v for k, v in options.items() if k in HISTORY_PASS}, "backend": backend})
+def history_args(options: dict[str, Any], backend: str, threads: int | None = None) -> list[str]:
+    """The host's ``history.run`` arguments: each value glued to its flag (:func:`.run.option_args`);
+    ``threads``: the host's own (fleet.toml), when it sets one."""
+    own = {"threads": threads} if threads else {}
+    return option_args({**{k: v for k, v in options.items() if k in HISTORY_PASS}, "backend": backend, **own})
 
 
 def check_history_options(options: dict[str, Any], backend: str) -> Any:
@@ -157,7 +160,7 @@ def _history_job(options: dict[str, Any], pins_file: Path, local_dir: Path,
             check_version(r)
             r.put(pins_file, r.ws("pins.toml"))
             before = {x["id"] for x in r.agent("history-runs").get("runs") or []}
-            argv = [r.llamaforge, "history.run", *history_args(options, host_backend(h, options))]
+            argv = [r.llamaforge, "history.run", *history_args(options, host_backend(h, options), h.threads)]
             res = r.run(argv, cwd=r.workspace, env=r.env(), stream=sink, pty=True, check=False)
             error = _error_line(sink, res.exited) if res.exited != 0 else None
             listing = r.agent("history-runs")

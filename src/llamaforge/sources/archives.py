@@ -27,9 +27,10 @@ def sha256_of(path: Path) -> str:
 
 
 def download(url: str, dest: Path) -> Path:
-    """Download ``url`` to ``dest`` (via ``dest.part``, renamed when complete) with a progress bar."""
+    """Download ``url`` to ``dest`` (via a part file of this process, renamed when complete) with a progress
+    bar. Two processes fetching one file each write their own part; the last complete one is renamed over."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
+    part = dest.with_name(f"{dest.name}.{os.getpid()}.part")
     try:
         with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)) as r:
             r.raise_for_status()

@@ -209,7 +209,7 @@ def download_sdist(paths: Paths, name: str, version: str, pinned: str | None) ->
     if not expected:
         raise SourceMismatch(f"{found.index} gives no sha256 for {found.filename}",
                              "add its sha256 for this source to pins.toml ([pins.NAME.sha256])")
-    part = paths.downloads / (found.filename + ".unverified")
+    part = paths.downloads / f"{found.filename}.{os.getpid()}.unverified"   # this process's: see archives.download
     try:
         pyindex.fetch(found, part, archives.download)
     except OSError as e:
