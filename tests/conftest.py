@@ -9,11 +9,8 @@ Where things go: a persistent test workspace (``LLAMAFORGE_TEST_WORKSPACE``, def
 root (``LLAMAFORGE_BUILD_ROOT``, default ``~/.cache/llamaforge/test-builds``), so re-runs reuse
 builds; a cold run builds everything (CPU ≈ 4 min, Vulkan ≈ 2–3 min on 2 cores).
 
-Phases (scripts/test.sh): every test not marked ``measures`` runs on every core (pytest-xdist, ``--dist
-loadgroup``), the real ones among them included: they check what was recorded, not how fast, so a busy
-machine cannot fail them. Real tests that share a module fixture, a session sweep or a download are put on
-one worker (``REAL_GROUPS``); the session builds are made under a cross-process lock, so a cold cache builds
-each once. The ``measures`` tests assert on measured speed and run alone, after.
+The session builds and models are made under a cross-process lock (xdist workers, other test sessions on
+this machine): a cold cache builds each once.
 """
 
 from __future__ import annotations
@@ -35,21 +32,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["LLAMAFORGE_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"lf-locks-{os.environ['PYTEST_XDIST_WORKER']}-")
 else:
     os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
-
-
-#: real-test modules that share something expensive or a file being downloaded, by xdist group: the fleet
-#: tests share one sshd and workspace (module fixture); the report and bench checks read the session's
-#: CPU + Vulkan sweep; the release-pin and PyPI-model tests fetch the same model wheel
-REAL_GROUPS = {"test_fleet_real.py": "fleet", "test_report_real.py": "sweep", "test_bench_real.py": "sweep",
-               "test_release_pins_real.py": "pypi", "test_models_pypi_real.py": "pypi"}
-
-
-@pytest.hookimpl(tryfirst=True)       # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):  # noqa: ANN001
-    for item in items:
-        group = REAL_GROUPS.get(item.path.name)
-        if group and item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _cache() -> Path:
