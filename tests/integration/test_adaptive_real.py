@@ -19,7 +19,7 @@ from llamaforge.bench.threshold import max_fits
 from llamaforge.report import build_report, write_report
 from llamaforge.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.measures]   # asserts on measured speed: run alone
+pytestmark = [pytest.mark.slow, pytest.mark.measures]   # its assertions rest on measured speed
 
 
 def test_ncmoe_auto_fits_first_then_measures_and_records_only_the_points_it_chose(cpu_build, tiny_model, lf_paths,

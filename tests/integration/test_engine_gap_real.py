@@ -38,7 +38,7 @@ from llamaforge.report.contents import build_sections
 from llamaforge.report.engine_gap import Decomposition, decompositions
 from llamaforge.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.measures]   # asserts on measured speed: run alone
+pytestmark = [pytest.mark.slow, pytest.mark.measures]   # its assertions rest on measured speed
 
 REPEATS, LAUNCHES, N_PREDICT, PROMPT = 5, 4, 32, 256
 #: more starts (two at a time) while the residual's interval is wider than ±4 %, up to 6 starts per engine (CI time)

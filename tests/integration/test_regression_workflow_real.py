@@ -21,7 +21,7 @@ import yaml
 
 from llamaforge.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.measures]   # asserts on measured speed: run alone
+pytestmark = [pytest.mark.slow, pytest.mark.measures]   # its assertions rest on measured speed
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "github-actions" / "llamaforge-regression.yml"

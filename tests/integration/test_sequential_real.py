@@ -14,7 +14,7 @@ from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.measures]   # asserts on measured speed: run alone
+pytestmark = [pytest.mark.slow, pytest.mark.measures]   # its assertions rest on measured speed
 
 
 def test_auto_launches_sweep_records_where_each_point_stopped_and_why(cpu_build, tiny_model, tmp_path):

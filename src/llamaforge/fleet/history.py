@@ -58,8 +58,8 @@ def host_backend(h: FleetHost, options: dict[str, Any]) -> str:
 def history_args(options: dict[str, Any], backend: str, threads: int | None = None) -> list[str]:
     """The host's ``history.run`` arguments: each value glued to its flag (:func:`.run.option_args`);
     ``threads``: the host's own (fleet.toml), when it sets one."""
-    own = {"threads": threads} if threads else {}
-    return option_args({**{k: v for k, v in options.items() if k in HISTORY_PASS}, "backend": backend, **own})
+    return option_args({**{k: v for k, v in options.items() if k in HISTORY_PASS}, "backend": backend,
+                        "threads": threads})
 
 
 def check_history_options(options: dict[str, Any], backend: str) -> Any:
