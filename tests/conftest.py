@@ -15,6 +15,7 @@ this machine): a cold cache builds each once.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -28,10 +29,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [os
 # the host-wide measurement lock of this test session (children inherit it): parallel test sessions on one
 # machine (CI, several checkouts, the workers of `pytest -n 2`) must not refuse each other's sweeps; the
 # tests of the lock share this folder
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ["LLAMAFORGE_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"lf-locks-{os.environ['PYTEST_XDIST_WORKER']}-")
-else:
-    os.environ.setdefault("LLAMAFORGE_LOCK_DIR", tempfile.mkdtemp(prefix="lf-locks-"))
+if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("LLAMAFORGE_LOCK_DIR"):
+    _LOCKS = tempfile.mkdtemp(prefix=f"lf-locks-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+    os.environ["LLAMAFORGE_LOCK_DIR"] = _LOCKS
+    atexit.register(shutil.rmtree, _LOCKS, ignore_errors=True)   # a session's folder goes with it
 
 
 def _cache() -> Path:

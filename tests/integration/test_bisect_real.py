@@ -137,7 +137,9 @@ def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build,
         assert res.status == "undecided" and fx.slow in res.candidates, res.reason
     else:
         assert res.culprit and res.culprit["confirmed"]
-        assert 0.85 < res.culprit["judgement"]["ratio"] < 1.0
+        # a slowdown, of a sane size: the 8 % spin is designed as −7 %, but these 2-vCPU VMs measure a planted
+        # spin up to about twice its design (the history fixture's −20 % measured −45 % on 2026-12-03)
+        assert 0.6 < res.culprit["judgement"]["ratio"] < 1.0
 
 
 #: the 15 % bisection's budget of starts per commit. The bisection plans what the endpoints' spread needs and
