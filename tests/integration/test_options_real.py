@@ -26,8 +26,10 @@ def _without_ncmoe(build):  # noqa: ANN001, ANN202
 
 
 def _plan(model: Path, **kw) -> Plan:
+    # 128 prompt tokens: on this AMX CPU the Vulkan build's CPU experts (gcc-12, no quirk recorded for a GPU
+    # build) crash on some short prompts (32 and 64 tokens at --n-cpu-moe 2: SIGSEGV; see STATUS.md)
     base = dict(model_ref=str(model), model_path=model, model_facts=read_facts(model), points=[PointSpec(2)],
-                repeats=1, prompt_tokens=32, n_predict=4, threads=2, warmup=False, timeouts=Timeouts(300, 300))
+                repeats=1, prompt_tokens=128, n_predict=4, threads=2, warmup=False, timeouts=Timeouts(300, 300))
     return make_plan(**{**base, **kw})
 
 
@@ -49,7 +51,7 @@ def test_llama_bench_without_ncmoe_takes_the_ot_form(cpu_build, tiny_model, stor
     assert p.command[p.command.index("--override-tensor") + 1] == ";".join(ncmoe_overrides(2))
     lb = p.extra["llama_bench"][0]
     assert "blk\\.1\\.ffn_" in str(lb.get("tensor_buft_overrides")), lb.get("tensor_buft_overrides")
-    assert p.measured("tg_tps", "tg4") and p.measured("pp_tps", "pp32")
+    assert p.measured("tg_tps", "tg4") and p.measured("pp_tps", "pp128")
 
 
 def test_ot_form_places_exactly_what_ncmoe_places(vulkan_build, tiny_model, store):

@@ -36,8 +36,8 @@ def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build
     r = _run(tmp_path, "bench", "--model", str(tiny_model), *[a for v in VARIANTS for a in ("--variant", v)],
              "--ncmoe", "0,4", "--repeats", "1", "--prompt-tokens", "32", "--n-predict", "4", "--threads", "2",
              "--launches", "2", "--name", "matrix")
-    # 2 starts of one short request each: this checks flags and tables, not effects (a lavapipe request costs
-    # ~4.5 s, whatever its length: 64+16 tokens with 2 requests a start made this test 183 s here, this 107 s)
+    # 2 starts of one short request each: this checks flags and tables, not effects (lavapipe prefills ~25
+    # tokens/s: 2 requests of 106+16 tokens a start made this test 183 s here)
     out = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 0, out[-4000:]
     assert "cpu-fa-on vs cpu-nkvo: KV offload did not take effect" in out or \
@@ -48,6 +48,9 @@ def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build
         assert {lab for lab, _n in pts} == {v.split("=")[0] for v in VARIANTS}
         assert len({p.build_key for p in pts.values()}) == 2                  # five variants, two builds
         assert all(p.status == "ok" and len(p.launches) == 2 for p in pts.values())
+        # 32 tokens asked, shorter than the model's chat frame: exactly 32 of the plain story, recorded as cut
+        assert {s.prompt_n for p in pts.values() for s in p.samples} == {32}
+        assert all(p.extra["prompt"]["cut"] and p.extra["prompt"]["n_tokens"] == 32 for p in pts.values())
         on, off = pts[("cpu-fa-on", 0)].extra["observed"], pts[("cpu-fa-off", 0)].extra["observed"]
         assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
         assert pts[("cpu-nkvo", 0)].extra["observed"]["kv_buffers"] == ["CPU"]

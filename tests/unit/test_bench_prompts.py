@@ -37,3 +37,13 @@ def test_prompt_is_the_longest_story_within_the_target():
 def test_models_without_a_chat_template_get_a_plain_rendering():
     p = build_prompt(400, tokenize=_tok, apply_template=lambda m: None)
     assert not p.templated and p.text.startswith("System:") and p.n_tokens <= 400
+
+
+def test_a_target_shorter_than_the_chat_frame_gets_exactly_that_many_tokens_of_plain_story():
+    frame = len(_tok(_tmpl(build_messages(0))))
+    for target in (1, 5, frame - 1):
+        p = build_prompt(target, tokenize=_tok, apply_template=_tmpl)
+        assert p.n_tokens == target and p.cut and not p.templated, (target, p.n_tokens)
+        assert p.tokens == _tok(p.text)[:target] and p.to_dict()["cut"] is True
+    p = build_prompt(frame, tokenize=_tok, apply_template=_tmpl)
+    assert p.n_tokens == frame and p.templated and not p.cut and "cut" not in p.to_dict()

@@ -93,6 +93,7 @@ class Prompt:
     n_sentences: int
     templated: bool          # rendered with the model's chat template (else plain fallback)
     target: int
+    cut: bool = False        # plain story text cut to the target (a target shorter than the chat frame)
 
     @property
     def n_tokens(self) -> int:
@@ -100,7 +101,7 @@ class Prompt:
 
     def to_dict(self) -> dict:
         return {"n_tokens": self.n_tokens, "target": self.target, "n_sentences": self.n_sentences,
-                "templated": self.templated}
+                "templated": self.templated, **({"cut": True} if self.cut else {})}
 
 
 def build_prompt(target_tokens: int, *, tokenize: Callable[[str], list[int]],
@@ -122,6 +123,8 @@ def build_prompt(target_tokens: int, *, tokenize: Callable[[str], list[int]],
         return text, tokenize(text)
 
     lo_text, lo_toks = render(0)
+    if len(lo_toks) > target_tokens:
+        return _cut(target_tokens, tokenize, seed)
     best = (0, lo_text, lo_toks)
     if len(lo_toks) < target_tokens:
         # exponential search for an upper bound, then bisect on the sentence count
@@ -142,3 +145,16 @@ def build_prompt(target_tokens: int, *, tokenize: Callable[[str], list[int]],
                 hi = mid
     n, text, toks = best
     return Prompt(text=text, tokens=toks, n_sentences=n, templated=templated, target=target_tokens)
+
+
+def _cut(target_tokens: int, tokenize: Callable[[str], list[int]], seed: int) -> Prompt:
+    """A target shorter than the chat frame itself (system message and request: ~100 tokens): the story as
+    plain text, its first ``target_tokens`` tokens (a token list is what the server is sent)."""
+    n = 8
+    while True:
+        text = " ".join(sentences(n, seed))
+        toks = tokenize(text)
+        if len(toks) >= target_tokens:
+            return Prompt(text=text, tokens=toks[:target_tokens], n_sentences=n, templated=False,
+                          target=target_tokens, cut=True)
+        n *= 2
