@@ -62,12 +62,3 @@ def fake_binaries(d: Path, *, server: bool = True, llamabench: bool = True, mode
     if model:
         (d / "m.gguf").write_bytes(b"GGUF")
     return d
-
-
-def fake_plan(b: FakeBuild, **kw: object):  # noqa: ANN201 - a bench Plan (imported late: fakes stay light)
-    """A small plan for ``b``'s fake binaries (one point, no warm-up, short timeouts); ``kw`` overrides."""
-    from llamaforge.bench.plan import PointSpec, Timeouts, make_plan
-
-    base = dict(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4}, points=[PointSpec(0)],
-                repeats=2, prompt_tokens=16, n_predict=4, timeouts=Timeouts(30, 30), warmup=False)
-    return make_plan(**{**base, **kw})

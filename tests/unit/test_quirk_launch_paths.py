@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fakes import FakeBuild, fake_binaries, fake_plan
+from fakes import FakeBuild, fake_binaries
 from llamaforge.bench import adjust
 from llamaforge.bench.fitmap import run_fitmap
-from llamaforge.bench.plan import Plan, PointSpec, make_points
+from llamaforge.bench.plan import Plan, PointSpec, Timeouts, make_plan, make_points
 from llamaforge.bench.sweep import measure_point, run_sweep
 from llamaforge.builds.smoke import Attempt, Part, _not_tried, run_smoke
 from llamaforge.llamacpp.options import probe_build
@@ -56,7 +56,9 @@ def crashing(tmp_path):
 
 
 def _plan(b: FakeBuild, **kw) -> Plan:
-    return fake_plan(b, **kw)
+    base = dict(model_ref="m", model_path=b.dir / "m.gguf", model_facts={"n_layers": 4}, points=[PointSpec(0)],
+                repeats=2, prompt_tokens=16, n_predict=4, timeouts=Timeouts(30, 30), warmup=False)
+    return make_plan(**{**base, **kw})
 
 
 def test_server_llama_bench_and_both_engines_launch_with_the_quirk_and_crash_without(crashing, store):

@@ -74,8 +74,8 @@ def compute(build: BuildLike, plan: Plan) -> Runtime:
         rt.quirks.append(q["name"])
         ev = q.get("evidence") or {}
         why = ", ".join(str(x) for x in (ev.get("signal"), ev.get("cause")) if x)
-        seen = ev.get("seen_in") or "its smoke run"
-        rt.notes.append(f"quirk {q['name']}: {q.get('summary', '')}" + (f" (recorded from {seen}: {why})" if why else ""))
+        rt.notes.append(f"quirk {q['name']}: {q.get('summary', '')}"
+                        + (f" (recorded from its smoke run: {why})" if why else ""))
     _quirk_args(build, rt)
     if is_cpu_vulkan(build):
         if plan.prompt_tokens > CPU_VULKAN_PROMPT_TOKENS:

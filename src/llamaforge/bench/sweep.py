@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..builds.verify import record_quirk
 from ..console import notice, warning
 from ..envinfo import collect_env
 from ..errors import BenchError
@@ -44,7 +43,7 @@ from ..records import UNKNOWN_MACHINE, LaunchRecord, ResumeRecord, build_manifes
 from ..store import Point, Store
 from ..variants.build import VariantBuild, series_label
 from ..variants.observe import observe_log
-from . import adjust, quirk_retry
+from . import adjust
 from .display import SweepDisplay
 from .engines import MeasureContext, PhaseFn, SweepState
 from .engines import engine as get_engine
@@ -73,8 +72,8 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
     ``engine`` overrides the plan's (``--engine both`` measures each point with both);
     ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``extra``."""
     log_dir = log_dir or run_log_dir(store.path, run_id)
-    point = _measure(store, build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, on_phase=on_phase,
-                     state=state, engine=engine, busy=busy)
+    point = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, on_phase=on_phase,
+                          state=state, engine=engine, busy=busy)
     store.record_point(point)
     return point
 
@@ -86,39 +85,10 @@ def measure_launch(build: BuildLike, model_path: Path, point_spec: PointSpec, pl
     folded into ``acc`` (the point with the earlier starts; ``None`` for the first) and stored; returns
     the merged point (its samples of this start carry ``launch``)."""
     log_dir = log_dir or (store.path.parent / "logs" / run_id)
-    one = _measure(store, build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, launch=launch)
+    one = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, launch=launch)
     merged = merge_launch(acc, one, launch, seq)
     store.record_point(merged)
     return merged
-
-
-def _measure(store: Store, build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, run_id: str,
-             label: str = "", **kw: Any) -> Point:
-    """One start of one point (:func:`_measure_once`); a start that died in the CPU weight-repacking path, on a
-    build with no recorded quirk, is measured once more with the no-repack quirk (:mod:`.quirk_retry`)."""
-    point = _measure_once(build, model_path, point_spec, plan, run_id, label, **kw)
-    q = quirk_retry.needed(point, build, plan)
-    if q is None:
-        return point
-    rec = quirk_retry.applied(q, build, point).to_dict()
-    before = quirk_retry.use(build, plan, [rec])
-    notice(f"{build.key}: {point.failure_detail[:160]} — starting it again with the {q.name} workaround")
-    again = _measure_once(build, model_path, point_spec, plan, run_id, label, **kw)
-    if again.status != "ok":
-        quirk_retry.restore(build, plan, before)
-        point.extra = {**(point.extra or {}), "quirk_retry": {"quirk": q.name, "helped": False,
-                                                              "retry": (again.failure_detail or "")[:300]}}
-        notice(f"{build.key}: the {q.name} workaround did not help; not recorded")
-        return point
-    record_quirk(build, rec)
-    stored = store.get_run(run_id).plan
-    stored.runtime[build.key] = plan.runtime[build.key]
-    store.update_run_plan(run_id, stored)
-    store.add_build(build_manifest(build), run_id)
-    again.extra = {**(again.extra or {}), "quirk_retry": {"quirk": q.name, "helped": True,
-                                                          "first_start": (point.failure_detail or "")[:300]}}
-    notice(f"{build.key}: runs with the {q.name} workaround; recorded as a quirk (every later start carries it)")
-    return again
 
 
 def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, plan: Plan, run_id: str,
@@ -435,9 +405,9 @@ def measure_points(items: Sequence[Item], plan: Plan, store: Store, run_id: str,
             if host_busy:
                 busy = {**(busy or {}), **host_busy}
             own = series_label(b, label)
-            one = _measure(store, b, plan.model_path, spec, plan, run_id, sentinel_label(own) if slot.sentinel else own,
-                           log_dir=log_dir, on_phase=disp.phase, state=state, engine=engine, busy=busy,
-                           launch=slot.launch)
+            one = _measure_once(b, plan.model_path, spec, plan, run_id, sentinel_label(own) if slot.sentinel else own,
+                                log_dir=log_dir, on_phase=disp.phase, state=state, engine=engine, busy=busy,
+                                launch=slot.launch)
             seq += 1
             key = (slot.item, slot.sentinel)
             p = merge_launch(have.get(key), one, slot.launch, seq)

@@ -182,25 +182,6 @@ def apply_to_manifest(manifest: dict, v: Verification) -> None:
         manifest["quirks"] = list(v.quirks)
 
 
-def record_quirk(build: Any, quirk: dict) -> None:
-    """Add ``quirk`` (found at run time: :mod:`llamaforge.bench.quirk_retry`) to the build's manifest file,
-    under the build's lock, unless it is there already. External builds keep it in memory only."""
-    from ..files import file_lock, write_json_atomic
-    from .manifest import MANIFEST, read_manifest
-
-    d = Path(build.dir)
-    if build.manifest.get("external") or not (d / MANIFEST).is_file():
-        return
-    with file_lock(d.parent / f"{d.name}.lock", f"another llamaforge is using {d.name}; waiting for it"):
-        m = read_manifest(d)
-        if m is None:
-            return
-        have = [q for q in m.get("quirks") or [] if isinstance(q, dict)]
-        if quirk.get("name") not in {q.get("name") for q in have}:
-            m["quirks"] = [*have, quirk]
-            write_json_atomic(d / MANIFEST, m)
-
-
 def reverify(build: Any, paths: Any = None, model: Path | None = None) -> Any:
     """Verify (with a smoke run) a cached build again and rewrite its manifest, under the build's
     lock. Returns the build with the new manifest. External builds (no manifest file) are only
