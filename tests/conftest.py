@@ -124,9 +124,8 @@ def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
 def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_factory):
     """A real CPU + Vulkan sweep of the tiny MoE (ncmoe 0, 4, 8; 2 repeats) in a fresh store:
     returns (store_path, run_id). Reports and exports are tested against it. Not a shorter prompt, although
-    lavapipe prefills only ~25 tokens/s: with 64 (or 63) prompt tokens the Vulkan build's CPU experts
-    (``--n-cpu-moe 4``) hit the AMX crash of gcc-12 builds on this CPU now and then (SIGSEGV; the smoke run
-    of a GPU build only generates through the CPU experts, so no quirk is recorded for it). STATUS.md."""
+    lavapipe prefills only ~25 tokens/s: with 63 or 64 prompt tokens and ``--n-cpu-moe 4`` the Vulkan
+    build dies inside Mesa 22.3's lavapipe (SIGSEGV in libvulkan_lvp.so; STATUS.md)."""
     from llamaforge.bench.plan import make_plan, make_points
     from llamaforge.bench.sweep import run_sweep
     from llamaforge.models import model_facts

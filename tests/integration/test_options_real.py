@@ -26,8 +26,8 @@ def _without_ncmoe(build):  # noqa: ANN001, ANN202
 
 
 def _plan(model: Path, **kw) -> Plan:
-    # 128 prompt tokens: on this AMX CPU the Vulkan build's CPU experts (gcc-12, no quirk recorded for a GPU
-    # build) crash on some short prompts (32 and 64 tokens at --n-cpu-moe 2: SIGSEGV; see STATUS.md)
+    # 128 prompt tokens: with experts on the CPU, the Vulkan build dies inside Mesa 22.3's lavapipe on some
+    # short prompts (32 and 64 tokens at --n-cpu-moe 2: SIGSEGV in libvulkan_lvp.so; see STATUS.md)
     base = dict(model_ref=str(model), model_path=model, model_facts=read_facts(model), points=[PointSpec(2)],
                 repeats=1, prompt_tokens=128, n_predict=4, threads=2, warmup=False, timeouts=Timeouts(300, 300))
     return make_plan(**{**base, **kw})
