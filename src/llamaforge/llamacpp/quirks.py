@@ -121,7 +121,8 @@ _EXPLAIN = {
     "out of memory": "out of memory",
     "AMX": "llama.cpp's AMX path (AMX buffers in the log; known to crash in gcc-12 builds on AMX CPUs — "
            "the no-repack quirk or `build --no-amx` avoids it)",
-    "lavapipe": "Mesa lavapipe (a CPU Vulkan device; Mesa 22.3 crashes on long prompts)",
+    "lavapipe": "Mesa lavapipe (a CPU Vulkan device; Mesa 22.3 crashes on long prompts, and on some short ones "
+                "with experts on the CPU)",
     "CPU_REPACK": "CPU weight repacking (CPU_REPACK buffers in the log; the no-repack quirk avoids that path)",
 }
 
@@ -149,15 +150,28 @@ def exit_status_in(detail: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: a fault the kernel places in one of these libraries (its ``segfault … in LIB[…]`` line, quoted in a failure's
+#: detail as ``kernel: …``; :mod:`llamaforge.llamacpp.kernel`) is that cause, whatever the process's log shows
+_LIBRARIES = (("lavapipe", re.compile(r" in (?:libvulkan_lvp|libLLVM|libgallium)[\w.+-]*\[")),)
+
+
+def _kernel_cause(detail: str) -> tuple[str, str, list[str]] | None:
+    for cause, pat in _LIBRARIES:
+        if "kernel: " in (detail or "") and pat.search(detail):
+            return cause, _EXPLAIN[cause], []
+    return None
+
+
 def describe_failure(detail: str, log_text: str, returncode: int | None = None) -> str:
-    """``detail`` plus the signal name and the likely cause, when known."""
+    """``detail`` plus the signal name and the likely cause, when known (the kernel's fault line, where the
+    detail quotes one, before the process's own log)."""
     if returncode is None:
         returncode = exit_status_in(detail)
     sig = signal_name(returncode)
     out = detail
     if sig and sig not in detail:
         out += f" ({sig})"
-    found = likely_cause(log_text, returncode)
+    found = _kernel_cause(detail) or likely_cause(log_text, returncode)
     if found and "likely cause" not in detail:
         out += f"; likely cause: {found[1]}"
     return out

@@ -26,6 +26,7 @@ from typing import Any
 import requests
 
 from .. import proc
+from . import kernel
 
 _OOM_PATTERNS = (
     "failed to allocate", "out of memory", "cudamalloc failed", "erroroutofdevicememory",
@@ -189,6 +190,7 @@ class ServerSession:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
     t_load_s: float | None = None
+    started_uptime: float | None = None    # seconds since boot at the spawn (the kernel log's clock)
     _http: requests.Session = field(default_factory=local_http_session)
 
     @property
@@ -211,11 +213,12 @@ class ServerSession:
             with open(log_path, "a" if attempt else "w", encoding="utf-8") as fh:
                 fh.write("")
             log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
+            spawned = kernel.uptime()
             try:
                 p = proc.spawn(die_with_parent(args), env=env, stdout=log, stderr=subprocess.STDOUT)
             finally:
                 log.close()
-            s = cls(p, port, args, log_path, dict(env or {}))
+            s = cls(p, port, args, log_path, dict(env or {}), started_uptime=spawned)
             if on_spawn:
                 on_spawn(p.pid)
             if on_phase:
@@ -243,7 +246,7 @@ class ServerSession:
                 if "address already in use" in low or "couldn't bind" in low or "failed to bind" in low:
                     raise PointFailure("port-in-use", f"port {self.port} was taken", tail)
                 cls = classify_failure(tail, returncode=rc, phase="load")
-                raise PointFailure(cls, f"llama-server exited with status {rc} while loading", tail)
+                raise PointFailure(cls, f"llama-server exited with status {rc} while loading" + self._fault(rc), tail)
             try:
                 r = self._http.get(self.url + "/health", timeout=2)
                 if r.status_code == 200:
@@ -256,6 +259,14 @@ class ServerSession:
                 cls = classify_failure(tail, returncode=None, phase="load")
                 raise PointFailure(cls, f"llama-server was not healthy after {timeout_s:.0f} s", tail)
             time.sleep(0.1)
+
+    def _fault(self, rc: int | None) -> str:
+        """``; kernel: …`` — the kernel's fault line for a server that died of a signal, where it can be read."""
+        if rc is None or rc >= 0:
+            return ""
+        since = self.started_uptime - 1 if self.started_uptime is not None else None
+        rep = kernel.fault_report(self.proc.pid, since=since)
+        return f"; kernel: {rep}" if rep else ""
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM the server's process group, SIGKILL after ``grace`` seconds."""
@@ -278,7 +289,8 @@ class ServerSession:
             tail = read_log_tail(self.log_path)
             cls = classify_failure(tail, returncode=rc if rc is not None else -1, phase=phase)
             raise PointFailure(cls, f"{path} failed: {type(e).__name__}"
-                               + (f" (server exited with status {rc})" if rc is not None else ""), tail) from e
+                               + (f" (server exited with status {rc})" if rc is not None else "") + self._fault(rc),
+                               tail) from e
         if r.status_code != 200:
             tail = read_log_tail(self.log_path)
             cls = "oom" if classify_failure(tail, phase=phase) == "oom" else "bad-response"
