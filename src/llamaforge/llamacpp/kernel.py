@@ -49,7 +49,7 @@ def fault_report(pid: int, *, since: float | None = None, text: str | None = Non
             continue
         if since is not None and float(m.group(1)) < since:
             continue
-        found = _STAMP.sub("", line).strip()
+        found = line[m.end():].strip()
     return found[:240] if found else None
 
 
