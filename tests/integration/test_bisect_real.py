@@ -115,7 +115,7 @@ def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build,
     of starts per commit it would take here. Never a wrong commit."""
     fx = make_fixture(cpu_build.source_dir, variant=SPIN7)
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), source=fx.spec,
-                        threshold=0.02, max_launches=20, n_predict=64)
+                        threshold=0.02, max_launches=20, n_predict=32)
     t0 = time.monotonic()
     with Store(lf_paths.store_db) as store:
         try:
@@ -156,7 +156,7 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_model):
     fx = make_fixture(cpu_build.source_dir, variant=SPIN15)
     _unpublish(lf_paths, fx.commits[4])          # the first probe: a real incremental build every run
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), source=fx.spec,
-                        max_launches=MAX_LAUNCHES_15, n_predict=64)
+                        max_launches=MAX_LAUNCHES_15, n_predict=32)
     t0 = time.monotonic()
     with Store(lf_paths.store_db) as store:
         run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real 15%")

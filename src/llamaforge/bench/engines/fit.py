@@ -92,10 +92,9 @@ def parse_fit_output(output: str) -> FitResult:
     return r
 
 
-def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str | None = None,
-               threads: int | None = None, extra_args: list[str] | None = None, timeout: float = 300.0,
-               log_path: Path | None = None) -> FitResult:
-    """Run llama-fit-params for one point (a failed FitResult when the build has none)."""
+def _fit_command(build: BuildLike, model_path: Path, spec: PointSpec, fitt: str | None, threads: int | None,
+                 extra_args: list[str] | None) -> list[str] | FitResult:
+    """llama-fit-params' argument list for one point, or the failed FitResult that says why there is none."""
     opts = build_options(build)
     if not opts.has_fit_params:
         return FitResult(ok=False, output="this build has no llama-fit-params (llama.cpp before Dec 2025)")
@@ -104,12 +103,55 @@ def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str
         args += opts.offload_args("llama-fit-params", spec.ncmoe, spec.ngl, fitt=fitt, threads=threads)
     except BuildError as e:
         return FitResult(ok=False, output=e.message)
-    args += list(extra_args or []) + list(spec.extra_args)
+    return args + list(extra_args or []) + list(spec.extra_args)
+
+
+def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str | None = None,
+               threads: int | None = None, extra_args: list[str] | None = None, timeout: float = 300.0,
+               log_path: Path | None = None) -> FitResult:
+    """Run llama-fit-params for one point (a failed FitResult when the build has none)."""
+    args = _fit_command(build, model_path, spec, fitt, threads, extra_args)
+    if isinstance(args, FitResult):
+        return args
     res = proc.run(args, env=build.env, timeout=timeout, log_path=log_path)
     r = parse_fit_output(res.output) if res.ok else FitResult(ok=False, output=res.output)
     r.seconds = res.seconds
     r.command = args
     return r
+
+
+#: successful fits made in this process, by command, environment and model file (:func:`fit_params_once`)
+_FITS: dict[tuple, FitResult] = {}
+_FITS_MAX = 512
+
+
+def fit_params_once(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str | None = None,
+                    threads: int | None = None, extra_args: list[str] | None = None) -> tuple[FitResult, bool]:
+    """:func:`fit_params`, run once per point in this process; returns ``(fit, reused)``.
+
+    A point measured in many starts (a bisection's or a history's llama-bench starts: 3–80 per commit) asks
+    the same question each time — the same binary, model file, options and environment — and the fit takes a
+    third of a tiny model's llama-bench start. The answer is the context that fitted when this process first
+    asked (on a GPU: with the device memory free then); the points that reuse it say so (``fit_reused``). A
+    failed fit is never reused: it is asked again."""
+    args = _fit_command(build, model_path, spec, fitt, threads, extra_args)
+    if isinstance(args, FitResult):
+        return args, False
+    try:
+        st = model_path.stat()
+        model_id: tuple = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        model_id = ()
+    key = (tuple(args), tuple(sorted((build.env or {}).items())), model_id)
+    hit = _FITS.get(key)
+    if hit is not None:
+        return hit, True
+    fit = fit_params(build, model_path, spec, fitt=fitt, threads=threads, extra_args=extra_args)
+    if fit.ok:
+        if len(_FITS) >= _FITS_MAX:
+            _FITS.pop(next(iter(_FITS)))
+        _FITS[key] = fit
+    return fit, False
 
 
 def _tail(text: str, n: int = 40) -> str:

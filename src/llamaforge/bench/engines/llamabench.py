@@ -30,7 +30,7 @@ from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
 from ..plan import BuildLike, Plan, PointSpec
 from .base import MeasureContext, Measurement, PhaseFn
-from .fit import fit_params
+from .fit import fit_params_once
 
 
 def samples_from(results: list[dict]) -> list[Sample]:
@@ -115,9 +115,10 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
         raise PointFailure("error", blocked)
     if build_options(build).has_fit_params:
         on_phase("fitting")
-        fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
-                         extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
-        point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params", "fit_status": "fitted"}
+        fit, reused = fit_params_once(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
+                                      extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
+        point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params", "fit_status": "fitted",
+                       **({"fit_reused": True} if reused else {})}
         point.n_ctx = fit.n_ctx
     else:
         point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
