@@ -51,26 +51,32 @@ def ram_bandwidth_gbps(threads: int | None = None, mib: int = COPY_MIB, rounds: 
     process (a machine's RAM does not change between the runs of one command).
 
     numpy's copy releases the GIL, so ``threads`` (default: the allowed cores) copy in parallel; with
-    several cores one thread is measured too and the better kept (a busy host can make threads slower)."""
+    several cores one thread is measured too and the better kept (a busy host can make threads slower).
+    Both use the same two buffers, allocated and faulted in once."""
     n = max(1, threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-    one = _copy_gbps(1, mib, rounds) if n > 1 and threads is None else None
-    many = _copy_gbps(n, mib, rounds)
+    size = max(n, mib * 2**20 // n * n)
+    try:
+        src = np.ones(size, dtype=np.uint8)
+        dst = np.empty_like(src)
+    except (MemoryError, RuntimeError):
+        return None
+    one = _copy_gbps(src, dst, 1, rounds) if n > 1 and threads is None else None
+    many = _copy_gbps(src, dst, n, rounds)
     best = max((v for v in (one, many) if v), default=None)
     return round(best, 1) if best else None
 
 
-def _copy_gbps(n: int, mib: int, rounds: int) -> float | None:
-    """The best of ``rounds`` parallel copies of ``mib`` MiB split over ``n`` threads (the first round
-    also faults the pages in, so it rarely counts)."""
-    per = max(1, mib * 2**20 // n)
+def _copy_gbps(src: np.ndarray, dst: np.ndarray, n: int, rounds: int) -> float | None:
+    """The best of ``rounds`` copies of ``src`` into ``dst``, split into ``n`` parts copied by ``n`` threads
+    in parallel (the first round of the first call also faults ``dst`` in, so it rarely counts)."""
+    per = src.size // n
+    parts = [(dst[i * per:(i + 1) * per], src[i * per:(i + 1) * per]) for i in range(n)]
+    best = 0.0
     try:
-        src = [np.ones(per, dtype=np.uint8) for _ in range(n)]
-        dst = [np.empty_like(a) for a in src]
-        best = 0.0
         with ThreadPoolExecutor(n) as pool:
             for _ in range(rounds):
                 t0 = time.perf_counter()
-                list(pool.map(lambda i: np.copyto(dst[i], src[i]), range(n)))
+                list(pool.map(lambda d_s: np.copyto(*d_s), parts))
                 dt = time.perf_counter() - t0
                 best = max(best, 2 * per * n / dt / 1e9 if dt > 0 else 0.0)
     except (MemoryError, RuntimeError):
