@@ -162,13 +162,16 @@ def _cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
 
 def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_point(lf_paths, cpu_build, vulkan_build,
                                                                                    tiny_model, tmp_path):
-    """`inv bench --model synth:tiny-qwen35moe --backends cpu,vulkan --ncmoe 0:2` with default prompt
-    (2,500 tokens) and ubatch — lean here (2 points, one start of 1 request, 16 tokens: what it checks is that
-    nothing fails, not a speed), the defaults that matter kept."""
+    """`inv bench --model synth:tiny-qwen35moe --backends cpu,vulkan --ncmoe 2` with default prompt
+    (2,500 tokens; lavapipe's cap of 192) and ubatch — lean here (one point a backend, one start of 1
+    request, 16 tokens: what it checks is that nothing fails, not a speed), the defaults that matter kept.
+    ``--n-cpu-moe 2``: experts split between the device and the CPU, where a smaller ubatch crashed lavapipe;
+    ncmoe 0 on lavapipe is the shared sweep's and the variant matrix's (each lavapipe request of 192 tokens
+    costs ~9 s here)."""
     env_results = tmp_path / "results"
     os.environ["LLAMAFORGE_RESULTS"] = str(env_results)
     try:
-        r = _cli("bench", "--model", "synth:tiny-qwen35moe", "--backends", "cpu,vulkan", "--ncmoe", "0,2",
+        r = _cli("bench", "--model", "synth:tiny-qwen35moe", "--backends", "cpu,vulkan", "--ncmoe", "2",
                  "--repeats", "1", "--launches", "1", "--n-predict", "16", cwd=lf_paths.workspace, timeout=1800)
     finally:
         del os.environ["LLAMAFORGE_RESULTS"]
@@ -178,7 +181,7 @@ def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_poi
     with Store(env_results / "llamaforge.sqlite") as store:
         (run,) = store.list_runs()
         pts = store.points(run.id)
-        assert len(pts) == 4 and all(p.status == "ok" for p in pts), [(p.build_key, p.failure_detail) for p in pts]
+        assert len(pts) == 2 and all(p.status == "ok" for p in pts), [(p.build_key, p.failure_detail) for p in pts]
         vk = [p for p in pts if p.build_key == vulkan_build.key]
         cpu = [p for p in pts if p.build_key == cpu_build.key]
         assert not any("-ub" in p.command for p in vk + cpu)   # a smaller ubatch made lavapipe crash
