@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The test command (what .ci/run calls): lint, then every test — unit tests and the `slow` integration
 # tests that build and run real llama.cpp (CPU and Vulkan on lavapipe).
-#   scripts/test.sh                  ruff; the fast tests on every core (pytest-xdist); then the real-llama.cpp
+#   scripts/test.sh                  ruff; the fast tests (pytest-xdist, 2 workers a core); then the real-llama.cpp
 #                                    tests one at a time (nothing may run beside them: llama.cpp's spinning thread
 #                                    pools slow down many times over when two share 2 cores — docs/testing.md)
 #   scripts/test.sh [pytest args]    ruff; one pytest with exactly these arguments, e.g. -m "not slow"
 # LLAMAFORGE_TEST_ARTIFACTS=DIR keeps each phase's JUnit XML and slowest tests there (.ci/run sets it);
-# LLAMAFORGE_TEST_WORKERS=N sets the fast phase's workers (default: one per core).
+# LLAMAFORGE_TEST_WORKERS=N sets the fast phase's workers (default: two per core: many wait on
+# a child process or a socket — docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check src tests tasks.py benchmarks
@@ -15,7 +16,7 @@ if [ $# -gt 0 ]; then
 fi
 art=${LLAMAFORGE_TEST_ARTIFACTS:-}
 rc=0
-python3 -m pytest -q -ra -m "not slow" -n "${LLAMAFORGE_TEST_WORKERS:-auto}" --durations=20 \
+python3 -m pytest -q -ra -m "not slow" -n "${LLAMAFORGE_TEST_WORKERS:-$((2 * $(nproc)))}" --durations=20 \
   ${art:+--junitxml=$art/junit-fast.xml} || rc=$?
 python3 -m pytest -q -ra -m slow --durations=40 ${art:+--junitxml=$art/junit-slow.xml} || rc=$?
 exit $rc
