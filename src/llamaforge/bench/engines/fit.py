@@ -111,9 +111,11 @@ def fit_params(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt: str
                log_path: Path | None = None) -> FitResult:
     """Run llama-fit-params for one point (a failed FitResult when the build has none)."""
     args = _fit_command(build, model_path, spec, fitt, threads, extra_args)
-    if isinstance(args, FitResult):
-        return args
-    res = proc.run(args, env=build.env, timeout=timeout, log_path=log_path)
+    return args if isinstance(args, FitResult) else _run_fit(args, build.env, timeout, log_path)
+
+
+def _run_fit(args: list[str], env: dict[str, str], timeout: float = 300.0, log_path: Path | None = None) -> FitResult:
+    res = proc.run(args, env=env, timeout=timeout, log_path=log_path)
     r = parse_fit_output(res.output) if res.ok else FitResult(ok=False, output=res.output)
     r.seconds = res.seconds
     r.command = args
@@ -142,11 +144,12 @@ def fit_params_once(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt
         model_id: tuple = (st.st_size, st.st_mtime_ns)
     except OSError:
         model_id = ()
-    key = (tuple(args), tuple(sorted((build.env or {}).items())), model_id)
+    env = build.env
+    key = (tuple(args), tuple(sorted(env.items())), model_id)
     hit = _FITS.get(key)
     if hit is not None:
         return hit, True
-    fit = fit_params(build, model_path, spec, fitt=fitt, threads=threads, extra_args=extra_args)
+    fit = _run_fit(args, env)
     if fit.ok:
         if len(_FITS) >= _FITS_MAX:
             _FITS.pop(next(iter(_FITS)))
