@@ -64,6 +64,23 @@ def _record(lf_paths, name: str, run_id: str, lines: list[str]) -> None:
     rec.write_text(json.dumps({"store": str(lf_paths.store_db), "run_id": run_id, "lines": lines}, indent=2))
 
 
+def _bisect_or_refusal(lf_paths, req: BisectRequest, name: str) -> tuple:   # noqa: ANN001
+    """Run the bisection; a refusal is an outcome, not an error. Prints and keeps what it measured (``name``:
+    the record's file). Returns (result, the refusal or None, the run's probes)."""
+    t0 = time.monotonic()
+    with Store(lf_paths.store_db) as store:
+        try:
+            run_id, res = run_bisect(lf_paths, store, req, command=f"test_bisect_real {name}")
+            refused = None
+        except BisectRefused as e:
+            refused, res = e, e.result
+            run_id = store.list_runs("bisect")[-1].id
+        lines = _describe(store, run_id, t0)
+        probes = store.probes(run_id)
+    _record(lf_paths, name, run_id, lines)
+    return res, refused, probes
+
+
 @pytest.mark.slow
 @pytest.mark.measures
 def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu_build, tiny_model, tmp_path):
@@ -117,17 +134,7 @@ def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build,
     fx = make_fixture(cpu_build.source_dir, variant=SPIN7)
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), source=fx.spec,
                         threshold=0.02, max_launches=20, n_predict=32)
-    t0 = time.monotonic()
-    with Store(lf_paths.store_db) as store:
-        try:
-            run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real small")
-            refused = None
-        except BisectRefused as e:
-            refused, res = e, e.result
-            run_id = store.list_runs("bisect")[-1].id
-        lines = _describe(store, run_id, t0)
-        probes = store.probes(run_id)
-    _record(lf_paths, "small", run_id, lines)
+    res, refused, probes = _bisect_or_refusal(lf_paths, req, "small")
     assert res.first_bad in (None, fx.slow), f"a wrong commit: {res.first_bad}"
     if refused is not None:
         f = res.feasibility
@@ -159,22 +166,12 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_model):
     _unpublish(lf_paths, fx.commits[4])          # the first probe: a real incremental build every run
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), source=fx.spec,
                         max_launches=MAX_LAUNCHES_15, n_predict=32)
-    t0 = time.monotonic()
-    with Store(lf_paths.store_db) as store:
-        try:
-            run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real 15%")
-            refused = None
-        except BisectRefused as e:
-            refused, res = e, e.result
-            run_id = store.list_runs("bisect")[-1].id
-        lines = _describe(store, run_id, t0)
-        probes = store.probes(run_id)
-    _record(lf_paths, "15pct", run_id, lines)
+    res, refused, probes = _bisect_or_refusal(lf_paths, req, "15pct")
     if refused is not None:
         # a machine too noisy to locate this change within the budget (a cold CI run here on 2026-12-03: 15.7 %
         # between starts, about 130 starts a commit needed): the refusal must come from the endpoints' own
         # spread, name what it would take, and build nothing beyond them. The change itself is located
-        # on every machine by the 20 ms bisect and the history test's ±50 % steps
+        # on every machine by the 20 ms bisect and the history test's factor-of-two steps
         f = res.feasibility
         assert f is not None and not f.feasible and "between-start spread" in refused.message, refused.message
         assert f.needed is not None and f.needed > MAX_LAUNCHES_15, refused.message
