@@ -113,6 +113,16 @@ def tiny_model(lf_paths, cpu_build) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_bpe_model(lf_paths, cpu_build) -> Path:
+    """tiny-qwen35moe with Qwen's own byte-level BPE tokenizer: it writes partial UTF-8 (the output guard's case)
+    and its slower decode steps are steadier per start (the 15 % bisection's case)."""
+    from llamaforge.models import resolve_model
+
+    with _fixture_lock():
+        return Path(resolve_model("synth:tiny-qwen35moe-bpe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+
+
+@pytest.fixture(scope="session")
 def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
     from llamaforge.models import resolve_model
 

@@ -7,15 +7,17 @@ from pathlib import Path
 import pytest
 from models_fake import fake_vocab
 
+from llamaforge.models.presets import TINY_VOCAB
 from llamaforge.paths import Paths
 from llamaforge.sources import archives
 
 
 @pytest.fixture(scope="session")
 def vocab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder of fake llama.cpp vocab files (``ggml-vocab-qwen35.gguf``, ``ggml-vocab-qwen2.gguf``)."""
+    """A folder of fake llama.cpp vocab files (``ggml-vocab-qwen35.gguf``, ``ggml-vocab-qwen2.gguf`` and the tiny
+    presets' ``ggml-vocab-llama-spm.gguf``)."""
     d = tmp_path_factory.mktemp("vocab")
-    for name in ("ggml-vocab-qwen35.gguf", "ggml-vocab-qwen2.gguf"):
+    for name in ("ggml-vocab-qwen35.gguf", "ggml-vocab-qwen2.gguf", TINY_VOCAB):
         fake_vocab(d / name)
     return d
 

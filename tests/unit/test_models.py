@@ -18,6 +18,7 @@ from models_fake import N_FAKE_TOKENS
 from llamaforge.errors import ModelError
 from llamaforge.models import facts_from_plan, model_facts, quants, read_plan, synth, synth_plan, twin
 from llamaforge.models.gguf_read import parse_header
+from llamaforge.models.presets import TINY_QWEN35MOE
 from llamaforge.models.synth import with_tokenizer
 
 synth_mod = importlib.import_module("llamaforge.models.synth")  # the module, not the function
@@ -184,7 +185,7 @@ def test_tiny_model_file_matches_its_plan(tiny35, vocab_dir):
 def test_tokenizer_is_padded_with_unused_pad_tokens(tiny35):
     md = {k: v for k, v, _, _ in parse_header(tiny35).kv}
     tokens, types = md["tokenizer.ggml.tokens"], md["tokenizer.ggml.token_type"]
-    assert len(tokens) == len(types) == 151_936
+    assert len(tokens) == len(types) == TINY_QWEN35MOE.vocab_size == 32_000
     assert tokens[N_FAKE_TOKENS - 1] == f"t{N_FAKE_TOKENS - 1}".encode()
     assert tokens[N_FAKE_TOKENS] == f"[PAD{N_FAKE_TOKENS}]".encode()
     assert set(types[N_FAKE_TOKENS:]) == {int(TokenType.UNUSED)}

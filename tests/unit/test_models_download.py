@@ -20,6 +20,7 @@ from llamaforge.errors import ModelError
 from llamaforge.models import download as dl
 from llamaforge.models import refs
 from llamaforge.models.download import download, hf_url, hub_sha256, is_hub, read_record, request_headers
+from llamaforge.models.presets import TINY_VOCAB
 from llamaforge.models.refs import resolve_model, split_hash
 from llamaforge.paths import Paths
 
@@ -362,7 +363,7 @@ def test_unknown_model_reference_is_a_model_error(tmp_path):
 def test_synth_reference_is_generated_once_into_the_cache(tmp_path, monkeypatch):
     vd = tmp_path / "vocab"
     vd.mkdir()
-    fake_vocab(vd / "ggml-vocab-qwen2.gguf")
+    fake_vocab(vd / TINY_VOCAB)
     monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
     paths = Paths(tmp_path)
     p1 = resolve_model("synth:tiny-qwen3moe:q8_0", paths, vocab_dir=vd, progress=False)

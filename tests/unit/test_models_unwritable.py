@@ -18,6 +18,7 @@ from models_fake import fake_vocab
 from http_sites import SHA, Site
 from llamaforge.errors import LlamaforgeError, ModelError
 from llamaforge.models import synth, twin
+from llamaforge.models.presets import TINY_VOCAB
 from llamaforge.models.refs import resolve_model
 from llamaforge.paths import Paths
 from mounts import tmpfs
@@ -48,7 +49,7 @@ def site() -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def small_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("vocab")
-    fake_vocab(d / "ggml-vocab-qwen35.gguf")
+    fake_vocab(d / TINY_VOCAB)
     out = tmp_path_factory.mktemp("m") / "tiny35.gguf"
     synth("tiny-qwen35moe", out, "q4_k_m", vocab_dir=d, progress=False)
     return out

@@ -1,7 +1,7 @@
 """Smoke run of a build: does it load a model and generate, through llama-server AND llama-bench?
 
 Every build is smoke-run after building and by ``verify`` (model or not): a tiny synthetic model
-(``synth:tiny-qwen35moe``, ~70 MB, generated once into the model cache) is loaded by llama-server
+(``synth:tiny-qwen35moe``, ~22 MB, generated once into the model cache) is loaded by llama-server
 (``-c 512``, one short ``/completion`` of a few tokens) and by llama-bench (``-p 0 -n 4 -r 1``;
 for GPU backends with every expert on the CPU, so the CPU weight path runs too). A few seconds.
 

@@ -115,14 +115,27 @@ QWEN3_30B_A3B = Shape(
     n_ctx_train=40_960, n_head=32, n_head_kv=4, head_dim=128, n_experts=128, n_experts_used=8,
     n_ff_exp=768, n_ff=6144, rope_theta=1e6, vocab_file="ggml-vocab-qwen2.gguf")
 
+#: The tiny models' tokenizer: llama.cpp's 32,000-token SentencePiece test vocabulary. A tiny model's cost is
+#: mostly its vocabulary (with Qwen's 151,936 tokens and n_embd 256 the output matrix was 39 M of ~96 M
+#: parameters, and loading the tokenizer ~0.55 s of a ~0.9 s llama-server start; with this one a start takes
+#: ~0.2 s). The shapes that matter for what the tool measures (MoE layout, experts, attention kinds) stay.
+TINY_VOCAB = "ggml-vocab-llama-spm.gguf"
+
 TINY_QWEN35MOE = dataclasses.replace(
-    QWEN36_35B_A3B, name="tiny-qwen35moe", n_layers=8, n_embd=256, vocab_size=151_936, n_ctx_train=4096,
+    QWEN36_35B_A3B, name="tiny-qwen35moe", n_layers=8, n_embd=256, vocab_size=32_000, n_ctx_train=4096,
     n_head=2, n_head_kv=1, n_experts=8, n_experts_used=2, n_ff_exp=256, n_ff_shexp=256,
-    ssm_group_count=2, ssm_time_step_rank=4)
+    ssm_group_count=2, ssm_time_step_rank=4, vocab_file=TINY_VOCAB)
+
+#: tiny-qwen35moe with its family's own tokenizer (151,936 byte-level BPE tokens): ~0.9 s a llama-server start
+#: instead of ~0.2 s, and ~4x slower a token. What it has that the SentencePiece one has not: a random model
+#: over a byte-level vocabulary writes partial UTF-8 often (older servers answer HTTP 500 to it: the output guard
+#: of :mod:`llamaforge.models.utf8`), and its longer decode steps are steadier per start on a small machine.
+TINY_QWEN35MOE_BPE = dataclasses.replace(TINY_QWEN35MOE, name="tiny-qwen35moe-bpe", vocab_size=151_936,
+                                         vocab_file="ggml-vocab-qwen35.gguf")
 
 TINY_QWEN3MOE = dataclasses.replace(
-    QWEN3_30B_A3B, name="tiny-qwen3moe", n_layers=8, n_embd=256, n_ctx_train=4096, n_head=4, n_head_kv=2,
-    head_dim=64, n_experts=8, n_experts_used=2, n_ff_exp=256, n_ff=512)
+    QWEN3_30B_A3B, name="tiny-qwen3moe", n_layers=8, n_embd=256, vocab_size=32_000, n_ctx_train=4096, n_head=4,
+    n_head_kv=2, head_dim=64, n_experts=8, n_experts_used=2, n_ff_exp=256, n_ff=512, vocab_file=TINY_VOCAB)
 
 #: Gemma 3 270M (google/gemma-3-270m): dense, 18 layers of which every 6th is full attention and the
 #: rest see a 512-token sliding window, tied embeddings (262,144-token vocab: Gemma 4's tokenizer
@@ -133,12 +146,13 @@ GEMMA3_270M = Shape(
     rope_theta=1e6, rms_eps=1e-6, sliding_window=512, rope_theta_swa=1e4, tied_embeddings=True,
     vocab_file="ggml-vocab-gemma-4.gguf")
 
-#: a tiny gemma3 for tests: 8 layers (full attention at layer 5), a 128-token window, the qwen2 tokenizer
+#: a tiny gemma3 for tests: 8 layers (full attention at layer 5), a 128-token window, the tiny models' tokenizer
 TINY_GEMMA3 = dataclasses.replace(
-    GEMMA3_270M, name="tiny-gemma3", n_layers=8, n_embd=256, vocab_size=151_936, n_ctx_train=4096,
-    head_dim=64, n_ff=512, sliding_window=128, vocab_file="ggml-vocab-qwen2.gguf")
+    GEMMA3_270M, name="tiny-gemma3", n_layers=8, n_embd=256, vocab_size=32_000, n_ctx_train=4096,
+    head_dim=64, n_ff=512, sliding_window=128, vocab_file=TINY_VOCAB)
 
-PRESETS: dict[str, Shape] = {s.name: s for s in (QWEN36_35B_A3B, QWEN3_30B_A3B, TINY_QWEN35MOE, TINY_QWEN3MOE,
+PRESETS: dict[str, Shape] = {s.name: s for s in (QWEN36_35B_A3B, QWEN3_30B_A3B, TINY_QWEN35MOE, TINY_QWEN35MOE_BPE,
+                                                 TINY_QWEN3MOE,
                                                  GEMMA3_270M, TINY_GEMMA3)}
 
 #: override name (CLI) -> Shape field

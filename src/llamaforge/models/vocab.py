@@ -1,7 +1,7 @@
 """Tokenizer metadata for synthetic models, copied from a vocab-only GGUF of the llama.cpp tree.
 
 ``models/ggml-vocab-qwen35.gguf`` (and ``ggml-vocab-qwen2.gguf``) hold a real 151,936-token BPE
-tokenizer. A model whose embedding has more rows gets ``[PADn]`` tokens of type UNUSED appended,
+tokenizer; the tiny presets take ``ggml-vocab-llama-spm.gguf`` (32,000 SentencePiece tokens). A model whose embedding has more rows gets ``[PADn]`` tokens of type UNUSED appended,
 as llama.cpp's converter pads (``n`` is the token id).
 """
 

@@ -15,7 +15,7 @@ import tarfile
 from pathlib import Path
 
 TRIM = ("docs/*", "media/*", "benches/*", "models/ggml-vocab-*", ".git", ".git/*", "*.gguf.inp", "*.gguf.out")
-KEEP_VOCABS = ("models/ggml-vocab-qwen35.gguf", "models/ggml-vocab-qwen2.gguf")
+KEEP_VOCABS = ("models/ggml-vocab-qwen35.gguf", "models/ggml-vocab-qwen2.gguf", "models/ggml-vocab-llama-spm.gguf")
 
 
 def write_tarball(tree: Path, commit: str, out: Path, *, trim: bool = True,
