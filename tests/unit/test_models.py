@@ -3,6 +3,7 @@ GGUF stands in for llama.cpp's models/ggml-vocab-*.gguf."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import importlib
@@ -255,3 +256,16 @@ def test_raw_random_bytes_would_have_nan_scales():
     # the reason random_blocks fixes scale fields: ~3% of random fp16 values are NaN/Inf
     raw = np.random.default_rng(0).integers(0, 256, 34 * 4096, dtype=np.uint8).tobytes()
     assert not quants.scales_finite(Q.Q8_0, raw)
+
+
+def test_tiny_presets_share_a_small_tokenizer_that_exported_trees_keep_and_the_bpe_twin_differs_only_there():
+    from llamaforge.models.presets import PRESETS, TINY_QWEN35MOE_BPE, TINY_VOCAB
+    from llamaforge.sources.export import KEEP_VOCABS
+
+    tiny = [s for name, s in PRESETS.items() if name.startswith("tiny-") and name != TINY_QWEN35MOE_BPE.name]
+    assert len(tiny) == 3 and all(s.vocab_file == TINY_VOCAB and s.vocab_size == 32_000 for s in tiny)
+    assert f"models/{TINY_VOCAB}" in KEEP_VOCABS          # a bisect tarball of a pin can still synth them
+    assert f"models/{TINY_QWEN35MOE_BPE.vocab_file}" in KEEP_VOCABS
+    same = dataclasses.replace(TINY_QWEN35MOE_BPE, name=TINY_QWEN35MOE.name, vocab_size=TINY_QWEN35MOE.vocab_size,
+                               vocab_file=TINY_QWEN35MOE.vocab_file)
+    assert same == TINY_QWEN35MOE and TINY_QWEN35MOE_BPE.vocab_size == 151_936

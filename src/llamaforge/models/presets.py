@@ -152,8 +152,7 @@ TINY_GEMMA3 = dataclasses.replace(
     head_dim=64, n_ff=512, sliding_window=128, vocab_file=TINY_VOCAB)
 
 PRESETS: dict[str, Shape] = {s.name: s for s in (QWEN36_35B_A3B, QWEN3_30B_A3B, TINY_QWEN35MOE, TINY_QWEN35MOE_BPE,
-                                                 TINY_QWEN3MOE,
-                                                 GEMMA3_270M, TINY_GEMMA3)}
+                                                 TINY_QWEN3MOE, GEMMA3_270M, TINY_GEMMA3)}
 
 #: override name (CLI) -> Shape field
 OVERRIDES = {"layers": "n_layers", "experts": "n_experts", "experts_used": "n_experts_used",

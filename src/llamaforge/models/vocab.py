@@ -1,8 +1,9 @@
 """Tokenizer metadata for synthetic models, copied from a vocab-only GGUF of the llama.cpp tree.
 
 ``models/ggml-vocab-qwen35.gguf`` (and ``ggml-vocab-qwen2.gguf``) hold a real 151,936-token BPE
-tokenizer; the tiny presets take ``ggml-vocab-llama-spm.gguf`` (32,000 SentencePiece tokens). A model whose embedding has more rows gets ``[PADn]`` tokens of type UNUSED appended,
-as llama.cpp's converter pads (``n`` is the token id).
+tokenizer; the tiny presets take ``ggml-vocab-llama-spm.gguf`` (32,000 SentencePiece tokens). A model
+whose embedding has more rows gets ``[PADn]`` tokens of type UNUSED appended, as llama.cpp's converter
+pads (``n`` is the token id).
 """
 
 from __future__ import annotations
