@@ -1,7 +1,9 @@
 """Real llama.cpp on Mesa 22.3 lavapipe: a crash is named from the kernel's fault line, not from the log.
 
 With 4 layers' experts on the CPU and a 64-token prompt, the Vulkan build dies of SIGSEGV inside Mesa's
-``libvulkan_lvp.so`` (seen with gdb on this project's VMs, nearly every start; STATUS.md). Its log shows the
+``libvulkan_lvp.so`` (seen with gdb on this project's VMs, nearly every start of the tiny model with Qwen's
+152k tokenizer, ``tiny-qwen35moe-bpe``; the 32,000-token tiny model crashed within 3 starts in only about
+half the runs on 2026-12-03; STATUS.md). Its log shows the
 AMX buffers of the CPU experts, which used to make the diagnosis say "likely cause: llama.cpp's AMX path".
 The kernel's ``segfault … in libvulkan_lvp.so`` line (``dmesg``, readable as root, as in CI) names lavapipe.
 """
@@ -18,7 +20,8 @@ from llamaforge.bench.sweep import measure_point
 pytestmark = pytest.mark.slow
 
 
-def test_a_lavapipe_crash_is_named_lavapipe_from_the_kernels_fault_line(vulkan_build, tiny_model, store):
+def test_a_lavapipe_crash_is_named_lavapipe_from_the_kernels_fault_line(vulkan_build, tiny_bpe_model, store):
+    tiny_model = tiny_bpe_model          # the model the crash was characterised with (see above)
     if not is_cpu_vulkan(vulkan_build):
         pytest.skip("the Vulkan device is not lavapipe")
     plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=read_facts(tiny_model),
