@@ -103,31 +103,30 @@ def any_build(request):
     return request.getfixturevalue(f"{request.param}_build")
 
 
-@pytest.fixture(scope="session")
-def tiny_model(lf_paths, cpu_build) -> Path:
-    """A real tiny synthetic qwen35moe GGUF (tokenizer from the pin's tree)."""
+def _synth_model(lf_paths, cpu_build, preset: str) -> Path:  # noqa: ANN001
+    """The real synthetic GGUF ``synth:PRESET`` (tokenizer from the pin's tree), generated once under the lock."""
     from llamaforge.models import resolve_model
 
     with _fixture_lock():
-        return Path(resolve_model("synth:tiny-qwen35moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+        return Path(resolve_model(f"synth:{preset}", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(lf_paths, cpu_build) -> Path:
+    """A real tiny synthetic qwen35moe GGUF."""
+    return _synth_model(lf_paths, cpu_build, "tiny-qwen35moe")
 
 
 @pytest.fixture(scope="session")
 def tiny_bpe_model(lf_paths, cpu_build) -> Path:
     """tiny-qwen35moe with Qwen's own byte-level BPE tokenizer: it writes partial UTF-8 (the output guard's case)
     and its slower decode steps are steadier per start (the 15 % bisection's case)."""
-    from llamaforge.models import resolve_model
-
-    with _fixture_lock():
-        return Path(resolve_model("synth:tiny-qwen35moe-bpe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+    return _synth_model(lf_paths, cpu_build, "tiny-qwen35moe-bpe")
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
-    from llamaforge.models import resolve_model
-
-    with _fixture_lock():
-        return Path(resolve_model("synth:tiny-qwen3moe", lf_paths, vocab_dir=cpu_build.source_dir / "models"))
+    return _synth_model(lf_paths, cpu_build, "tiny-qwen3moe")
 
 
 @pytest.fixture(scope="session")

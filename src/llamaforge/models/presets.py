@@ -131,7 +131,7 @@ TINY_QWEN35MOE = dataclasses.replace(
 #: over a byte-level vocabulary writes partial UTF-8 often (older servers answer HTTP 500 to it: the output guard
 #: of :mod:`llamaforge.models.utf8`), and its longer decode steps are steadier per start on a small machine.
 TINY_QWEN35MOE_BPE = dataclasses.replace(TINY_QWEN35MOE, name="tiny-qwen35moe-bpe", vocab_size=151_936,
-                                         vocab_file="ggml-vocab-qwen35.gguf")
+                                         vocab_file=QWEN36_35B_A3B.vocab_file)
 
 TINY_QWEN3MOE = dataclasses.replace(
     QWEN3_30B_A3B, name="tiny-qwen3moe", n_layers=8, n_embd=256, vocab_size=32_000, n_ctx_train=4096, n_head=4,
