@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
 from ..config import Pin, SourceSpec
 from ..console import notice
 from ..errors import SourceError
@@ -90,6 +88,8 @@ def _tree(m: Mirror, paths: Paths, prov: Provided, origin: str, build_number: in
 
 
 def _provide(m: Mirror, spec: SourceSpec, commit: str, paths: Paths, label: str) -> Provided:
+    import git  # here, not at import: GitPython costs ~0.1 s, and most commands never touch a source
+
     try:
         return PROVIDERS[spec.kind](m, spec, commit, paths, label)
     except (OSError, git.GitError) as e:
@@ -227,6 +227,8 @@ def moved_tree(paths: Paths, commit: str, where: Path, origin: str = "bisect") -
 def head_tree(src: Path) -> SourceTree:
     """A SourceTree for the current checkout (HEAD) of a git working dir outside the mirror (the one
     ``git bisect`` drives), built in place."""
+    import git
+
     try:
         repo = git.Repo(src, search_parent_directories=True)
         head = repo.head.commit

@@ -29,13 +29,15 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-
-import git
+from typing import TYPE_CHECKING
 
 from .. import proc
 from ..console import notice
 from ..errors import SourceError
 from ..redact import redact_text
+
+if TYPE_CHECKING:   # GitPython costs ~0.1 s to import: only the commands that touch sources pay it
+    import git
 
 IMPORT_TAG_PREFIX = "refs/tags/llamaforge/import/"
 IMPORT_AUTHOR = "llamaforge import"
@@ -90,6 +92,8 @@ class Mirror:
     def ensure(self) -> None:
         """Create the bare repository if it does not exist yet."""
         if not (self.path / "HEAD").is_file():
+            import git
+
             self.path.mkdir(parents=True, exist_ok=True)
             git.Repo.init(self.path, bare=True).close()
             # keep objects the mirror's worktrees and imports need; never auto-gc during a fetch
@@ -108,6 +112,8 @@ class Mirror:
         return res
 
     def repo(self) -> git.Repo:
+        import git
+
         self.ensure()
         return git.Repo(self.path)
 
