@@ -35,13 +35,6 @@ if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("LLAMAFORGE_LOCK_
     atexit.register(shutil.rmtree, _LOCKS, ignore_errors=True)   # a session's folder goes with it
 
 
-#: every llama.cpp the integration tests build compiles its C++ at -O1 (LLAMAFORGE_BUILD_DEFINES, part of each
-#: build key; fleet tests pass it to their hosts): a cold build of the default pin took 269 s here against 377 s
-#: at -O3 (C stays -O3: ggml's own kernels). The tiny model decodes ~15-35 % slower, milliseconds a request;
-#: what the tests measure are starts and planted changes, not llama.cpp's peak speed (docs/testing.md)
-TEST_BUILD_DEFINES = 'CMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG"'
-
-
 def _cache() -> Path:
     return Path(os.environ.get("LLAMAFORGE_CACHE") or Path.home() / ".cache" / "llamaforge")
 
@@ -66,7 +59,6 @@ def lf_paths():
     ws.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "pins.toml", ws / "pins.toml")
     os.environ.setdefault("LLAMAFORGE_BUILD_ROOT", str(_cache() / "test-builds"))
-    os.environ.setdefault("LLAMAFORGE_BUILD_DEFINES", TEST_BUILD_DEFINES)
     os.environ["LLAMAFORGE_WORKSPACE"] = str(ws)
     return Paths(ws)
 

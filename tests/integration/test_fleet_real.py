@@ -70,7 +70,6 @@ system_site_packages = true
 threads = 1
 [hosts.{name}.env]
 LLAMAFORGE_BUILD_ROOT = "{build_root}"
-LLAMAFORGE_BUILD_DEFINES = '{os.environ["LLAMAFORGE_BUILD_DEFINES"]}'
 LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
 """)
         hosts.append(f'[hosts.refused]\ntarget = "{sshd.user}@127.0.0.1:{free_port()}"\nidentity = "{sshd.user_key}"\n')

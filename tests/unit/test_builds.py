@@ -7,10 +7,8 @@ import pytest
 
 from llamaforge.builds.backends import (
     BACKENDS,
-    ENV_DEFINES,
     FlagOptions,
     cmake_flags,
-    env_defines,
     get_backend,
     parse_backends,
     problems,
@@ -89,23 +87,6 @@ def test_cuda_without_nvcc_or_archs_is_a_toolchain_error(monkeypatch):
     assert "--cuda-archs" in e.value.fix
     flags = cmake_flags(get_backend("cuda"), _tc(nvcc=nvcc), FlagOptions(cuda_archs="90"))
     assert flags["CMAKE_CUDA_ARCHITECTURES"] == "90" and flags["GGML_CUDA"] == "ON"
-
-
-def test_environment_defines_go_into_every_build_and_a_build_s_own_define_wins(monkeypatch):
-    monkeypatch.setenv(ENV_DEFINES, 'CMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DGGML_LTO=OFF GGML_CCACHE=ON')
-    flags = cmake_flags(get_backend("cpu"), _tc(), FlagOptions(defines={"GGML_CCACHE": "OFF"}))
-    assert flags["CMAKE_CXX_FLAGS_RELEASE"] == "-O1 -DNDEBUG" and flags["GGML_LTO"] == "OFF"
-    assert flags["GGML_CCACHE"] == "OFF"                       # --define beats the environment
-    monkeypatch.delenv(ENV_DEFINES)
-    assert "CMAKE_CXX_FLAGS_RELEASE" not in cmake_flags(get_backend("cpu"), _tc(), FlagOptions())
-
-
-@pytest.mark.parametrize("text", ['X="unclosed', "NOEQUALS", "=v", "1BAD=x", "A-B=1", "A=1 $(rm)"])
-def test_bad_environment_defines_are_one_line_naming_the_variable(text):
-    with pytest.raises(ConfigError) as e:
-        env_defines(text)
-    assert ENV_DEFINES in e.value.message and "NAME=VALUE" in e.value.fix
-    assert env_defines("") == {}
 
 
 def _headers(root: Path, version: int, layer_settings: bool, spirv: bool) -> Path:

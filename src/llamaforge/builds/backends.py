@@ -12,7 +12,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -38,13 +37,6 @@ NO_AMX_FLAGS: dict[str, str] = {
     "CMAKE_C_FLAGS": "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
     "CMAKE_CXX_FLAGS": "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
 }
-
-#: extra -D NAME=VALUE items for every build made in this environment, before each build's own ``--define``s
-#: (which win), e.g. ``CMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG"``: shell-like words, a value with spaces quoted.
-#: Part of every build key like any flag. The test suite sets it (docs/testing.md); fleet hosts take it from
-#: fleet.toml's env table
-ENV_DEFINES = "LLAMAFORGE_BUILD_DEFINES"
-_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 TARGETS_REQUIRED = ("llama-server", "llama-bench")
 TARGETS_OPTIONAL = ("llama-fit-params",)
@@ -131,24 +123,6 @@ def _vulkan_library() -> str | None:
     return None
 
 
-def env_defines(text: str | None = None) -> dict[str, str]:
-    """The ``LLAMAFORGE_BUILD_DEFINES`` items (``text``: that value; default: the environment's)."""
-    text = os.environ.get(ENV_DEFINES, "") if text is None else text
-    fix = f"set {ENV_DEFINES} to NAME=VALUE items separated by spaces, quoting a value with spaces"
-    try:
-        words = shlex.split(text)
-    except ValueError as e:
-        raise ConfigError(f"{ENV_DEFINES} cannot be read: {e}", fix) from e
-    out: dict[str, str] = {}
-    for w in words:
-        k, eq, v = w.partition("=")
-        k = k.removeprefix("-D")
-        if not eq or not _DEFINE_NAME.fullmatch(k):
-            raise ConfigError(f"{ENV_DEFINES}: {w!r} is not NAME=VALUE", fix)
-        out[k] = v
-    return out
-
-
 def problems(backend: Backend, tc: Toolchain, opts: FlagOptions | None = None) -> list[tuple[str, str]]:
     """Why ``backend`` cannot be built here: a list of (problem, fix); empty when it can."""
     out: list[tuple[str, str]] = []
@@ -216,6 +190,5 @@ def cmake_flags(backend: Backend, tc: Toolchain, opts: FlagOptions) -> dict[str,
             flags["Vulkan_LIBRARY"] = lib
         if tc.vulkan_headers.cmake_prefix:
             flags["CMAKE_PREFIX_PATH"] = str(tc.vulkan_headers.cmake_prefix)
-    flags.update(env_defines())
     flags.update(opts.defines)
     return flags

@@ -43,16 +43,7 @@ from ..llamacpp.options import probe_build
 from ..paths import Paths
 from ..redact import redact_text
 from . import verify
-from .backends import (
-    ENV_DEFINES,
-    TARGETS_OPTIONAL,
-    TARGETS_REQUIRED,
-    Backend,
-    FlagOptions,
-    cmake_flags,
-    env_defines,
-    get_backend,
-)
+from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
 from .manifest import MANIFEST, MANIFEST_VERSION, Build, read_manifest
@@ -324,9 +315,6 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     jobs = opts.jobs or os.cpu_count() or 2
     t0 = time.monotonic()
     console.print("[bold]building[/] " + esc(f"{backend.name} for {pin.name} @ {tree.commit[:9]} → {d}"), soft_wrap=True)
-    if env_defines():
-        console.print(esc(f"  with {ENV_DEFINES}: " + " ".join(f"{k}={v}" for k, v in env_defines().items())),
-                      style="dim", soft_wrap=True)
     try:
         r = proc.run(cfg, env=env, log_path=log, timeout=1800)
     except OSError as e:
