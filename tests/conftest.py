@@ -133,10 +133,10 @@ def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
 def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_factory):
     """A real CPU + Vulkan sweep of the tiny MoE (ncmoe 0 and 8: every expert on the device, then every
     expert on the CPU; 2 repeats) in a fresh store: returns (store_path, run_id). Reports and exports are
-    tested against it. Two points, not three: lavapipe prefills only ~25 tokens/s, so each Vulkan request
-    costs ~8 s and a third point 25 s (the middle placement is measured by the smoke test's ``0,2`` and the
-    variant matrix's ``0,4``). Not a shorter prompt: with 63 or 64 prompt tokens and ``--n-cpu-moe 4`` the
-    Vulkan build dies inside Mesa 22.3's lavapipe (SIGSEGV in libvulkan_lvp.so; STATUS.md)."""
+    tested against it. Two points, not three, and short requests (32 prompt tokens, 8 generated): lavapipe
+    prefills ~15-25 tokens/s and decodes ~4, so a request of 160 + 16 tokens cost ~11 s and one of 32 + 8
+    ~4 s. 32 tokens at ncmoe 0 and 8 ran in 10 of 10 lavapipe starts here (2026-12-03); Mesa 22.3's lavapipe
+    dies at some other sizes (63 or 64 tokens at --n-cpu-moe 4, 32 at --n-cpu-moe 2: STATUS.md)."""
     from llamaforge.bench.plan import make_plan, make_points
     from llamaforge.bench.sweep import run_sweep
     from llamaforge.models import model_facts
@@ -146,7 +146,7 @@ def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_facto
     facts = model_facts(tiny_model)
     plan = make_plan(model_ref="synth:tiny-qwen35moe", model_path=tiny_model, model_facts=facts,
                      points=make_points("0,8", None, n_layers=facts.n_layers), backends=["cpu", "vulkan"],
-                     repeats=2, prompt_tokens=160, n_predict=16, threads=2)
+                     repeats=2, prompt_tokens=32, n_predict=8, threads=2)
     with Store(store_path) as store:
         run_id = run_sweep(plan, [cpu_build, vulkan_build], store, name="real-sweep", progress=False)
     return store_path, run_id

@@ -75,7 +75,7 @@ def _check_swept_points(store: Store, run: str, plan: Plan, build, prompt_tokens
         cap = min(prompt_tokens, CPU_VULKAN_PROMPT_TOKENS) if build.capabilities.get("vulkan_cpu_device") \
             else prompt_tokens
         assert 0.75 * cap < p.prompt_tokens <= cap and all(s.prompt_n == p.prompt_tokens for s in p.samples)
-        assert all(s.predicted_n == 16 for s in p.samples)
+        assert all(s.predicted_n == plan.n_predict for s in p.samples)
         assert "--n-cpu-moe" in p.command or p.ncmoe == 0
     assert store.get_run(run).status == "done"
     assert build.key in {b["key"] for b in store.builds_for_run(run)}
