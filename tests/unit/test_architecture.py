@@ -260,7 +260,7 @@ def _under(mod: str, names: tuple[str, ...]) -> bool:
 #: the llama.cpp adapter floor: speaks to llama.cpp's binaries, sits on the foundations only
 FLOOR = "llamacpp"
 #: what the floor may load (itself included): the foundations it stands on
-FLOOR_MAY_LOAD = (FLOOR, "proc", "errors", "files", "console", "redact", "visible")
+FLOOR_MAY_LOAD = (FLOOR, "proc", "errors", "files", "console", "redact", "visible", "lazy")
 
 
 def test_the_llamacpp_floor_loads_only_foundations():
@@ -357,7 +357,7 @@ def test_a_feature_package_init_that_imports_its_session_makes_its_pure_part_mea
 #: feature that belongs in a package.
 FOUNDATIONS = frozenset({"errors", "redact", "visible", "console", "mdtext", "pathsafe", "paths", "files", "proc",
                          "locks", "hostlock", "values", "metrics", "gpu", "machine", "envinfo", "config", "records",
-                         "store", "invoke_help"})
+                         "store", "invoke_help", "lazy"})
 #: the programs: they load every command (``cli``: the collection and ``llamaforge``; ``__main__``: ``python -m``)
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 

@@ -21,12 +21,16 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from .. import proc
+from ..lazy import lazy
 from . import kernel
+
+if TYPE_CHECKING:
+    import requests
+else:   # loaded on first use (llamaforge.lazy): most commands never start a server
+    requests = lazy("requests")
 
 _OOM_PATTERNS = (
     "failed to allocate", "out of memory", "cudamalloc failed", "erroroutofdevicememory",

@@ -43,17 +43,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import requests
-import urllib3
-from urllib3.exceptions import LocationParseError
-from urllib3.util import parse_url
 
 from ..console import byte_progress, warning
 from ..errors import ModelError
 from ..files import sha256_hash
+from ..lazy import lazy
 from ..redact import redact_url, scrub
+
+if TYPE_CHECKING:
+    import requests
+    import urllib3
+else:   # loaded on first use (llamaforge.lazy): most commands never download
+    requests = lazy("requests")
+    urllib3 = lazy("urllib3")
 
 CHUNK = 1 << 20
 MAX_REDIRECTS = 10
@@ -99,8 +103,8 @@ def connect_origin(url: str) -> tuple[str, str, int]:
     try:
         prepared = requests.models.PreparedRequest()
         prepared.prepare_url(url, None)
-        sent = parse_url(prepared.url or "")
-    except (requests.RequestException, LocationParseError, ValueError):
+        sent = urllib3.util.parse_url(prepared.url or "")
+    except (requests.RequestException, urllib3.exceptions.LocationParseError, ValueError):
         raise ModelError(f"cannot parse the URL {shown!r}", _PLAIN_URL) from None
     scheme = (sent.scheme or "").lower()
     got = (scheme, (sent.host or "").lower(), sent.port or _DEFAULT_PORTS.get(scheme, 0))

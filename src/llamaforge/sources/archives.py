@@ -9,14 +9,20 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import requests
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from ..console import err_console
 from ..errors import SourceError
 from ..files import sha256_file
+from ..lazy import lazy
+
+if TYPE_CHECKING:
+    import requests
+else:   # loaded on first use (llamaforge.lazy): most commands never download
+    requests = lazy("requests")
 
 CONNECT_TIMEOUT = float(os.environ.get("LLAMAFORGE_NET_TIMEOUT", "5"))
 READ_TIMEOUT = 60.0

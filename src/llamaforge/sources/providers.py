@@ -26,17 +26,22 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
-
-import requests
 
 from .. import proc
 from ..config import UPSTREAM_URL, SourceSpec
 from ..console import err_console, notice
 from ..errors import SourceError
+from ..lazy import lazy
 from ..paths import Paths
 from . import archives, pyindex
 from .mirror import Mirror, slug
+
+if TYPE_CHECKING:
+    import requests
+else:   # loaded on first use (llamaforge.lazy): most commands never download
+    requests = lazy("requests")
 
 FETCH_TIMEOUT = 3600.0
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")

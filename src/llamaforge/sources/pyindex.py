@@ -18,13 +18,18 @@ import sys
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlparse
-
-import requests
 
 from .. import proc
 from ..errors import SourceError
 from ..files import sha256_file
+from ..lazy import lazy
+
+if TYPE_CHECKING:
+    import requests
+else:   # loaded on first use (llamaforge.lazy): most commands never download
+    requests = lazy("requests")
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
