@@ -18,5 +18,5 @@ art=${LLAMAFORGE_TEST_ARTIFACTS:-}
 rc=0
 python3 -m pytest -q -ra -m "not slow" -n "${LLAMAFORGE_TEST_WORKERS:-$((2 * $(nproc)))}" --durations=20 \
   ${art:+--junitxml=$art/junit-fast.xml} || rc=$?
-python3 -m pytest -q -ra -m slow --durations=40 ${art:+--junitxml=$art/junit-slow.xml} || rc=$?
+python3 -m pytest -q -ra -m slow --durations=40 tests/integration ${art:+--junitxml=$art/junit-slow.xml} || rc=$?
 exit $rc

@@ -159,3 +159,13 @@ def store(tmp_path):
     s = Store(tmp_path / "results" / "llamaforge.sqlite")
     yield s
     s.close()
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+    """The slow phase collects only ``tests/integration`` (scripts/test.sh: 3 s instead of 9 s of collecting the
+    unit tests only to deselect them), so a ``slow`` test anywhere else would run in neither phase: refuse it."""
+    stray = [it.nodeid for it in items if it.get_closest_marker("slow") and "tests/integration/" not in it.nodeid
+             and not it.nodeid.startswith("integration/")]
+    if stray:
+        raise pytest.UsageError(f"slow tests outside tests/integration run in neither CI phase: {stray[:5]} — "
+                                "move them to tests/integration")
