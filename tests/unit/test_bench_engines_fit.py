@@ -71,3 +71,13 @@ def test_a_failed_fit_is_not_kept(tmp_path):
     (b.dir / "FAIL").unlink()
     fit, reused = fitmod.fit_params_once(b, model, PointSpec(2))
     assert fit.ok and not reused
+
+
+def test_a_fit_whose_output_was_lost_at_exit_is_a_failed_fit_and_other_errors_keep_their_class():
+    # llama-fit-params' async logger loses lines at exit(1): all of them, or all but a timestamp (a CI run)
+    for tail in ("", "0.00.075.943 ", "0.00.075.943 E ",
+                 "0.00.075.972 E llama_fit_params: failed to fit CLI arguments to free memory, exiting..."):
+        assert fitmod.failure_class(tail) == "fit", tail
+    assert fitmod.failure_class("0.00.012.001 E error: invalid argument: --nope") == "error"
+    assert fitmod.failure_class("0.00.012.001 E llama_model_load: error loading model") == "crash"
+    assert fitmod.failure_class("ggml_aligned_malloc: failed to allocate 12.0 MiB") == "oom"

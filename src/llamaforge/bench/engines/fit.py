@@ -157,6 +157,21 @@ def fit_params_once(build: BuildLike, model_path: Path, spec: PointSpec, *, fitt
     return fit, False
 
 
+#: the prefix llama.cpp's logger writes before a line (time since start, then the level letter)
+_LOG_STAMP = re.compile(r"\b\d+\.\d{2}\.\d{3}\.\d{3} ?[DIWE]?\b ?")
+
+
+def failure_class(tail: str) -> str:
+    """The failure class of a llama-fit-params run that did not fit, from its output's tail: ``fit`` when it
+    found no configuration. It logs through an async logger and exit(1)s right after "failed to fit", so its
+    lines are sometimes lost, whole or all but a timestamp ("0.00.075.943 ", a CI run here): an exit that said
+    nothing else counts as a failed fit too."""
+    low = tail.lower()
+    if "failed to fit" in low or "unable to fit" in low or not _LOG_STAMP.sub("", tail).strip():
+        return "fit"
+    return classify_failure(tail, returncode=1, phase="load")
+
+
 def _tail(text: str, n: int = 40) -> str:
     return "\n".join(text.splitlines()[-n:])
 
@@ -177,11 +192,8 @@ class FitEngine:
         p.extra = {"fit": r.to_dict(), "placement": r.placement() if r.ok else None}
         if not r.ok:
             tail = _tail(r.output)
-            low = tail.lower()
-            # llama-fit-params logs through an async logger and exit(1)s right after "failed to fit":
-            # that last line is sometimes lost, so an exit without any output counts as a failed fit too
-            if "failed to fit" in low or "unable to fit" in low or not tail.strip():
-                raise PointFailure("fit", "llama-fit-params found no configuration that fits", tail)
-            raise PointFailure(classify_failure(tail, returncode=1, phase="load"), "llama-fit-params failed", tail)
+            cls = failure_class(tail)
+            raise PointFailure(cls, "llama-fit-params found no configuration that fits" if cls == "fit"
+                               else "llama-fit-params failed", tail)
         p.finished = time.time()
         return p
