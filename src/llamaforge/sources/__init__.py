@@ -19,7 +19,7 @@ from ..config import Pin, SourceSpec
 from ..console import notice
 from ..errors import SourceError
 from ..paths import Paths
-from .mirror import Mirror, slug
+from .mirror import Mirror, git, slug
 from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, remote_url
 
 __all__ = ["CommitFacts", "SourceTree", "SourceMismatch", "checkout", "checkout_commit", "commit_facts", "first_parent_commits",
@@ -88,8 +88,6 @@ def _tree(m: Mirror, paths: Paths, prov: Provided, origin: str, build_number: in
 
 
 def _provide(m: Mirror, spec: SourceSpec, commit: str, paths: Paths, label: str) -> Provided:
-    import git  # here, not at import: GitPython costs ~0.1 s, and most commands never touch a source
-
     try:
         return PROVIDERS[spec.kind](m, spec, commit, paths, label)
     except (OSError, git.GitError) as e:
@@ -227,8 +225,6 @@ def moved_tree(paths: Paths, commit: str, where: Path, origin: str = "bisect") -
 def head_tree(src: Path) -> SourceTree:
     """A SourceTree for the current checkout (HEAD) of a git working dir outside the mirror (the one
     ``git bisect`` drives), built in place."""
-    import git
-
     try:
         repo = git.Repo(src, search_parent_directories=True)
         head = repo.head.commit

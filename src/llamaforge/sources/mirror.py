@@ -34,10 +34,13 @@ from typing import TYPE_CHECKING
 from .. import proc
 from ..console import notice
 from ..errors import SourceError
+from ..lazy import lazy
 from ..redact import redact_text
 
-if TYPE_CHECKING:   # GitPython costs ~0.1 s to import: only the commands that touch sources pay it
+if TYPE_CHECKING:
     import git
+else:   # loaded on first use (llamaforge.lazy): GitPython costs ~0.1 s, most commands never touch a source
+    git = lazy("git")
 
 IMPORT_TAG_PREFIX = "refs/tags/llamaforge/import/"
 IMPORT_AUTHOR = "llamaforge import"
@@ -92,8 +95,6 @@ class Mirror:
     def ensure(self) -> None:
         """Create the bare repository if it does not exist yet."""
         if not (self.path / "HEAD").is_file():
-            import git
-
             self.path.mkdir(parents=True, exist_ok=True)
             git.Repo.init(self.path, bare=True).close()
             # keep objects the mirror's worktrees and imports need; never auto-gc during a fetch
@@ -112,8 +113,6 @@ class Mirror:
         return res
 
     def repo(self) -> git.Repo:
-        import git
-
         self.ensure()
         return git.Repo(self.path)
 
