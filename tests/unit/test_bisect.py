@@ -9,6 +9,7 @@ noise, a search must name the right commit, say "undecided", or refuse up front 
 
 from __future__ import annotations
 
+import importlib
 import math
 import subprocess
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from llamaforge.paths import Paths
 from llamaforge.report import write_report
 from llamaforge.report.kinds import bisect as bisect_kind
 from llamaforge.store import Point, Sample, Store
+
+#: the search module (``llamaforge.bisect.search`` the attribute is the function of that name)
+search_mod = importlib.import_module("llamaforge.bisect.search")
 
 GOOD = 100.0
 
@@ -184,6 +188,48 @@ def test_bimodal_starts_give_the_right_commit_or_undecided_never_a_wrong_one() -
     out = _many(effect=0.25, sd=0.01, seeds=60, bimodal=(0.3, 0.8), max_launches=30)
     assert out["wrong"] == 0, out
     assert out["right"] >= 20, out            # it does locate the change, not only refuse or give up
+
+
+class Wandering(Fake):
+    """A shared machine whose speed wanders: every start is also scaled by an AR(1) factor on the log
+    scale (stationary SD ``msd``, correlated over ~1/(1 − ``rho``) starts), so starts measured minutes
+    apart differ more than starts measured side by side."""
+
+    def __init__(self, *a, rho: float = 0.97, msd: float = 0.06, **kw) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*a, **kw)
+        self.rho, self.msd, self.m = rho, msd, 0.0
+        self.machine = np.random.default_rng(kw.get("seed", 1) + 1000)
+
+    def measure(self, sha: str, built: str) -> list[float]:
+        self.m = self.rho * self.m + self.machine.normal(0, self.msd * math.sqrt(1 - self.rho ** 2))
+        return [v * math.exp(self.m) for v in super().measure(sha, built)]
+
+
+def _wrong_probes(seeds: int) -> tuple[int, int]:
+    """Probe verdicts that were wrong, and commits named wrongly, over ``seeds`` searches on a wandering machine."""
+    rng = np.random.default_rng(5)
+    probes = named = 0
+    for seed in range(seeds):
+        commits = shas(16)
+        fb = int(rng.integers(1, 17))
+        res = run(Wandering(commits, fb, effect=0.17, sd=0.08, seed=seed), max_launches=80)
+        probes += sum(p.verdict in ("good", "bad") and (p.verdict == "bad") != (p.index >= fb) for p in res.probes)
+        named += res.first_bad not in (None, commits[fb])
+    return probes, named
+
+
+def test_a_wandering_machine_misleads_fewer_probes_when_they_are_judged_beside_the_endpoints(monkeypatch) -> None:
+    """The CI VM's 15 % bisection twice called a good probe bad: it was measured a minute after most of the
+    good endpoint's starts, on a machine that had slowed down. A probe's verdict must also hold against the
+    endpoints' starts measured beside it (``place(beside=…)``); judged against the past alone (as before),
+    the same machine misleads about twice as many probes. No commit is ever named wrongly either way: the
+    culprit's check catches what the probes get wrong."""
+    beside, named = _wrong_probes(150)
+    place = search_mod.place
+    monkeypatch.setattr(search_mod, "place", lambda *a, beside=None, **k: place(*a, **k))
+    alone, named_alone = _wrong_probes(150)
+    assert named == named_alone == 0
+    assert beside * 1.5 < alone, (beside, alone)
 
 
 def test_an_undecided_probe_is_measured_again_not_guessed() -> None:

@@ -116,6 +116,23 @@ def test_place_good_bad_between_and_open() -> None:
     assert 0.7 < pl.position < 1.3 and "vs good" in pl.fmt() and pl.to_dict()["verdict"] == BAD
 
 
+def test_place_holds_a_verdict_the_endpoints_measured_beside_the_probe_contradict() -> None:
+    """The machine slowed down by 14 % since the endpoints were first measured: a good commit's starts at 86
+    sit on bad's side of the earlier endpoints' midpoint (90) and beyond good's starts. Measured beside it,
+    the endpoints read 87 and 70: the probe is on good's side there, so no verdict is given."""
+    rng = np.random.default_rng(3)
+    g, b = starts(rng, 100, 0.01, 12), starts(rng, 80, 0.01, 4)
+    probe = starts(rng, 86, 0.01, 4)
+    a = probe_alpha(4, 20)
+    assert place(probe, g, b, alpha=a).verdict == BAD                       # judged against the past alone
+    beside = (starts(rng, 87, 0.01, 2), starts(rng, 70, 0.01, 2))
+    held = place(probe, g, b, alpha=a, beside=beside)
+    assert held.verdict == OPEN and held.held and not held.decided
+    assert "held" in held.fmt() and held.to_dict()["held"] is True
+    agree = (starts(rng, 100, 0.01, 2), starts(rng, 80, 0.01, 2))          # a quiet machine: no change
+    assert place(probe, g, b, alpha=a, beside=agree).verdict == BAD
+
+
 def test_place_is_direction_free_a_speedup_is_located_too() -> None:
     rng = np.random.default_rng(2)
     g, b = starts(rng, 80, 0.02, 8), starts(rng, 100, 0.02, 8)

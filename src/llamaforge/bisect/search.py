@@ -17,8 +17,9 @@ replication: every conclusion comes from start centres, through :mod:`llamaforge
 3. **Probes.** Each probe is measured start by start, interleaved with fresh starts of the endpoints
    (P G B P P G B P …: the endpoints are measured under the conditions of the probe — drift on a
    shared machine — and sharpen as the search goes), and judged after every start against both
-   endpoints' start distributions (:func:`llamaforge.judge.locate.place`) until it is clearly good or
-   clearly bad. An undecided probe gets more starts, never a guess; still undecided at the maximum,
+   endpoints' latest starts (:data:`REFERENCE_STARTS`, :func:`llamaforge.judge.locate.place`) until it is
+   clearly good or clearly bad — and on the same side of the endpoints' starts measured beside it (a machine
+   that slowed down since the endpoints were first measured holds a verdict back, it does not make one). An undecided probe gets more starts, never a guess; still undecided at the maximum,
    the search ends **undecided** between the last good and the first bad commit, with the range.
 4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
    until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
@@ -55,6 +56,10 @@ from ..judge.sequential import FAILED
 from ..metrics import FIELDS
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
+#: a probe is judged against each endpoint's latest starts, at least this many (twice the planned starts per
+#: commit when that is more): the machine's speed wanders over minutes, and starts from the search's first
+#: minute say less about a probe measured ten minutes later than the ones measured beside it
+REFERENCE_STARTS = 16
 
 
 class BisectError(LlamaforgeError):
@@ -173,6 +178,7 @@ class _Search:
         self.probes_planned = n_probes(len(commits) - 1)
         self.alpha = probe_alpha(self.probes_planned, policy.max_starts, policy.min_starts)
         self.verdict: Judgement | None = None
+        self.window = REFERENCE_STARTS        # the endpoints' latest starts a probe is judged against
 
     # --------------------------------------------------------------------------- building, one start
     def attempt(self, i: int, endpoint: str | None) -> ProbeResult:
@@ -232,6 +238,7 @@ class _Search:
         f = feasibility(Starts.of(good.starts), Starts.of(bad.starts), j, probes=self.probes_planned,
                         max_starts=self.policy.max_starts, min_starts=self.policy.min_starts)
         self.res.feasibility = f
+        self.window = max(REFERENCE_STARTS, 2 * (f.needed or 0))
         if not f.feasible:
             self.res.status, self.res.reason = "refused", f.line(self.metric)
             fix = (f"raise --max-launches to {f.needed}, or make the machine quieter" if f.needed
@@ -240,10 +247,11 @@ class _Search:
 
     def probe(self, p: ProbeResult, good: ProbeResult, bad: ProbeResult) -> str:
         """Starts of ``p`` interleaved with the endpoints' until it is good or bad (or the maximum)."""
-        rnd = 0
+        rnd, g0, b0 = 0, len(good.starts), len(bad.starts)
         while True:
-            pl = place(Starts.of(p.starts), Starts.of(good.starts), Starts.of(bad.starts), alpha=self.alpha,
-                       min_starts=self.policy.min_starts)
+            beside = (Starts.of(good.starts[g0:]), Starts.of(bad.starts[b0:]))
+            pl = place(Starts.of(p.starts), Starts.of(good.starts[-self.window:]), Starts.of(bad.starts[-self.window:]),
+                       alpha=self.alpha, min_starts=self.policy.min_starts, beside=beside)
             p.placement = pl
             if pl.decided:
                 return pl.verdict

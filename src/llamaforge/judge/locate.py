@@ -246,6 +246,7 @@ class Placement:
     alpha: float
     sd: float                 # pooled between-start spread (reported; the decision is rank-based)
     df: int
+    held: bool = False        # the endpoints' starts beside the probe put it on the other side: no verdict
 
     @property
     def decided(self) -> bool:
@@ -260,12 +261,13 @@ class Placement:
     def fmt(self) -> str:
         """``bad: −14.2 % vs good, +0.8 % vs bad (5 starts; p 0.0004 / 0.61, α 0.0035)``."""
         return (f"{self.verdict}: {_pct(self.vs_good)} % vs good, {_pct(self.vs_bad)} % vs bad "
-                f"({self.k} starts; p {self.p_good:.2g} / {self.p_bad:.2g}, α {self.alpha:.2g})")
+                f"({self.k} starts; p {self.p_good:.2g} / {self.p_bad:.2g}, α {self.alpha:.2g})"
+                + ("; held: the endpoints' starts beside it put it on the other side" if self.held else ""))
 
     def to_dict(self) -> dict:
         return {"verdict": self.verdict, "k": self.k, "k_good": self.k_good, "k_bad": self.k_bad,
                 "vs_good": self.vs_good, "vs_bad": self.vs_bad, "p_good": self.p_good, "p_bad": self.p_bad,
-                "alpha": self.alpha, "sd": self.sd, "df": self.df, "test": RANK_TEST}
+                "alpha": self.alpha, "sd": self.sd, "df": self.df, "held": self.held, "test": RANK_TEST}
 
 
 @lru_cache(maxsize=1024)
@@ -306,7 +308,8 @@ def shift_p(a: Starts, b: Starts, direction: int) -> float:
     return rank_p(direction * b.log_centres, direction * a.log_centres)
 
 
-def place(probe: Starts, good: Starts, bad: Starts, *, alpha: float, min_starts: int = DEFAULT_MIN_STARTS) -> Placement:
+def place(probe: Starts, good: Starts, bad: Starts, *, alpha: float, min_starts: int = DEFAULT_MIN_STARTS,
+          beside: tuple[Starts, Starts] | None = None) -> Placement:
     """The probe's verdict against the two endpoints; ``open`` below ``min_starts`` starts.
 
     Rank tests on start centres (:func:`rank_p`): **bad** when the probe's starts moved from good's
@@ -314,7 +317,14 @@ def place(probe: Starts, good: Starts, bad: Starts, *, alpha: float, min_starts:
     change, or several) and the median of its starts is on bad's side of the endpoints' medians'
     midpoint; **good** the mirror image; **open** otherwise: more starts, never a guess. A rank test
     needs no shape of the start distribution: bimodal starts, or one start under another process's
-    load, make it no more likely to err (it is exact when the probe is an endpoint's twin)."""
+    load, make it no more likely to err (it is exact when the probe is an endpoint's twin).
+
+    ``beside`` are the endpoints' starts measured *beside* the probe's (interleaved with them). A
+    machine's speed wanders (a neighbour on a shared VM): a probe measured a minute after most of the
+    endpoints' starts can sit beyond an endpoint's start distribution without being that commit. So a
+    good or bad verdict also needs the probe's median on the same side of the midpoint of the beside
+    starts' medians; where the two sides disagree the probe stays open (``held``) and gets more starts.
+    This only ever withholds a verdict: it cannot add a wrong one."""
     sd, df = pooled_sd(probe, good, bad)
     if not (probe and good and bad):
         nan = math.nan
@@ -323,19 +333,28 @@ def place(probe: Starts, good: Starts, bad: Starts, *, alpha: float, min_starts:
     sign = 1.0 if lb.mean() >= lg.mean() else -1.0
     p_good = rank_p(sign * lp, sign * lg)
     p_bad = rank_p(sign * lb, sign * lp)
-    mid = (float(np.median(lg)) + float(np.median(lb))) / 2
+    mid = _mid(good, bad)
     bad_side = sign * (float(np.median(lp)) - mid) > 0
+    held = bool(beside and beside[0] and beside[1]
+                and (sign * (float(np.median(lp)) - _mid(*beside)) > 0) != bad_side)
     verdict = OPEN
     if probe.k < min_starts:
         pass
     elif p_good < alpha and p_bad < alpha:
         verdict = BETWEEN
+    elif held:
+        pass
     elif p_good < alpha and bad_side:
         verdict = BAD
     elif p_bad < alpha and not bad_side:
         verdict = GOOD
     vs_good, vs_bad = math.exp(float(lp.mean() - lg.mean())), math.exp(float(lp.mean() - lb.mean()))
-    return Placement(verdict, probe.k, good.k, bad.k, vs_good, vs_bad, p_good, p_bad, alpha, sd, df)
+    return Placement(verdict, probe.k, good.k, bad.k, vs_good, vs_bad, p_good, p_bad, alpha, sd, df, held)
+
+
+def _mid(good: Starts, bad: Starts) -> float:
+    """The midpoint of two sides' median log start centres."""
+    return (float(np.median(good.log_centres)) + float(np.median(bad.log_centres))) / 2
 
 
 # ------------------------------------------------------------------------------------------ a fixed value
