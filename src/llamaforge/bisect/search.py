@@ -17,9 +17,9 @@ replication: every conclusion comes from start centres, through :mod:`llamaforge
 3. **Probes.** Each probe is measured start by start, interleaved with fresh starts of the endpoints
    (P G B P P G B P …: the endpoints are measured under the conditions of the probe — drift on a
    shared machine — and sharpen as the search goes), and judged after every start against both
-   endpoints' latest starts (:data:`REFERENCE_STARTS`, :func:`llamaforge.judge.locate.place`) until it is
-   clearly good or clearly bad — and on the same side of the endpoints' starts measured beside it (a machine
-   that slowed down since the endpoints were first measured holds a verdict back, it does not make one). An undecided probe gets more starts, never a guess; still undecided at the maximum,
+   endpoints' starts measured beside it and just before it (:data:`LEAD_STARTS`; not those of minutes ago:
+   a shared machine's speed wanders) (:func:`llamaforge.judge.locate.place`) until it is clearly good or
+   clearly bad, and on the same side of the starts measured beside it (else it is held open). An undecided probe gets more starts, never a guess; still undecided at the maximum,
    the search ends **undecided** between the last good and the first bad commit, with the range.
 4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
    until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
@@ -56,10 +56,13 @@ from ..judge.sequential import FAILED
 from ..metrics import FIELDS
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
-#: a probe is judged against each endpoint's latest starts, at least this many (twice the planned starts per
-#: commit when that is more): the machine's speed wanders over minutes, and starts from the search's first
-#: minute say less about a probe measured ten minutes later than the ones measured beside it
-REFERENCE_STARTS = 16
+#: a probe is judged against the endpoints' starts measured beside it (interleaved with its own) and this many
+#: of each endpoint's starts just before it. A shared machine's speed wanders: judged against every start since
+#: the search began, a 15 % bisection on the 2-vCPU CI VM called a good probe bad (its starts ~15 % below the
+#: good endpoint's of a minute before, as were the good endpoint's own starts beside it). On a simulated
+#: wandering machine 6 cut the misjudged probes 3-fold at the same starts per search, 4 7-fold at +16 %
+#: starts (tests/unit/test_bisect.py, benchmarks/bisect_drift.py)
+LEAD_STARTS = 6
 
 
 class BisectError(LlamaforgeError):
@@ -178,7 +181,6 @@ class _Search:
         self.probes_planned = n_probes(len(commits) - 1)
         self.alpha = probe_alpha(self.probes_planned, policy.max_starts, policy.min_starts)
         self.verdict: Judgement | None = None
-        self.window = REFERENCE_STARTS        # the endpoints' latest starts a probe is judged against
 
     # --------------------------------------------------------------------------- building, one start
     def attempt(self, i: int, endpoint: str | None) -> ProbeResult:
@@ -238,7 +240,6 @@ class _Search:
         f = feasibility(Starts.of(good.starts), Starts.of(bad.starts), j, probes=self.probes_planned,
                         max_starts=self.policy.max_starts, min_starts=self.policy.min_starts)
         self.res.feasibility = f
-        self.window = max(REFERENCE_STARTS, 2 * (f.needed or 0))
         if not f.feasible:
             self.res.status, self.res.reason = "refused", f.line(self.metric)
             fix = (f"raise --max-launches to {f.needed}, or make the machine quieter" if f.needed
@@ -250,8 +251,10 @@ class _Search:
         rnd, g0, b0 = 0, len(good.starts), len(bad.starts)
         while True:
             beside = (Starts.of(good.starts[g0:]), Starts.of(bad.starts[b0:]))
-            pl = place(Starts.of(p.starts), Starts.of(good.starts[-self.window:]), Starts.of(bad.starts[-self.window:]),
-                       alpha=self.alpha, min_starts=self.policy.min_starts, beside=beside)
+            ref_good = Starts.of(good.starts[max(0, g0 - LEAD_STARTS):])
+            ref_bad = Starts.of(bad.starts[max(0, b0 - LEAD_STARTS):])
+            pl = place(Starts.of(p.starts), ref_good, ref_bad, alpha=self.alpha, min_starts=self.policy.min_starts,
+                       beside=beside)
             p.placement = pl
             if pl.decided:
                 return pl.verdict
