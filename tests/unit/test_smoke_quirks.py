@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +24,7 @@ from llamaforge.builds.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, g
 from llamaforge.builds.builder import find_build, make_key
 from llamaforge.builds.doctor import amx_gcc_warning, parse_gcc_major
 from llamaforge.builds.manifest import MANIFEST, MANIFEST_VERSION
-from llamaforge.builds.smoke import run_smoke
+from llamaforge.builds.smoke import log_dir_for, run_smoke
 from llamaforge.builds.verify import Verification, apply_to_manifest, ensure_runnable, raise_for
 from llamaforge.errors import BenchError, BuildError
 from llamaforge.llamacpp.quirks import describe_failure, likely_cause, quirk_args, signal_name
@@ -365,3 +366,16 @@ def test_a_cached_build_whose_smoke_run_timed_out_is_smoke_run_again(monkeypatch
         b = FakeBuild("k", tmp_path, manifest=m)
         builder._checked(b, BuildOptions(), None)
         assert bool(calls) is again, smoke_status
+
+
+@pytest.mark.parametrize("key", ["ext-cpu-1a2b3c", "../../etc", "a/b\x1b[2J", ".."])
+def test_an_external_builds_smoke_logs_go_to_one_folder_in_the_cache_it_reuses(key, tmp_path, monkeypatch):
+    """An external build (``--bin-dir``) is not our folder: its smoke logs go to ``<cache>/smoke-logs/<key>``,
+    the same folder on every run (they used to go to a new temporary folder each time, never removed), and a
+    key that looks like a path cannot lead anywhere else."""
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "cache"))
+    ext = SimpleNamespace(dir=str(tmp_path / "theirs"), key=key, manifest={"external": True})
+    first, again = log_dir_for(ext), log_dir_for(ext)
+    assert first == again and first.is_dir()
+    assert first.parent == tmp_path / "cache" / "smoke-logs"
+    assert not (tmp_path / "theirs").exists()

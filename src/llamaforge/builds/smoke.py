@@ -17,6 +17,7 @@ help. Logs go to ``<build>/smoke/``.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,10 +26,12 @@ from typing import Any
 
 from .. import proc
 from ..console import notice
+from ..errors import LlamaforgeError
 from ..llamacpp.llamabench import parse_results
 from ..llamacpp.options import help_flags
 from ..llamacpp.quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
 from ..llamacpp.server import PointFailure, ServerSession, read_log_tail
+from ..paths import cache_root
 
 SMOKE_MODEL = "synth:tiny-qwen35moe"
 SMOKE_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
@@ -212,7 +215,19 @@ def log_dir_for(build: Any) -> Path:
         probe.unlink()
         return d
     except OSError:
-        return Path(tempfile.mkdtemp(prefix=f"llamaforge-smoke-{build.key}-"))
+        return _spare_log_dir(str(build.key))
+
+
+def _spare_log_dir(key: str) -> Path:
+    """``<cache>/smoke-logs/<key>/``: one folder a build, which its next smoke run reuses (a temporary folder
+    only when the cache cannot take it), so smoke runs of external builds leave no folder behind each time."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", key)[:120].strip(".") or "build"
+    try:
+        d = cache_root() / "smoke-logs" / safe
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    except (OSError, LlamaforgeError):
+        return Path(tempfile.mkdtemp(prefix=f"llamaforge-smoke-{safe}-"))
 
 
 def attempt(build: Any, model: Path, env: dict[str, str], quirks: list[Quirk], log_dir: Path,
