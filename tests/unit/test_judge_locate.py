@@ -23,6 +23,7 @@ from llamaforge.judge.locate import (
     n_probes,
     place,
     probe_alpha,
+    references,
     side,
     starts_needed,
 )
@@ -131,6 +132,21 @@ def test_place_holds_a_verdict_the_endpoints_measured_beside_the_probe_contradic
     assert "held" in held.fmt() and held.to_dict()["held"] is True
     agree = (starts(rng, 100, 0.01, 2), starts(rng, 80, 0.01, 2))          # a quiet machine: no change
     assert place(probe, g, b, alpha=a, beside=agree).verdict == BAD
+
+
+def test_references_keep_the_earlier_starts_until_an_endpoint_moved_by_a_quarter_of_the_gap() -> None:
+    rng = np.random.default_rng(5)
+    lead = (starts(rng, 100, 0.01, 6), starts(rng, 80, 0.01, 6))
+    still = (starts(rng, 101, 0.01, 2), starts(rng, 79, 0.01, 2))      # 1 % off: a quiet machine
+    g, b, moved = references(lead, still)
+    assert not moved and g.k == b.k == 8
+    faster = (starts(rng, 108, 0.01, 2), starts(rng, 86, 0.01, 2))     # 8 %: over a quarter of the 22 % gap
+    g, b, moved = references(lead, faster)
+    assert moved and g.k == b.k == 2 and g == faster[0]
+    one_side = (starts(rng, 100, 0.01, 2), starts(rng, 70, 0.01, 1))   # only the bad endpoint moved
+    assert references(lead, one_side)[2]
+    g, b, moved = references(lead, (starts(rng, 100, 0.01, 1), Starts.of([])))   # nothing beside bad yet
+    assert not moved and g.k == 7 and b.k == 6
 
 
 def test_place_is_direction_free_a_speedup_is_located_too() -> None:

@@ -17,9 +17,10 @@ replication: every conclusion comes from start centres, through :mod:`llamaforge
 3. **Probes.** Each probe is measured start by start, interleaved with fresh starts of the endpoints
    (P G B P P G B P …: the endpoints are measured under the conditions of the probe — drift on a
    shared machine — and sharpen as the search goes), and judged after every start against both
-   endpoints' starts measured beside it and just before it (:data:`LEAD_STARTS`; not those of minutes ago:
-   a shared machine's speed wanders) (:func:`llamaforge.judge.locate.place`) until it is clearly good or
-   clearly bad, and on the same side of the starts measured beside it (else it is held open). An undecided probe gets more starts, never a guess; still undecided at the maximum,
+   endpoints' starts measured beside it and just before it (:data:`LEAD_STARTS`), or beside it alone once
+   the endpoints have moved since (:func:`llamaforge.judge.locate.references`: a shared machine's speed
+   wanders) (:func:`llamaforge.judge.locate.place`) until it is clearly good or clearly bad, and on the same
+   side of the starts measured beside it (else it is held open). An undecided probe gets more starts, never a guess; still undecided at the maximum,
    the search ends **undecided** between the last good and the first bad commit, with the range.
 4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
    until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..console import notice
@@ -50,6 +51,7 @@ from ..judge.locate import (
     n_probes,
     place,
     probe_alpha,
+    references,
     shift_p,
 )
 from ..judge.sequential import FAILED
@@ -57,11 +59,10 @@ from ..metrics import FIELDS
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
 #: a probe is judged against the endpoints' starts measured beside it (interleaved with its own) and this many
-#: of each endpoint's starts just before it. A shared machine's speed wanders: judged against every start since
-#: the search began, a 15 % bisection on the 2-vCPU CI VM called a good probe bad (its starts ~15 % below the
-#: good endpoint's of a minute before, as were the good endpoint's own starts beside it). On a simulated
-#: wandering machine 6 cut the misjudged probes 3-fold at the same starts per search, 4 7-fold at +16 %
-#: starts (tests/unit/test_bisect.py, benchmarks/bisect_drift.py)
+#: of each endpoint's starts just before it, while those still describe the endpoint
+#: (:func:`llamaforge.judge.locate.references`). A shared machine's speed wanders: judged against every start
+#: since the search began, 15 % bisections on the 2-vCPU CI VM called probes bad and good across it (a probe's
+#: starts ~15 % off the endpoint's of a minute before, as were the endpoint's own starts beside it)
 LEAD_STARTS = 6
 
 
@@ -249,12 +250,13 @@ class _Search:
     def probe(self, p: ProbeResult, good: ProbeResult, bad: ProbeResult) -> str:
         """Starts of ``p`` interleaved with the endpoints' until it is good or bad (or the maximum)."""
         rnd, g0, b0 = 0, len(good.starts), len(bad.starts)
+        lead = (Starts.of(good.starts[max(0, g0 - LEAD_STARTS):g0]), Starts.of(bad.starts[max(0, b0 - LEAD_STARTS):b0]))
         while True:
             beside = (Starts.of(good.starts[g0:]), Starts.of(bad.starts[b0:]))
-            ref_good = Starts.of(good.starts[max(0, g0 - LEAD_STARTS):])
-            ref_bad = Starts.of(bad.starts[max(0, b0 - LEAD_STARTS):])
+            ref_good, ref_bad, moved = references(lead, beside)
             pl = place(Starts.of(p.starts), ref_good, ref_bad, alpha=self.alpha, min_starts=self.policy.min_starts,
                        beside=beside)
+            pl = replace(pl, moved=moved) if moved else pl
             p.placement = pl
             if pl.decided:
                 return pl.verdict
