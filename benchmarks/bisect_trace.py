@@ -3,7 +3,7 @@ machine's speed moved while the probes were judged (``benchmarks/bisect_drift.py
 
     python benchmarks/bisect_trace.py RUN_ID [--store results/llamaforge.sqlite] [--metric tg] [--last N]
 
-One line a start: seconds since the bisection's first start, the commit (``G`` / ``B`` for the good and bad
+One line a start: its number, seconds since the bisection's first start, the commit (``G`` / ``B`` for the good and bad
 endpoints, else the short sha with the probe's verdict), the median of the start's requests in t/s. The
 real 15 % bisection test writes its store and run id to ``~/.cache/llamaforge/bisect-15pct-last.json``.
 """
@@ -11,28 +11,13 @@ real 15 % bisection test writes its store and run id to ``~/.cache/llamaforge/bi
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
+from llamaforge.findings.bisection import start_trace
 from llamaforge.metrics import FIELDS
 from llamaforge.paths import Paths
 from llamaforge.store import Store
-
-
-def trace(store: Store, run_id: str, metric: str) -> list[tuple[float, str, float]]:
-    """(wall-clock start, who, median of the start's requests) for every start of the run, in order."""
-    verdicts = {p.commit_sha[:9]: p.verdict for p in store.probes(run_id)}
-    rows = []
-    for point in store.points(run_id):
-        sha = point.label[:9]
-        verdict = verdicts.get(sha, "")
-        who = {"endpoint-good": "G", "endpoint-bad": "B"}.get(verdict, f"{sha} {verdict}")
-        starts = {rec.launch: rec.started for rec in point.launches}
-        for launch, values in enumerate(point.launch_groups(FIELDS[metric]), start=1):
-            if values and starts.get(launch) is not None:
-                rows.append((float(starts[launch]), who, statistics.median(values)))
-    return sorted(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,13 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     db = args.store or Paths.default().store_db
     with Store(db) as store:
-        rows = trace(store, args.run_id, args.metric)
+        rows = start_trace(store, store.get_run(args.run_id), FIELDS[args.metric])
     if not rows:
         print(f"no starts of run {args.run_id} in {db}", file=sys.stderr)
         return 1
-    t0 = rows[0][0]
-    for t, who, value in rows[-args.last:] if args.last else rows:
-        print(f"{t - t0:7.1f} s  {who:<24} {value:8.1f} t/s")
+    numbered = list(enumerate(rows, 1))
+    for n, (t, sha, verdict, value) in numbered[-args.last:] if args.last else numbered:
+        who = {"endpoint-good": "G", "endpoint-bad": "B"}.get(verdict, f"{sha[:9]} {verdict}")
+        when = f"{t:7.1f} s" if t is not None else "      – "
+        print(f"{n:4d}  {when}  {who:<24} {value:8.1f} t/s")
     return 0
 
 

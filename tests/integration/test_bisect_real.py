@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bisect import BisectRefused, BisectRequest, run_bisect
+from llamaforge.findings.bisection import start_trace
 from llamaforge.report.kinds import bisect as bisect_kind
 from llamaforge.store import Store
 
@@ -97,6 +98,8 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
         probes = store.probes(run_id)
         md = bisect_kind.lead(store, run)
         png = bisect_kind.plot(store, run, tmp_path / "bisect.png")
+        trace = start_trace(store, run, "tg_tps")      # every start in the order measured, with its time
+        timeline = bisect_kind.timeline(store, run, tmp_path / "starts.png")
         lines = _describe(store, run_id, t0)
 
     assert res.first_bad == fx.slow, f"expected {fx.slow[:9]} ({fx.subjects[SLOW_INDEX]}), got {res.reason}"
@@ -105,6 +108,8 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
     assert [p.verdict for p in probes if p.commit_sha == fx.broken] == ["skip"]
     assert res.builds <= 7 and res.measured <= 6   # ⌈log2 16⌉ + 2
     assert png.stat().st_size > 0 and fx.slow in md and "95 % CI" in md
+    assert len(trace) == res.starts and all(t is not None for t, *_ in trace) and timeline.stat().st_size > 0
+    assert [t for t, *_ in trace] == sorted(t for t, *_ in trace)     # the schedule's order is the clock's
     # the slowdown is real and shown against its parent: the endpoints differ a lot, the culprit's CI too
     assert res.endpoints["verdict"] == "differs" and res.endpoints["ratio"] < 0.8
     c = run.summary.culprit

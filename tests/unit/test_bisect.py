@@ -24,6 +24,7 @@ from llamaforge.bisect import BisectError, BisectRefused, BisectRequest, max_mea
 from llamaforge.bisect.git_run import bisect_run_verdict, boundary
 from llamaforge.bisect.quiet import QUIET_OPTIONS, QuietRequest, settings
 from llamaforge.errors import BuildError, SourceError
+from llamaforge.findings.bisection import start_trace
 from llamaforge.judge import Starts
 from llamaforge.paths import Paths
 from llamaforge.report import write_report
@@ -408,7 +409,8 @@ def _fake_measure_launch(slow_from: int, commits: list[str], *, effect: float = 
 
     def measure_launch(build, model_path, spec, plan, store, run_id, *, label, launch, seq, acc=None,  # noqa: ANN001, ANN202
                        log_dir=None):
-        seen.append({"threads": plan.threads, "extra_args": list(plan.extra_args), "repeats": plan.repeats})
+        seen.append({"threads": plan.threads, "extra_args": list(plan.extra_args), "repeats": plan.repeats,
+                     "sha": build.commit})
         base = GOOD * ((1 - effect) if commits.index(build.commit) >= slow_from else 1.0)
         lvl = base * math.exp(rng.normal(0, sd))
         one = Point(run_id=run_id, build_key=build.key, engine="llama-bench", label=label,
@@ -477,8 +479,12 @@ def test_run_bisect_stores_starts_probes_the_culprits_change_and_renders(repo, e
         assert f"commit {commits[5][:12]}: tg \u2212" in md and "95 % CI" in md and "spread" in md
         png = bisect_kind.plot(store, run, tmp_path / "out" / "bisect.png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        trace = start_trace(store, run, "tg_tps")          # every start in the order measured
+        assert [sha for _t, sha, _verdict, _v in trace] == [x["sha"] for x in fake.seen]
+        assert {verdict for _t, _sha, verdict, _v in trace} >= {"endpoint-good", "endpoint-bad", "bad"}
         rp = write_report(store, run_id, tmp_path / "report")
-        assert rp.md.read_text().startswith(md.rstrip()) and [p.name for p in rp.pngs].count("probes.png") == 1
+        assert rp.md.read_text().startswith(md.rstrip())
+        assert [p.name for p in rp.pngs].count("probes.png") == 1 and [p.name for p in rp.pngs].count("starts.png") == 1
 
 
 def test_run_bisect_stores_a_refusal_and_names_the_run(repo, env, monkeypatch) -> None:

@@ -5,6 +5,8 @@ verdicts, and the result lines it ends with — what ``bisect`` prints and what 
 
 from __future__ import annotations
 
+import statistics
+
 from ..judge.locate import change
 from ..records import BisectSummary
 from ..store import Run, Store
@@ -45,3 +47,28 @@ def probe_rows(store: Store, run: Run) -> list[dict]:
                      "build_s": pr.build_s, "measure_s": d.get("measure_s", pr.measure_s), "incremental": pr.incremental,
                      "note": pr.note or "", "seq": pr.seq})
     return rows
+
+
+def start_trace(store: Store, run: Run, field: str) -> list[tuple[float | None, str, str, float]]:
+    """Every start of a bisect run in the order it was measured (its position in the run's schedule): (seconds
+    since the first start, None where a start's time was not stored; the commit's sha; its probe verdict; the
+    median of the start's ``field`` values). The view that shows how the machine's speed moved while the probes
+    were judged (the report's ``starts.png``, ``benchmarks/bisect_trace.py``)."""
+    verdicts = {p.commit_sha: p.verdict for p in store.probes(run.id)}
+    by_label = {sha[:9]: sha for sha in verdicts}
+    rows = []
+    for point in store.points(run.id):
+        sha = by_label.get(point.label[:9], point.label)
+        recs = {rec.launch: rec for rec in point.launches}
+        groups: dict[int, list[float]] = {}
+        for smp in point.samples:
+            v = getattr(smp, field)
+            if not smp.warmup and v is not None:
+                groups.setdefault(smp.launch, []).append(float(v))
+        for launch, values in groups.items():
+            rec = recs.get(launch)
+            order = (rec.seq if rec and rec.seq is not None else 1 << 30, rec.started if rec and rec.started else 0.0)
+            rows.append((order, rec.started if rec else None, sha, verdicts.get(sha, ""), statistics.median(values)))
+    rows.sort(key=lambda r: r[0])
+    t0 = next((t for _o, t, *_ in rows if t is not None), None)
+    return [(None if t is None or t0 is None else t - t0, sha, verdict, v) for _o, t, sha, verdict, v in rows]

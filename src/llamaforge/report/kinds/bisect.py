@@ -1,7 +1,8 @@
 """What a bisect run's report leads with: the verdict (the first bad commit with its change and CI
 against its parent, or why it is undecided or was refused), the endpoints and what locating their
-change takes, every probe with its starts, and the one plot of the metric over the commits
-(``probes.png``, one dot per start; ``llamaforge bisect`` and ``llamaforge report`` write the same report)."""
+change takes, every probe with its starts, and two plots: the metric over the commits (``probes.png``, one
+dot per start) and every start in the order measured (``starts.png``: how the machine's speed moved while
+the probes were judged). ``llamaforge bisect`` and ``llamaforge report`` write the same report."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ...files import atomic_path  # noqa: E402
-from ...findings.bisection import probe_rows, result_lines  # noqa: E402
+from ...findings.bisection import probe_rows, result_lines, start_trace  # noqa: E402
 from ...judge.estimate import signed_pct  # noqa: E402
 from ...judge.locate import change  # noqa: E402
 from ...mdtext import md_code, md_text  # noqa: E402
+from ...metrics import FIELDS  # noqa: E402
 from ...records import BisectSection, BisectSummary  # noqa: E402
 from ...store import Run, Store  # noqa: E402
 from ..data import ReportData  # noqa: E402
@@ -25,6 +27,7 @@ from ..plots import Plot  # noqa: E402
 from ..sections import Section  # noqa: E402
 
 PLOT = "probes.png"
+TIMELINE = "starts.png"
 _COLORS = {"good": "tab:green", "endpoint-good": "tab:green", "bad": "tab:red", "endpoint-bad": "tab:red"}
 
 
@@ -71,6 +74,38 @@ def plot(store: Store, run: Run, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with atomic_path(out) as tmp:   # a full disk leaves no half-written plot
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def timeline(store: Store, run: Run, out: Path) -> Path:
+    """PNG of every start in the order measured: the endpoints' starts as dots (green good, red bad), the probes'
+    as rings in their verdict's colour. Where the machine's speed jumps, all three move together."""
+    b = run.plan.bisect or BisectSection()
+    metric = b.metric or "tg"
+    rows = [(n, verdict, v) for n, (_t, _sha, verdict, v) in enumerate(start_trace(store, run, FIELDS.get(metric, "tg_tps")), 1)]
+    fig, ax = plt.subplots(figsize=(8.0, 3.6), dpi=110)
+    for verdict, label in (("endpoint-good", "good endpoint"), ("endpoint-bad", "bad endpoint")):
+        pts = [(n, v) for n, vd, v in rows if vd == verdict]
+        if pts:
+            ax.scatter(*zip(*pts, strict=True), s=12, color=_COLORS[verdict], alpha=0.8, linewidths=0, label=label)
+    probes = [(n, v, _COLORS.get(vd, "tab:gray")) for n, vd, v in rows if not vd.startswith("endpoint")]
+    if probes:
+        ax.scatter([n for n, _v, _c in probes], [v for _n, v, _c in probes], s=22, facecolors="none",
+                   edgecolors=[c for _n, _v, c in probes], linewidths=1.0, label="probe (its verdict's colour)")
+    ax.set_xlabel("start, in the order measured")
+    ax.set_ylabel(f"{metric} t/s (one mark a start)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"bisect {metric}: {len(rows)} starts in the order measured", fontsize=10)
+    ax.grid(alpha=0.3)
+    if rows:
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(out) as tmp:
             fig.savefig(tmp)
     finally:
         plt.close(fig)
@@ -143,12 +178,17 @@ def _pct_cell(ratio: float | None) -> str:
 
 
 def plots(store: Store, run: Run, out_dir: Path) -> list[Plot]:
-    """The one bisect plot (``probes.png``): the metric over the commits; none before a probe is stored."""
+    """The bisect plots (``probes.png``: the metric over the commits; ``starts.png``: every start in the order
+    measured); none before a probe is stored."""
     if not store.probes(run.id):
         return []
     p = plot(store, run, out_dir / PLOT)
+    t = timeline(store, run, out_dir / TIMELINE)
     return [Plot("probes", "Speed per probed commit", p, "One dot per server start (llama-bench process), the bar "
-                 "at the commit's centre; ×: commit that did not build; dashed line: the first bad commit.")]
+                 "at the commit's centre; ×: commit that did not build; dashed line: the first bad commit."),
+            Plot("starts", "Every start in the order measured", t, "Dots: the endpoints' starts (green good, red "
+                 "bad); rings: the probes' starts, in the colour of their verdict. Where the machine's speed moved, "
+                 "the endpoints' starts moved with the probes': a probe is judged against those measured beside it.")]
 
 
 def sections(data: ReportData) -> list[Section]:  # noqa: ARG001 - every kind has this interface
