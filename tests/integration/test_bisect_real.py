@@ -24,8 +24,12 @@ from pathlib import Path
 import pytest
 
 from llamaforge.bisect import BisectRefused, BisectRequest, run_bisect
+from llamaforge.builds import BuildOptions
+from llamaforge.builds.incremental import IncrementalBuilder
+from llamaforge.config import SourceSpec
 from llamaforge.findings.bisection import start_trace
 from llamaforge.report.kinds import bisect as bisect_kind
+from llamaforge.sources import resolve_commit
 from llamaforge.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -168,6 +172,10 @@ def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build,
 #: a spread up to about 14 %; a noisier machine is refused with the number it would take, and the test checks
 #: that refusal and is skipped, saying why (a cold CI run here: 15.7 %, about 130 needed).
 MAX_LAUNCHES_15 = 80
+#: requests per start. The start is what varies (benchmarks/start_cost.py: 32 tokens once a start or three times,
+#: the spread between starts is the same, ~15 % on this VM), so one request a start is the cheapest
+#: information per second of the machine: a start 0.8 → 0.55 s
+REPEATS_15 = 1
 
 
 @pytest.mark.slow
@@ -178,7 +186,7 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_bpe_model
     # the tiny model with Qwen's 152k tokenizer: ~4x slower a token than the SentencePiece one, and steadier per
     # start for it (32 tokens a request here: 8-13 % between starts against 20-25 %), which this precision needs
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_bpe_model), source=fx.spec,
-                        max_launches=MAX_LAUNCHES_15, n_predict=32)
+                        max_launches=MAX_LAUNCHES_15, n_predict=32, repeats=REPEATS_15)
     res, refused, probes = _bisect_or_refusal(lf_paths, req, "15pct")
     if refused is not None:
         # a machine too noisy to locate this change within the budget (a cold CI run here on 2026-12-03: 15.7 %
@@ -268,3 +276,26 @@ def test_bisect_run_builds_the_checkout_in_place_and_exits_by_its_verdict(lf_pat
         points = [p for r in runs[-2:] for p in store.points(r.id)]
     assert len(runs) >= 2 and all(r.status == "done" for r in runs[-2:])
     assert len(points) == 2 and all(p.status == "ok" and len(p.launch_groups("tg_tps")) == 3 for p in points)
+
+
+@pytest.mark.slow
+def test_the_bisect_tree_keeps_no_define_of_an_earlier_build(lf_paths, cpu_build):
+    """The shared bisect tree, built once with an extra define and then without it: the second configure starts
+    afresh (CMake would keep the define in its cache) and says why; what the binaries were compiled with is in
+    the manifest. (A stale ``CMAKE_CXX_FLAGS_RELEASE=-O1`` once made every probe a slower build than its
+    endpoints: builds/cmake_tree.py.) The define changes no compile command, so ninja recompiles nothing."""
+    fx = make_fixture(cpu_build.source_dir)
+    sha = resolve_commit(lf_paths, fx.commits[1], SourceSpec.parse(fx.spec))
+    marked = IncrementalBuilder(lf_paths, "cpu", BuildOptions(defines={"LLAMAFORGE_TREE_MARK": "1"}))
+    first = marked(sha)
+    cache = marked.build_dir / "out" / "CMakeCache.txt"
+    assert "LLAMAFORGE_TREE_MARK:" in cache.read_text()
+    _unpublish(lf_paths, sha)                        # both builds of the commit go: the plain one is built now
+    plain = IncrementalBuilder(lf_paths, "cpu")(sha)
+    assert Path(first.dir) != Path(plain.dir)
+    assert "LLAMAFORGE_TREE_MARK" not in cache.read_text()
+    t = plain.manifest["timings"]
+    assert "-DLLAMAFORGE_TREE_MARK=1" in t.get("configure", ""), t
+    flags = plain.manifest["compiled_with"]
+    assert flags["CMAKE_BUILD_TYPE"] == "Release" and "-O3" in flags["CMAKE_CXX_FLAGS_RELEASE"], flags
+    print(f"plain build after the marked one: configure {t['configure_s']} s, build {t['build_s']} s ({t['configure']})")

@@ -42,7 +42,7 @@ from ..files import file_lock, sha256_file, write_json_atomic  # noqa: F401 (wri
 from ..llamacpp.options import probe_build
 from ..paths import Paths
 from ..redact import redact_text
-from . import verify
+from . import cmake_tree, verify
 from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
@@ -312,15 +312,18 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     log.write_text(f"# llamaforge build {key}\n# source {tree.path} ({redact_text(tree.origin)})\n")
     env = _ccache_env(d, paths)
     cfg = _configure_argv(tc, backend, src, out, flags)
+    fresh = cmake_tree.reset_if_changed(out, cfg)     # a reused tree keeps no define of an earlier key
     jobs = opts.jobs or os.cpu_count() or 2
     t0 = time.monotonic()
-    console.print("[bold]building[/] " + esc(f"{backend.name} for {pin.name} @ {tree.commit[:9]} → {d}"), soft_wrap=True)
+    console.print("[bold]building[/] " + esc(f"{backend.name} for {pin.name} @ {tree.commit[:9]} → {d}"
+                                             + (f" ({fresh})" if fresh else "")), soft_wrap=True)
     try:
         r = proc.run(cfg, env=env, log_path=log, timeout=1800)
     except OSError as e:
         raise BuildError(f"cannot run cmake: {e}", "install cmake (see `llamaforge doctor`)") from e
     t_cfg = time.monotonic() - t0
     _check_step("configure", backend, r, log)
+    cmake_tree.record(out, cfg)
     targets = _targets(cfg[0], out, env, log)
     t1 = time.monotonic()
     with Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -345,7 +348,9 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         # binary was built with, not which source; source.evidence is what proves the commit
         "commit_check": "source.evidence (tree id); --version only shows the injected LLAMA_BUILD_COMMIT",
         "flags": flags, "toolchain": tc.to_dict(), "fingerprint": tc.fingerprint(backend.name),
-        "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental},
+        "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental,
+                    **({"configure": fresh} if fresh else {})},
+        "compiled_with": cmake_tree.effective_flags((out / "CMakeCache.txt").read_text(errors="replace")),
         "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
     }
     return _finish(d, manifest, opts, paths,
