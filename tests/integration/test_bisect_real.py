@@ -92,9 +92,9 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
     fx = make_fixture(cpu_build.source_dir)
     assert len(fx.commits) == N_COMMITS + 1
     _unpublish(lf_paths, fx.commits[7])          # the first probe after the broken one: an incremental build
-    # 8 tokens a request: the slow commits pay 20 ms a token, and a −90 % change needs no long requests
+    # 8 tokens, one request a start: the slow commits pay 20 ms a token, and a −90 % change needs no long requests
     req = BisectRequest(good=fx.good, bad=fx.bad, metric="tg", backend="cpu", model=str(tiny_model), source=fx.spec,
-                        n_predict=8)
+                        n_predict=8, repeats=1)
     t0 = time.monotonic()
     with Store(lf_paths.store_db) as store:
         run_id, res = run_bisect(lf_paths, store, req, command="test_bisect_real")

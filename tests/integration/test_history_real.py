@@ -43,6 +43,9 @@ CONTINUE_STARTS = 3
 #: tokens generated per request: the planted spin is a share of each token's time, so 16 tokens show it as
 #: well as 32 do, in half the time a start takes (a start's time is mostly its 4 × n generated tokens)
 N_PREDICT = 16
+#: requests per start: what varies is the start (32 tokens once a start or three times: the same spread between
+#: starts, benchmarks/start_cost.py), so one request a start is the most information per second here
+REPEATS = 1
 #: a step's bisect may use more (it stops early where the change is clear): on CI's machine a 15 % change
 #: needed ~55 starts per commit to be located (the bisect tests' budget is 80 too)
 BISECT_STARTS = 80
@@ -57,7 +60,7 @@ def _request(fx_src: Path, base: str, **kw: object) -> HistoryRequest:
     # settle as "same" within ±15 % (about 5 rounds at 8 % between starts) instead of running to the cap at ±5 %
     return HistoryRequest(selection=sel, model=str(kw.pop("model")), engine="llama-bench", prompt_tokens=64,
                           n_predict=N_PREDICT, threads=1, bisect_max_starts=BISECT_STARTS, min_effect=0.15,
-                          precision=0.10, **{"max_starts": MAX_STARTS, **kw})
+                          precision=0.10, repeats=REPEATS, **{"max_starts": MAX_STARTS, **kw})
 
 
 def _check_site(hist, tg, tmp_path: Path) -> None:  # noqa: ANN001
