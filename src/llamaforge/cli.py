@@ -8,6 +8,7 @@ Namespaces: top-level tasks (``pins``, ``doctor``, ``build``, ``verify``, ``benc
 from __future__ import annotations
 
 from invoke import Collection, Program
+from invoke.parser import Parser, ParserContext
 
 from . import __version__
 from .commands import bench as bench_cmds
@@ -38,6 +39,20 @@ def make_collection() -> Collection:
 class _Program(Program):
     """Invoke's program; option values it cannot convert (``--repeats abc`` for an int option) are
     refused in one line by the parser patch of :mod:`llamaforge.invoke_help`, under ``inv`` too."""
+
+    def _make_parser(self) -> Parser:
+        """Invoke's parser over the contexts of the tasks named on the command line only. Invoke builds every
+        task's context (``inspect.signature`` of each) and deep-copies them all on each parse: ~30 ms a run
+        for ~55 tasks, against ~3 ms for the one or two named. A word that names no task is refused as before;
+        a command line that names none gets every context."""
+        named = set(self.core.unparsed) if self.core else set()
+        wanted = {p: a for p, a in self.collection.task_names.items() if p in named or named.intersection(a)}
+        if not wanted:
+            return super()._make_parser()
+        ignore = self.config.tasks.ignore_unknown_help
+        contexts = [ParserContext(name=p, aliases=a, args=self.collection[p].get_arguments(ignore_unknown_help=ignore))
+                    for p, a in wanted.items()]
+        return Parser(initial=self.initial_context, contexts=contexts)
 
 
 ns = make_collection()

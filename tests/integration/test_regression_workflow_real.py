@@ -65,7 +65,7 @@ def test_the_workflow_tracks_the_newest_commit_against_the_last_good_one(tmp_pat
         env = {**os.environ, **{k: str(v) for k, v in job["env"].items()}}
         env.update(LLAMAFORGE_WORKSPACE=str(ws), LF_SOURCE=f"path:{up}", LF_BACKEND="cpu", LF_MODEL=str(tiny_model),
                    LF_FIRST_BASE=fx.commits[0], LLAMAFORGE=f"{sys.executable} -m llamaforge", NO_COLOR="1",
-                   COLUMNS="250", LF_COMPARE_ARGS="--repeats 2 --rounds 4 --prompt-tokens 32 --n-predict 16 "
+                   COLUMNS="250", LF_COMPARE_ARGS="--repeats 1 --rounds 4 --prompt-tokens 32 --n-predict 16 "
                                                   "--threads 1 --min-effect 30%")
         return subprocess.run(["bash", "-e", "-c", step["run"]], cwd=REPO, env=env, capture_output=True, text=True,
                               timeout=1500)
