@@ -25,6 +25,10 @@ COMMON_FLAGS: dict[str, str] = {
     "LLAMA_BUILD_SERVER": "ON",
     "LLAMA_BUILD_TOOLS": "ON",
     "LLAMA_USE_PREBUILT_UI": "OFF",   # would download the web UI at configure time
+    # commits that default it ON (lcpp-0.3.33's 78d2f5246) run `npm install` (~1,000 packages from the npm
+    # registry, their install scripts included) and a vite build inside the build when npm is on the PATH:
+    # code from the network, and 133 s of a 2-core cold build. A benchmark needs no web UI
+    "LLAMA_BUILD_UI": "OFF",
     "LLAMA_CURL": "OFF",              # older commits: no libcurl dependency
     "LLAMA_OPENSSL": "OFF",
     "BUILD_SHARED_LIBS": "OFF",       # self-contained binaries, hashed in the manifest
