@@ -64,3 +64,13 @@ def test_effective_flags_are_the_build_types(tmp_path):
     assert got == {"CMAKE_BUILD_TYPE": "Release", "CMAKE_C_FLAGS": "", "CMAKE_CXX_FLAGS": "",
                    "CMAKE_C_FLAGS_RELEASE": "-O3 -DNDEBUG", "CMAKE_CXX_FLAGS_RELEASE": "-O1 -DNDEBUG"}
     assert cmake_tree.effective_flags("") == {}
+
+
+def test_a_tree_that_builds_its_web_ui_by_default_gets_it_off(tmp_path):
+    from llamaforge.builds.backends import source_flags
+
+    (tmp_path / "CMakeLists.txt").write_text('option(LLAMA_BUILD_UI        "llama: build the embedded Web UI"   ON)\n')
+    assert source_flags(tmp_path) == {"LLAMA_BUILD_UI": "OFF"}
+    (tmp_path / "CMakeLists.txt").write_text('option(LLAMA_BUILD_UI        "llama: build the embedded Web UI"   OFF)\n')
+    assert source_flags(tmp_path) == {}, "a tree whose default is off keeps its build key"
+    assert source_flags(tmp_path / "missing") == {}

@@ -15,6 +15,7 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import ConfigError, ToolchainError
 from .toolchain import Toolchain
@@ -25,10 +26,6 @@ COMMON_FLAGS: dict[str, str] = {
     "LLAMA_BUILD_SERVER": "ON",
     "LLAMA_BUILD_TOOLS": "ON",
     "LLAMA_USE_PREBUILT_UI": "OFF",   # would download the web UI at configure time
-    # commits that default it ON (lcpp-0.3.33's 78d2f5246) run `npm install` (~1,000 packages from the npm
-    # registry, their install scripts included) and a vite build inside the build when npm is on the PATH:
-    # code from the network, and 133 s of a 2-core cold build. A benchmark needs no web UI
-    "LLAMA_BUILD_UI": "OFF",
     "LLAMA_CURL": "OFF",              # older commits: no libcurl dependency
     "LLAMA_OPENSSL": "OFF",
     "BUILD_SHARED_LIBS": "OFF",       # self-contained binaries, hashed in the manifest
@@ -165,6 +162,23 @@ def problems(backend: Backend, tc: Toolchain, opts: FlagOptions | None = None) -
     if backend.name == "metal" and sys.platform != "darwin":
         out.append(("Metal needs macOS", "build the metal backend on a Mac"))
     return out
+
+
+#: ``option(LLAMA_BUILD_UI "…" ON)``: a tree whose web UI is built by default
+_UI_ON = re.compile(r'option\(\s*LLAMA_BUILD_UI\s+"[^"]*"\s+ON\s*\)')
+
+
+def source_flags(src: Path) -> dict[str, str]:
+    """-D flags a source tree needs beyond the common ones: ``LLAMA_BUILD_UI=OFF`` where its CMakeLists.txt
+    defaults it ON. Such commits (lcpp-0.3.33's 78d2f5246) run ``npm install`` (~1,000 packages from the npm
+    registry, install scripts included) and a vite build inside the build when npm is on the PATH: code from
+    the network, and 133 s of a 2-core cold build; a benchmark needs no web UI. Only where the default is ON,
+    so the keys of every other commit's builds stay what they were."""
+    try:
+        text = (Path(src) / "CMakeLists.txt").read_text(errors="replace")
+    except OSError:
+        return {}
+    return {"LLAMA_BUILD_UI": "OFF"} if _UI_ON.search(text) else {}
 
 
 def cmake_flags(backend: Backend, tc: Toolchain, opts: FlagOptions) -> dict[str, str]:

@@ -43,7 +43,15 @@ from ..llamacpp.options import probe_build
 from ..paths import Paths
 from ..redact import redact_text
 from . import cmake_tree, verify
-from .backends import TARGETS_OPTIONAL, TARGETS_REQUIRED, Backend, FlagOptions, cmake_flags, get_backend
+from .backends import (
+    TARGETS_OPTIONAL,
+    TARGETS_REQUIRED,
+    Backend,
+    FlagOptions,
+    cmake_flags,
+    get_backend,
+    source_flags,
+)
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
 from .manifest import MANIFEST, MANIFEST_VERSION, Build, read_manifest
@@ -192,6 +200,8 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
     flags = cmake_flags(backend, tc, opts)   # raises ToolchainError with the fix
     tree = tree or checkout(pin, paths)
     evidence = source_evidence(tree)      # a dirty worktree is refused before anything is reused or built
+    for name, value in source_flags(tree.path).items():   # e.g. no npm-built web UI; a --define still wins
+        flags.setdefault(name, value)
     flags["LLAMA_BUILD_COMMIT"] = tree.commit[:9]
     if tree.build_number is not None:
         flags["LLAMA_BUILD_NUMBER"] = str(tree.build_number)
