@@ -62,7 +62,8 @@ FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
 #: of each endpoint's starts just before it, while those still describe the endpoint
 #: (:func:`llamaforge.judge.locate.references`). A shared machine's speed wanders: judged against every start
 #: since the search began, 15 % bisections on the 2-vCPU CI VM called probes bad and good across it (a probe's
-#: starts ~15 % off the endpoint's of a minute before, as were the endpoint's own starts beside it)
+#: starts ~15 % off the endpoint's of a minute before, as were the endpoint's own starts beside it; those probes
+#: were also -O1 builds from a stale CMake cache, a bias of their own: :mod:`llamaforge.builds.cmake_tree`)
 LEAD_STARTS = 6
 
 
