@@ -165,11 +165,6 @@ def parse_glslc_support(configure_log: str, cmake_cache: str) -> dict[str, bool]
     return out
 
 
-def _cache_value(cmake_cache: str, name: str) -> str | None:
-    m = re.search(rf"^{re.escape(name)}:\w+=(.*)$", cmake_cache, re.M)
-    return m.group(1).strip() if m else None
-
-
 class _NinjaProgress:
     """Turns ninja's ``[n/m]`` lines into a rich progress bar."""
 
@@ -296,15 +291,14 @@ def _binaries(d: Path, out: Path, targets: list[str]) -> dict:
     return binaries
 
 
-def _build_capabilities(backend: Backend, log: Path, out: Path) -> dict:
+def _build_capabilities(backend: Backend, log: Path, cache_txt: str) -> dict:
     """What the build itself tells about the backend (glslc features, CUDA archs), from its log and CMake cache."""
-    cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
     caps: dict = {"backend": backend.name}
     if backend.name == "vulkan":
         caps["vulkan_glslc"] = parse_glslc_support(log.read_text(errors="replace"), cache_txt)
     if backend.name == "cuda":
-        caps["cuda_archs"] = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
-        native = _cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
+        caps["cuda_archs"] = cmake_tree.cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
+        native = cmake_tree.cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
         if native:
             caps["cuda_archs_native"] = native
     return caps
@@ -348,7 +342,8 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     if after["tree"] != evidence["tree"]:
         raise BuildError(f"the source in {tree.path} changed during the build ({evidence['tree'][:12]} → {after['tree'][:12]})",
                          "leave the worktree alone while building, and build again", str(log))
-    binaries, caps = _binaries(d, out, targets), _build_capabilities(backend, log, out)
+    cache_txt = (out / "CMakeCache.txt").read_text(errors="replace")
+    binaries, caps = _binaries(d, out, targets), _build_capabilities(backend, log, cache_txt)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
         "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
@@ -360,7 +355,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         "flags": flags, "toolchain": tc.to_dict(), "fingerprint": tc.fingerprint(backend.name),
         "timings": {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "jobs": jobs, "incremental": incremental,
                     **({"configure": fresh} if fresh else {})},
-        "compiled_with": cmake_tree.effective_flags((out / "CMakeCache.txt").read_text(errors="replace")),
+        "compiled_with": cmake_tree.effective_flags(cache_txt),
         "binaries": binaries, "capabilities": caps, "log": str(log), "built_at": time.time(),
     }
     return _finish(d, manifest, opts, paths,

@@ -46,12 +46,13 @@ def reset_if_changed(out: Path, argv: list[str]) -> str | None:
         before = json.loads(stamp.read_text())["defines"]
     except (OSError, ValueError, KeyError, TypeError):
         before = None
-    if before == defines(argv):
+    now = defines(argv)
+    if before == now:
         return None
     if before is None:
         why = "the tree's earlier defines are not recorded"
     else:
-        changed = sorted(set(before) ^ set(defines(argv)))
+        changed = sorted(set(before) ^ set(now))
         why = "its defines changed: " + " ".join(changed[:6]) + (" …" if len(changed) > 6 else "")
     cache.unlink()
     shutil.rmtree(out / "CMakeFiles", ignore_errors=True)
@@ -65,14 +66,20 @@ def record(out: Path, argv: list[str]) -> None:
     (out / STAMP).write_text(json.dumps({"defines": defines(argv)}, indent=1) + "\n")
 
 
+def cache_value(cmake_cache: str, name: str) -> str | None:
+    """One entry of a ``CMakeCache.txt`` text (``NAME:TYPE=value``), stripped; None when absent."""
+    m = re.search(rf"^{re.escape(name)}:\w+=(.*)$", cmake_cache, re.M)
+    return m.group(1).strip() if m else None
+
+
 def effective_flags(cmake_cache: str) -> dict[str, str]:
     """The build type and the C/C++ flags the cache holds (the general ones and the build type's)."""
-    entries = dict(re.findall(r"^([A-Z_]+):\w+=(.*)$", cmake_cache, re.M))
-    build_type = entries.get("CMAKE_BUILD_TYPE", "").strip()
+    build_type = cache_value(cmake_cache, "CMAKE_BUILD_TYPE") or ""
     names = [*FLAG_ENTRIES]
     if build_type:
         names += [f"CMAKE_C_FLAGS_{build_type.upper()}", f"CMAKE_CXX_FLAGS_{build_type.upper()}"]
-    return {n: entries[n].strip() for n in names if n in entries}
+    values = {n: cache_value(cmake_cache, n) for n in names}
+    return {n: v for n, v in values.items() if v is not None}
 
 
-__all__ = ["STAMP", "defines", "effective_flags", "record", "reset_if_changed"]
+__all__ = ["STAMP", "cache_value", "defines", "effective_flags", "record", "reset_if_changed"]
