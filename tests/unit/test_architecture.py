@@ -18,6 +18,7 @@ from a module is a dependency on it all the same.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import deque
 from pathlib import Path
 
@@ -43,6 +44,17 @@ def _modules(src: Path = SRC, pkg: str = PKG) -> dict[str, Path]:
 
 
 MODULES = _modules()
+
+
+@functools.lru_cache(maxsize=None)
+def _parse_text(text: str, name: str) -> ast.Module:
+    return ast.parse(text, name)
+
+
+def parse(path: Path) -> ast.Module:
+    """The module's AST, parsed once per content (the graph, the function lengths and the local-import
+    rule all read the same ~200 files; treat the tree as read-only)."""
+    return _parse_text(path.read_text(encoding="utf-8"), str(path))
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -98,7 +110,7 @@ def import_graph(modules: dict[str, Path] | None = None, *,
     modules = MODULES if modules is None else modules
     graph: dict[str, dict[str, str]] = {}
     for mod, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parse(path)
         edges: dict[str, str] = {}
         for node in _imports(tree, type_checking=type_checking):
             for t in _targets(mod, path, node, modules) - {mod}:
@@ -408,7 +420,7 @@ def long_functions(modules: dict[str, Path] | None = None, limit: int = MAX_FUNC
     method in ``modules`` longer than ``limit`` lines."""
     out = {}
     for mod, path in (MODULES if modules is None else modules).items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1
                 if n > limit:
@@ -455,10 +467,9 @@ LOCAL_IMPORT_REASON = "start-up"
 def unexplained_local_imports(mod: str, path: Path) -> list[int]:
     """Lines of function-local imports of llamaforge modules in ``path`` (module ``mod``) with no
     comment naming the start-up cost on that line or the line above."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     out = []
-    for fn in ast.walk(ast.parse(text, str(path))):
+    for fn in ast.walk(parse(path)):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in _imports(fn):
