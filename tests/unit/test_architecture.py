@@ -46,7 +46,7 @@ def _modules(src: Path = SRC, pkg: str = PKG) -> dict[str, Path]:
 MODULES = _modules()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse_text(text: str, name: str) -> ast.Module:
     return ast.parse(text, name)
 
