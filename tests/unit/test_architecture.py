@@ -467,9 +467,10 @@ LOCAL_IMPORT_REASON = "start-up"
 def unexplained_local_imports(mod: str, path: Path) -> list[int]:
     """Lines of function-local imports of llamaforge modules in ``path`` (module ``mod``) with no
     comment naming the start-up cost on that line or the line above."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
     out = []
-    for fn in ast.walk(parse(path)):
+    for fn in ast.walk(_parse_text(text, str(path))):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in _imports(fn):
