@@ -130,6 +130,35 @@ def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pin_build(lf_paths):
+    """``pin_build(name)``: the real CPU build of the pins.toml pin ``name`` beyond the default pin (an older
+    release). A test using it runs last; under ``.ci/run``'s deadline a cold build that could not finish in
+    time is skipped with the reason instead of costing CI its whole run (tests/ci_deadline.py)."""
+    import time
+
+    import ci_deadline
+    from llamaforge.builds import find_build
+    from llamaforge.config import load_pins
+    from llamaforge.errors import BuildError
+
+    pins = load_pins(lf_paths.pins_file)
+
+    def make(name: str):   # noqa: ANN202
+        pin = pins.resolve(name)
+        try:
+            cached = bool(find_build(lf_paths, pin.name, "cpu", pins))
+        except BuildError:
+            cached = False
+        why = ci_deadline.skip_reason(f"the CPU build of {pin.name} ({pin.commit[:9]})", cached=cached,
+                                      now=time.time(), deadline_s=ci_deadline.deadline(os.environ))
+        if why:
+            pytest.skip(why)
+        return _build(lf_paths, pin, "cpu")
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def real_sweep_run(lf_paths, cpu_build, vulkan_build, tiny_model, tmp_path_factory):
     """A real CPU + Vulkan sweep of the tiny MoE (ncmoe 0 and 8: every expert on the device, then every
     expert on the CPU; 2 repeats) in a fresh store: returns (store_path, run_id). Reports and exports are
@@ -163,9 +192,13 @@ def store(tmp_path):
 
 def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
     """The slow phase collects only ``tests/integration`` (scripts/test.sh: 3 s instead of 9 s of collecting the
-    unit tests only to deselect them), so a ``slow`` test anywhere else would run in neither phase: refuse it."""
+    unit tests only to deselect them), so a ``slow`` test anywhere else would run in neither phase: refuse it.
+    Tests using ``pin_build`` go last (a stable sort: the rest keep their order)."""
     stray = [it.nodeid for it in items if it.get_closest_marker("slow") and "tests/integration/" not in it.nodeid
              and not it.nodeid.startswith("integration/")]
     if stray:
         raise pytest.UsageError(f"slow tests outside tests/integration run in neither CI phase: {stray[:5]} — "
                                 "move them to tests/integration")
+    # tests that may need a cold build beyond the default pin's run last: under CI's deadline they are the
+    # ones skipped when time is short (the fixture pin_build), never a test after them
+    items.sort(key=lambda it: "pin_build" in getattr(it, "fixturenames", ()))

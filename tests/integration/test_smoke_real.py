@@ -18,9 +18,8 @@ import pytest
 
 from llamaforge.bench.plan import Timeouts, make_plan, make_points
 from llamaforge.bench.sweep import measure_point
-from llamaforge.builds import Build, BuildOptions, build
+from llamaforge.builds import Build
 from llamaforge.builds.verify import apply_to_manifest, verify_build
-from llamaforge.config import load_pins
 from llamaforge.files import sha256_file
 from llamaforge.llamacpp.options import build_options
 from llamaforge.models import model_facts
@@ -122,13 +121,13 @@ def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(cr
     store.close()
 
 
-def test_an_old_release_whose_llama_bench_has_no_repack_runs_with_the_quirk_through_the_server(lf_paths, tiny_model,
-                                                                                                 tmp_path):
+def test_an_old_release_whose_llama_bench_has_no_repack_runs_with_the_quirk_through_the_server(lf_paths, pin_build,
+                                                                                                 tiny_model, tmp_path):
     """lcpp-0.3.33 (llama.cpp 78d2f5246): its llama-server has --no-repack, its llama-bench no --repack.
     On a machine where the repack/AMX path crashes, the build must still verify (the quirk recorded
     for the server), bench measures it through llama-server, and its llama-bench points are refused
     with the fix instead of crashing."""
-    old = build(lf_paths, load_pins(lf_paths.pins_file).resolve("lcpp-0.3.33"), "cpu", BuildOptions())
+    old = pin_build("lcpp-0.3.33")
     opts = build_options(old)
     assert "--no-repack" in opts.server and "--repack" not in opts.bench and "--no-repack" in (opts.fit_params or ())
     w = _wrapped(old, tmp_path / "wrapped-old")
