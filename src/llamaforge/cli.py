@@ -7,7 +7,9 @@ Namespaces: top-level tasks (``pins``, ``doctor``, ``build``, ``verify``, ``benc
 
 from __future__ import annotations
 
-from invoke import Collection, Program
+import os
+
+from invoke import Argument, Collection, Program
 from invoke.parser import Parser, ParserContext
 
 from . import __version__
@@ -36,9 +38,30 @@ def make_collection() -> Collection:
     return ns
 
 
+#: flags before the task name that move a place (:mod:`llamaforge.paths`): each sets its environment variable,
+#: so a child llamaforge (fleet, bisect-run) sees the same places
+PLACE_FLAGS = {"cache-dir": "LLAMAFORGE_CACHE", "data-dir": "LLAMAFORGE_DATA", "config-dir": "LLAMAFORGE_CONFIG",
+               "workspace": "LLAMAFORGE_WORKSPACE"}
+
+
 class _Program(Program):
     """Invoke's program; option values it cannot convert (``--repeats abc`` for an int option) are
-    refused in one line by the parser patch of :mod:`llamaforge.invoke_help`, under ``inv`` too."""
+    refused in one line by the parser patch of :mod:`llamaforge.invoke_help`, under ``inv`` too.
+    ``--cache-dir``, ``--data-dir``, ``--config-dir`` and ``--workspace`` (before the task) move the places."""
+
+    def core_args(self) -> list[Argument]:
+        helps = {"cache-dir": "the cache folder (git mirror, sdists, ccache, builds, models; LLAMAFORGE_CACHE)",
+                 "data-dir": "the data folder (the results store; LLAMAFORGE_DATA)",
+                 "config-dir": "the config folder (the user's pins.toml and config.toml; LLAMAFORGE_CONFIG)",
+                 "workspace": "use this folder as the workspace (its pins.toml and outputs; LLAMAFORGE_WORKSPACE)"}
+        return [*super().core_args(), *(Argument(names=(n,), help=h) for n, h in helps.items())]
+
+    def parse_core(self, argv: list[str] | None) -> None:
+        super().parse_core(argv)
+        for flag, env in PLACE_FLAGS.items():
+            value = self.args[flag].value
+            if value:
+                os.environ[env] = str(os.path.abspath(os.path.expanduser(value)))
 
     def _make_parser(self) -> Parser:
         """Invoke's parser over the contexts of the tasks named on the command line only. Invoke builds every
@@ -60,12 +83,15 @@ program = _Program(namespace=ns, version=__version__, name="llamaforge", binary=
 
 
 def main() -> None:
-    from .console import harden_streams
+    from .console import harden_streams, quiet_broken_pipe
     from .proc import install_signal_handlers
 
     harden_streams()
     install_signal_handlers()
-    program.run()
+    try:
+        program.run()
+    except BrokenPipeError:     # `llamaforge --help | head`: invoke's own printing, outside any task
+        quiet_broken_pipe()
 
 
 if __name__ == "__main__":

@@ -231,5 +231,5 @@ def read_config_text(path: Path, what: str) -> str:
 
 def load_pins(path: Path) -> Pins:
     if not path.is_file():
-        raise ConfigError(f"no pins file at {path}", "run llamaforge in a folder with pins.toml or set LLAMAFORGE_WORKSPACE")
+        raise ConfigError(f"no pins file at {path}", "give an existing pins.toml, or run `llamaforge init` to write one")
     return parse_pins(read_config_text(path, "pins.toml"), path)

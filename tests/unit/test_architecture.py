@@ -369,7 +369,7 @@ def test_a_feature_package_init_that_imports_its_session_makes_its_pure_part_mea
 #: feature that belongs in a package.
 FOUNDATIONS = frozenset({"errors", "redact", "visible", "console", "mdtext", "pathsafe", "paths", "files", "proc",
                          "locks", "hostlock", "values", "metrics", "gpu", "machine", "envinfo", "config", "records",
-                         "store", "invoke_help", "lazy"})
+                         "store", "invoke_help", "lazy", "workspace"})
 #: the programs: they load every command (``cli``: the collection and ``llamaforge``; ``__main__``: ``python -m``)
 ENTRY_POINTS = frozenset({"cli", "__main__"})
 

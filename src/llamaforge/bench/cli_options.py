@@ -156,7 +156,8 @@ _ROWS = [
                     "'fa-on=cuda:-fa on', 'vk-nocm2=vulkan:GGML_VK_DISABLE_COOPMAT2=1'; or the NAME of a variant in "
                     "variants.toml (beside pins.toml) or --variants-file. Replaces --backends/--pins", _texts),
     _row("variants_file", "a variants file (TOML, [variants.NAME] tables); without --variant: every variant in it"),
-    _row("pins", "comma-separated pins or commits (default: the default pin)", host=True),
+    _row("pins", "comma-separated pins or commits (default: the default pin); inside a llama.cpp checkout its "
+                 "revisions: branch, tag, sha, HEAD, WORKTREE (default there: HEAD)", host=True),
     _row("ncmoe", "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
                   "the native-context threshold by bisection over fits, then an adaptive sweep that measures only the "
                   "points its conclusions need", default="0", host=True),

@@ -348,7 +348,8 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
         "manifest_version": MANIFEST_VERSION, "status": "ok", "key": key, "key_content": key_content,
         "backend": backend.name, "pin": pin.name, "commit": tree.commit, "mirror_commit": tree.mirror_commit,
         "source": {"origin": redact_text(tree.origin), "path": str(tree.path), "native_git": tree.native_git,
-                   "subject": getattr(tree, "subject", ""), "tree": evidence["tree"], "evidence": evidence},
+                   "subject": getattr(tree, "subject", ""), "tree": evidence["tree"], "evidence": evidence,
+                   **({"dirty": {"diff_sha256": tree.dirty}} if getattr(tree, "dirty", None) else {})},
         # --version reports the LLAMA_BUILD_COMMIT llamaforge passed in: it shows which flags the
         # binary was built with, not which source; source.evidence is what proves the commit
         "commit_check": "source.evidence (tree id); --version only shows the injected LLAMA_BUILD_COMMIT",

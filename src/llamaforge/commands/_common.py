@@ -22,7 +22,8 @@ from ..invoke_help import ERROR_EXIT, LfTask
 from ..paths import Paths
 from ..values import SEED_MAX, as_float, as_int, csv_list
 
-__all__ = ["SEED_MAX", "as_float", "as_int", "csv_list", "lf_task", "os_error", "paths", "pins", "writable_dir",
+__all__ = ["SEED_MAX", "as_float", "as_int", "csv_list", "lf_task", "os_error", "paths", "pins", "pins_or_empty",
+           "writable_dir",
            "write_output"]
 
 
@@ -131,6 +132,14 @@ def paths() -> Paths:
 
 def pins() -> Pins:
     return load_pins(paths().pins_file)
+
+
+def pins_or_empty() -> Pins:
+    """The pins in force, or none when they cannot be read (a checkout revision needs no pins)."""
+    try:
+        return pins()
+    except ConfigError:
+        return Pins()
 
 
 _MIN_FREE = 1 << 20    # an output folder on a filesystem with less free space than this is refused up front

@@ -45,10 +45,27 @@ def bench(c, model=None, backends=None, pins=None, ncmoe="0", ngl=None, repeats=
 
     options = bench_options(**task_values("bench", locals()))   # every value checked before anything runs
     p = paths()
+    options = checkout_revisions(options, p)
     with Store(p.store_db) as store:
         run_id = start_bench(options, p, store, command=" ".join(sys.argv))
         _show_run(store, run_id)
         check_run(store, run_id)
+
+
+def checkout_revisions(options, p):  # noqa: ANN001, ANN201
+    """Inside a llama.cpp checkout, --pins names its revisions (default HEAD): they become the mirror shas their
+    builds are found by (``llamaforge build`` there builds them). Elsewhere, or with --bin-dir / --variant, as given."""
+    from dataclasses import replace
+
+    from ..sources.localrepo import checkout_from, revision_shas
+    from ..values import csv_list
+
+    if options.bin_dir or options.variant or options.variants_file or options.resume:
+        return options
+    co = checkout_from(None)
+    if co is None:
+        return options
+    return replace(options, pins=",".join(revision_shas(co, csv_list(options.pins, what="revision") or ["HEAD"], p)))
 
 
 def _show_run(store: Store, run_id: str) -> None:

@@ -16,9 +16,13 @@ from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 @lf_task(name="pins")
 def pins_(c):
-    """List the pins in pins.toml (name, commit, sources in the order they are tried)."""
+    """List the pins in force (name, commit, sources in the order they are tried): the workspace's pins.toml,
+    else the user's, else the release pins shipped with llamaforge."""
+    from ..paths import shipped_pins_file
+
     ps = pins()
-    t = Table(title=esc(f"pins ({ps.path})"))
+    where = "shipped release pins" if ps.path == shipped_pins_file() else str(ps.path)
+    t = Table(title=esc(f"pins ({where})"))
     for col in ("pin", "commit", "sources", "description"):
         t.add_column(col)
     for name, p in ps.pins.items():
@@ -27,6 +31,15 @@ def pins_(c):
     console.print(t)
 
 
+@lf_task(help={"force": "replace an existing pins.toml / llamaforge.toml (default: refuse)"})
+def init(c, force=False):
+    """Make the current folder a workspace: write a commented pins.toml (the shipped release pins) and
+    llamaforge.toml (where outputs and caches go). Nothing requires one; existing files are kept unless --force."""
+    from ..workspace import init_workspace
+
+    for f in init_workspace(Path.cwd(), force=bool(force)):
+        console.print(esc(f"wrote {f}"), markup=False, highlight=False)
+
 
 @lf_task
 def doctor(c):
@@ -34,6 +47,7 @@ def doctor(c):
     from ..builds.doctor import check
     from ..builds.toolchain import discover
 
+    _print_places()
     tc = discover()
     t = Table(title="toolchain")
     t.add_column("tool")
@@ -56,6 +70,15 @@ def doctor(c):
     console.print(t)
 
 
+def _print_places() -> None:
+    t = Table(title="places")
+    for col in ("what", "where", "moved by"):
+        t.add_column(col)
+    for what, where, how in paths().places():
+        t.add_row(what, esc(where), esc(how))
+    console.print(t)
+
+
 def _defines(define: list[str] | None) -> dict[str, str]:
     out = {}
     for d in define or []:
@@ -69,7 +92,9 @@ def _defines(define: list[str] | None) -> dict[str, str]:
 #: ``build``'s help; ``fleet.build`` shows the same texts for the options it passes to every host
 BUILD_HELP = {
     "backends": "comma-separated: cpu,cuda,vulkan (also hip,sycl,metal: untested)",
-    "pins": "comma-separated pin names or commits (default: the default pin)",
+    "pins": "comma-separated pin names or commits; inside a llama.cpp checkout its revisions (branch, tag, sha, HEAD, "
+            "WORKTREE; default there: HEAD) (default: the default pin)",
+    "source": "a llama.cpp checkout whose revisions --pins names (default: the one you are in)",
     "cuda_archs": "CUDA architectures, e.g. 90 or '86;89' (default: native when a GPU is visible)",
     "jobs": "parallel compile jobs (default: core count)",
     "build_type": "CMake build type (default Release)",
@@ -86,23 +111,27 @@ BUILD_HELP = {
 @lf_task(iterable=["define"], help=BUILD_HELP)
 def build(c, backends="cpu", pins=None, cuda_archs=None, jobs=None, build_type="Release", native=True,
           define=None, nvcc=None, glslc=None, vulkan_include=None, rebuild=False, no_verify=False,
-          fa_all_quants=False, no_amx=False):
-    """Build (or reuse) llama.cpp for one or more backends and pins; verify each build."""
+          fa_all_quants=False, no_amx=False, source=None):
+    """Build (or reuse) llama.cpp for one or more backends and pins; verify each build. Inside a llama.cpp checkout
+    (or with --source DIR) --pins names its revisions (default HEAD), built from llamaforge's private mirror:
+    the checkout's files, index and branches are never touched."""
+    from ..sources.localrepo import checkout_from
     from ._common import pins as load
 
     bs = parse_backends(backends)
-    ps = load()
-    pin_list = [ps.resolve(p) for p in (csv_list(pins, what="pin") or [None])]
+    co = checkout_from(str(source) if source is not None else None)
     opts = BuildOptions(build_type=build_type, native=native, cuda_archs=cuda_archs,
                         cuda_fa_all_quants=fa_all_quants, defines=_defines(define), no_amx=bool(no_amx),
                         jobs=as_int(jobs, "--jobs", minimum=1, maximum=4096) if jobs else None, nvcc=nvcc, glslc=glslc, vulkan_include=vulkan_include,
                         verify=not no_verify, rebuild=rebuild)
-    p = paths()
-    results = []
-    for pin in pin_list:
-        for b in bs:
-            results.append(do_build(p, pin, b, opts))
-    _print_builds(results)
+    if co is not None:
+        from ..builds.revisions import build_revisions
+
+        _print_builds(build_revisions(paths(), co, csv_list(pins, what="revision") or ["HEAD"], bs, opts))
+        return
+    ps = load()
+    pin_list = [ps.resolve(p) for p in (csv_list(pins, what="pin") or [None])]
+    _print_builds([do_build(paths(), pin, b, opts) for pin in pin_list for b in bs])
 
 
 def _print_builds(builds) -> None:
@@ -198,4 +227,4 @@ def source_tarball(c, pin=None, out=".", no_trim=False):
     console.print(esc(f"wrote {dest} ({dest.stat().st_size / 1e6:.1f} MB, commit {tree.commit})"))
 
 
-TASKS = [pins_, doctor, build, builds, verify, source_tarball]
+TASKS = [pins_, init, doctor, build, builds, verify, source_tarball]

@@ -11,7 +11,7 @@ from ..errors import LlamaforgeError
 from ..pathsafe import under
 from ..store import Store
 from ..values import parse_effect
-from ._common import as_float, as_int, lf_task, paths, writable_dir
+from ._common import as_float, as_int, lf_task, paths, pins_or_empty, writable_dir
 
 
 def _source(value) -> str | None:  # noqa: ANN001
@@ -28,9 +28,10 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     return as_int(value, what)
 
 
-@lf_task(help={
-    "base": "A: a pin name or commit (the baseline)",
-    "head": "B: a pin name or commit (compared against A; default: same as --base, for two backends)",
+@lf_task(positional=["base", "head"], help={
+    "base": "A: a revision of the llama.cpp checkout you are in (branch, tag, sha, HEAD, WORKTREE), else a pin name or "
+            "commit (the baseline)",
+    "head": "B: as A (compared against A; default: same as A, for two backends)",
     "backend": "backend of both sides (default cpu)",
     "base_backend": "backend of A (overrides --backend)", "head_backend": "backend of B (overrides --backend)",
     "model": "model: a .gguf path, synth:PRESET, hf:..., pypi:..., URL (default synth:tiny-qwen35moe)",
@@ -42,7 +43,9 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "min_effect": "the margin of the verdicts: within it 'same', beyond it 'better'/'worse' (0.05 or 5%; default 5%)",
     "engine": "server (default) or llama-bench",
     "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
-    "threads": "-t for llama.cpp", "source": "where commits not in the mirror come from (git:URL or path:DIR)",
+    "threads": "-t for llama.cpp",
+    "source": "a llama.cpp checkout whose revisions A and B are (default: the one you are in), or where commits not "
+              "in the mirror come from (git:URL or path:DIR)",
     "base_host": "measure A on this fleet host (fleet.toml); with --head-host: one build on two machines",
     "head_host": "measure B on this fleet host (with --base-host)",
     "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
@@ -61,20 +64,24 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     Holm's method over the points. --launches auto adds starts only while a verdict is open. Stored as a
     run of kind compare.
 
+    Inside a llama.cpp checkout (or with --source DIR), A and B are its revisions: `llamaforge compare master
+    HEAD` answers "did my branch make it slower?"; WORKTREE is the uncommitted state. The checkout's files,
+    index and branches are never touched (commits are fetched into llamaforge's private mirror).
+
     With --base-host H1 --head-host H2: one build measured on two fleet hosts at the same time (no
     interleaving across machines), compared with the same statistics."""
     from ..bench.plan import make_points
-    from ..compare.session import CompareRequest, Side, run_compare
+    from ..compare.session import CompareRequest, run_compare
     from ..compare.show import print_compare
 
     p = paths()
     source = _source(source)
     lo = parse_launches(rounds if rounds is not None else launches, max_launches)
     va, vb = _side_variants(p, base_variant, head_variant, base_backend or head_backend or base_host or head_host)
+    a_ref, b_ref = (va.pin if va and va.pin else base), (vb.pin if vb and vb.pin else head or base)
     req = CompareRequest(
-        base=Side("A", (va.pin if va and va.pin else base), va.backend if va else (base_backend or backend), source),
-        head=Side("B", (vb.pin if vb and vb.pin else head or base), vb.backend if vb else (head_backend or backend),
-                  source),
+        base=_make_side("A", a_ref, va.backend if va else (base_backend or backend), source),
+        head=_make_side("B", b_ref, vb.backend if vb else (head_backend or backend), source),
         model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=lo.fixed,
         max_launches=lo.policy.max_starts, min_effect=parse_effect(min_effect), engine=engine,
         prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
@@ -96,6 +103,27 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
         if worse:
             console.print(esc(f"WORSE: {', '.join(worse)} (run {run_id})"), markup=False, highlight=False)
             sys.exit(3)
+
+
+def _make_side(name: str, ref: str, backend: str, source: str | None):  # noqa: ANN202
+    """A side; inside a llama.cpp checkout (or ``--source DIR``) ``ref`` is its revision, checked now (a name the
+    checkout lacks is one line before anything is built), unless it is only a pin's name."""
+    from ..compare.session import Side
+    from ..sources.localrepo import WORKTREE, checkout_from, rev_sha
+
+    co = checkout_from(source)
+    if co is None:
+        return Side(name, ref, backend, source)
+    if ref != WORKTREE:
+        try:
+            rev_sha(co, ref)
+        except LlamaforgeError:
+            if ref not in pins_or_empty().pins:
+                raise
+            return Side(name, ref, backend, None)
+    else:
+        rev_sha(co, "HEAD")
+    return Side(name, ref, backend, str(co.spec), checkout=co.root)
 
 
 def _side_variants(p, base_variant, head_variant, other):  # noqa: ANN001, ANN202
@@ -151,8 +179,9 @@ def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | N
 
 
 @lf_task(help={
-    "good": "a commit (or pin) where the metric was good (older)",
-    "bad": "a later commit on the same first-parent line where it is bad",
+    "good": "a revision where the metric was good (older): of the llama.cpp checkout you are in (branch, tag, sha, "
+            "HEAD), else a commit or pin",
+    "bad": "a later revision on the same first-parent line where it is bad (WORKTREE: the uncommitted state)",
     "metric": "tg (generation t/s) or pp (prompt processing t/s)",
     "backend": "backend to build and measure (default cpu)",
     "threshold": "minimum effect: the endpoints must differ by more than this (default 5%)",
@@ -160,7 +189,8 @@ def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | N
     "repeats": "llama-bench requests inside one start (default 3); starts are the unit of replication",
     "max_launches": "most starts (llama-bench processes) per commit (default 10); a change that needs more is "
                     "refused up front with the number it would take",
-    "source": "where the commits come from when not in the mirror: path:DIR or git:URL",
+    "source": "a llama.cpp checkout whose revisions --good and --bad are (default: the one you are in), or where the "
+              "commits come from when not in the mirror: path:DIR or git:URL",
     "n_predict": "generated tokens per tg sample (default 32)",
     "threads": "-t for llama-bench (default on cpu: the physical cores)",
     "quiet_starts": "on cpu add --cpu-strict 1 --prio 2 --poll 50 where llama-bench has them (default on; "
@@ -183,11 +213,12 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     p = paths()
     if out is not None:
         writable_dir(out, "--out")     # before the endpoints are built and measured
+    good, bad, source = _checkout_range(p, good, bad, _source(source))
     req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend,
                         threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
                         model=model, repeats=_int(repeats, "--repeats"),
                         max_launches=_int(max_launches, "--max-launches") if max_launches is not None else None,
-                        source=_source(source), n_predict=_int(n_predict, "--n-predict"),
+                        source=source, n_predict=_int(n_predict, "--n-predict"),
                         threads=_int(threads, "--threads") if threads else None, quiet=bool(quiet_starts))
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
@@ -195,6 +226,18 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
         out_dir = Path(out) if out else under(p.results / "reports", run_id)
         rp = write_report(store, run_id, out_dir)
     info(f"stored as run [bold]{esc(run_id)}[/]" + esc(f"; report {rp.md} ({rp.html})"))
+
+
+def _checkout_range(p, good: str, bad: str, source: str | None) -> tuple[str, str, str | None]:  # noqa: ANN001
+    """Inside a llama.cpp checkout (or ``--source DIR``): --good and --bad as mirror shas of its revisions (fetched
+    into the private mirror; a rebase in progress or a name it lacks is one line), and the checkout as the source."""
+    from ..sources.localrepo import checkout_from, revision_shas
+
+    co = checkout_from(source)
+    if co is None:
+        return good, bad, source
+    g, b = revision_shas(co, [good, bad], p)
+    return g, b, str(co.spec)
 
 
 @lf_task(name="bisect-run", error_exit=128, help={

@@ -56,6 +56,7 @@ class Side:
     ref: str
     backend: str
     source: str | None = None
+    checkout: Path | None = None   # a llama.cpp checkout whose revision ``ref`` is (sources.localrepo)
 
     def describe(self) -> str:
         return f"{self.ref} ({self.backend})"
@@ -115,6 +116,8 @@ def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> An
     from ..sources import checkout_commit
 
     opts = opts or BuildOptions()
+    if side.checkout is not None:
+        return _build_revision(paths, side, opts)
     pins = pins or load_pins(paths.pins_file)
     if side.ref in pins.pins or side.source is None:
         return build(paths, pins.resolve(side.ref), side.backend, opts)
@@ -122,6 +125,13 @@ def build_side(paths: Any, side: Side, opts: Any = None, pins: Any = None) -> An
     tree = checkout_commit(side.ref, paths, spec)
     return build(paths, Pin(name=side.ref[:9], commit=tree.commit, sources=(spec,)), side.backend, opts, tree=tree)
 
+
+def _build_revision(paths: Any, side: Side, opts: Any) -> Any:
+    """A side that is a revision (or ``WORKTREE``) of the user's llama.cpp checkout, built from a mirror worktree."""
+    from ..builds.revisions import build_revisions
+    from ..sources.localrepo import require_checkout
+
+    return build_revisions(paths, require_checkout(side.checkout), [side.ref], [side.backend], opts)[0]
 
 
 def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:

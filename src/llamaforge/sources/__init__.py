@@ -38,6 +38,7 @@ class SourceTree:
     native_git: bool         # mirror_commit is the real upstream commit (`git rev-parse HEAD` gives it)
     build_number: int | None  # the pin's build_number, or `git rev-list --count` for native commits
     subject: str             # commit subject line (for bisect reports)
+    dirty: str | None = None  # a WORKTREE snapshot: the sha256 of its diff against HEAD (sources.localrepo)
 
     @property
     def short(self) -> str:
