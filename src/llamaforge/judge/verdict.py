@@ -26,6 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from . import wording
 from .estimate import CONFIDENCE, Estimate, estimate, t_quantile
 from .spread import Spread, for_small_k
 from .starts import Starts
@@ -83,21 +84,34 @@ class Judgement:
         m = {SAME: "=", INCONCLUSIVE: "?"}.get(self.verdict) or ("+" if self.ratio > 1 else "-")
         return m + ("*" if self.small and self.verdict != INCONCLUSIVE else "")
 
+    def interval(self) -> tuple[str, float | None, float | None]:
+        """What interval the ratio is shown with (a :data:`.wording.INTERVALS` kind and its ends): ``one``
+        (one start each: no range), ``starts`` (fewer than 3 starts a side: the range of start ratios) or ``ci``."""
+        if self.a.k == 1 and self.b.k == 1:
+            return "one", None, None
+        if self.small:
+            lo, hi = self.start_range
+            return "starts", lo, hi
+        return "ci", self.low, self.high
+
     def interval_text(self) -> str:
         """``[1.35, 2.01]`` (a 95 % CI) or, at small K, ``starts 1.15–2.00`` (the range of start ratios);
         ``1 start each`` when there is no range (a one-start-each "1.86–1.86" would read as starts that agree)."""
-        if self.a.k == 1 and self.b.k == 1:
-            return "1 start each"
-        if self.small:
-            lo, hi = self.start_range
-            return f"starts {lo:.2f}–{hi:.2f}"
-        return f"[{self.low:.2f}, {self.high:.2f}]"
+        kind, lo, hi = self.interval()
+        return wording.interval_text(kind, lo, hi)
 
-    def fmt(self) -> str:
-        """``1.66× [1.35, 2.01] differs`` / ``1.66× (starts 1.15–2.00) inconclusive*``."""
-        if self.small:
-            return f"{self.ratio:.2f}× ({self.interval_text()}) {self.verdict}" + ("*" if self.verdict != INCONCLUSIVE else "")
-        return f"{self.ratio:.2f}× {self.interval_text()} {self.verdict}"
+    def ratio_text(self, num: str = "B", den: str = "A", *, metric: str | None = None, decimals: int = 2) -> str:
+        """The ratio with its interval, as :func:`.wording.ratio_text` says it: ``1.66× [1.35, 2.01]``,
+        ``CPU 115× faster [80, 161]`` (``num``/``den``: the names of B and A)."""
+        kind, lo, hi = self.interval()
+        return wording.ratio_text(self.ratio, lo, hi, interval=kind, num=num, den=den, metric=metric,
+                                  decimals=decimals)
+
+    def fmt(self, num: str = "B", den: str = "A") -> str:
+        """``1.66× [1.35, 2.01] differs`` / ``1.66× (starts 1.15–2.00) inconclusive*`` /
+        ``CPU 115× faster [80, 161] differs`` (``num``/``den``: the names of B and A)."""
+        star = "*" if self.small and self.verdict != INCONCLUSIVE else ""
+        return f"{self.ratio_text(num, den)} {self.verdict}{star}"
 
     def to_dict(self) -> dict:
         return {"a": self.a.to_dict(), "b": self.b.to_dict(), "ratio": self.ratio, "low": self.low, "high": self.high,

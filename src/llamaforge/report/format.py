@@ -4,10 +4,13 @@ judge's ratios, a first line of free text, any stored value, and a key/value tab
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from ..judge import Judgement
-from .data import Row
+from ..judge import DIFFERS, Judgement
+from ..judge.sequential import UNRESOLVED
+from ..judge.wording import differs_unresolved
+from .data import ReportData, Row
 from .sections import Table
 
 
@@ -26,9 +29,34 @@ def fmt_speed(r: Row | None, metric: str) -> str:
     return "–" if e is None else e.fmt(1)
 
 
-def fmt_ratio(j: Judgement | None) -> str:
-    """``1.66× [1.35, 2.01] differs`` (≥ 3 starts a side) or ``1.66× (starts 1.15–2.00) inconclusive``."""
-    return "–" if j is None else j.fmt()
+def fmt_ratio(j: Judgement | None, num: str = "B", den: str = "A") -> str:
+    """``1.66× [1.35, 2.01] differs`` (≥ 3 starts a side), ``1.66× (starts 1.15–2.00) inconclusive`` or, far
+    from 1, ``CPU 115× faster [80, 161] differs`` (``num``/``den``: the names of the judgement's B and A)."""
+    return "–" if j is None else j.fmt(num, den)
+
+
+def unresolved_k(rows: Sequence[Row]) -> int | None:
+    """The K at which the first of ``rows`` that ``--launches auto`` left unresolved stopped (``None``: none)."""
+    for r in rows:
+        st = ((r.point.extra or {}) if r.point is not None else {}).get("sequential") or {}
+        if st.get("status") == UNRESOLVED and isinstance(st.get("k"), int):
+            return st["k"]
+    return None
+
+
+def precision_of(data: ReportData) -> float:
+    """The run's ``--precision`` (``--launches auto``), 5 % where the plan does not say."""
+    return float((data.plan.sequential or {}).get("precision", 0.05))
+
+
+def fmt_judged(j: Judgement | None, num: str, den: str, rows: Sequence[Row], precision: float) -> str:
+    """:func:`fmt_ratio`; a verdict "differs" between points that stopped unresolved says both in one sentence:
+    ``CPU 115× faster [80, 161]: differs (CPU faster at least 80×); not resolved to ±5 % at K=4``."""
+    k = unresolved_k(rows)
+    if j is None or j.verdict != DIFFERS or k is None:
+        return fmt_ratio(j, num, den)
+    return f"{j.ratio_text(num, den)}: " + differs_unresolved(j.ratio, j.low, j.high, k=k, precision=precision,
+                                                               num=num, den=den)
 
 
 def first_line(text: str | None, width: int = 120) -> str:

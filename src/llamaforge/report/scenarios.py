@@ -7,7 +7,7 @@ from ..findings.drift import drift_flags
 from ..judge import assumptions_note, control, judge
 from . import analysis as an
 from .data import ReportData, Row, Series
-from .format import fmt_int, fmt_mib, fmt_ratio, fmt_speed
+from .format import fmt_int, fmt_judged, fmt_mib, fmt_speed, precision_of
 from .measurement_conditions import row_flags
 from .points import fit_status_of
 from .replication import drift_notes, launches_of, machine_notes
@@ -99,11 +99,12 @@ def ratio_table(data: ReportData, min_effect: float) -> Table | None:
     family = f"Holm's method over the table's {n} comparisons" if n > 1 else "one comparison"
     t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg", "starts (K×R)"], title="Ratios",
               note=RATIO_NOTE.format(e=min_effect, family=family))
+    precision = precision_of(data)
     for sc, label, a, b, ra, rb, js in cells:
         ctx = f"{ra.n_ctx / rb.n_ctx:.2f}×" if ra.n_ctx and rb.n_ctx else "–"
         shapes = f"{ra.starts('tg').shape} / {rb.starts('tg').shape}"
         t.rows.append([label, f"{a.name}/{b.name}", f"{ra.x_label} vs {rb.x_label}", ctx,
-                       fmt_ratio(js["pp"]), fmt_ratio(js["tg"]), shapes])
+                       *[fmt_judged(js[m], a.name, b.name, (ra, rb), precision) for m in ("pp", "tg")], shapes])
         t.data.append({"scenario": sc, "num": a.name, "den": b.name,
                        **{m: (j.to_dict() if j else None) for m, j in js.items()}})
     if note := assumptions_note([j for c in cells for j in c[6].values()]):
