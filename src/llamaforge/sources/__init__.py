@@ -1,13 +1,17 @@
 """Where llama.cpp source trees come from.
 
 ``checkout(pin, paths)`` gives a :class:`SourceTree`: a git worktree (under ``Paths.vendor``) of
-the pinned commit, taken from the one local bare mirror (``Paths.mirror``). What is already in the
-mirror is used without touching the network; otherwise the pin's sources are tried in order and a
-failing one falls through to the next with a one-line notice. Snapshot sources (tarball, pypi
-sdist) are imported into the mirror as commits, so compare and bisect treat every source alike.
+the pinned commit, taken from the one local bare mirror (``Paths.mirror``). First, warm cache or cold,
+each pypi/tarball source the pin declares is checked to hold that commit (:mod:`.claims`; what a source
+was verified to hold is remembered in the :mod:`.ledger`, so a warm check reads a record and touches no
+network). What is already in the mirror is then used as it is; otherwise the pin's sources are tried in
+order and a failing one falls through to the next with a one-line notice. Snapshot sources (tarball,
+pypi sdist) are imported into the mirror as commits, so compare and bisect treat every source alike.
 
 Modules: :mod:`.mirror` (bare mirror, imports, worktrees, locking), :mod:`.providers` (one
-function per source kind), :mod:`.archives` (downloads, extraction, CHANGELOG parsing).
+function per source kind; what a snapshot holds), :mod:`.archives` (downloads, extraction, CHANGELOG
+parsing), :mod:`.ledger` (the records of what each source holds), :mod:`.claims` (a pin's sources checked
+against its commit).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from ..config import Pin, SourceSpec
 from ..console import notice
 from ..errors import SourceError
 from ..paths import Paths
+from .claims import Claims, check_claims, settle, source_failure
 from .mirror import Mirror, git, slug
-from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, remote_url
+from .providers import PROVIDERS, Provided, SourceMismatch, fetch_ref, import_verified, remote_url
 
 __all__ = ["CommitFacts", "SourceTree", "SourceMismatch", "checkout", "checkout_commit", "commit_facts", "first_parent_commits",
            "fresh_ref", "head_tree", "moved_tree", "on_first_parent_line",
@@ -88,58 +93,81 @@ def _tree(m: Mirror, paths: Paths, prov: Provided, origin: str, build_number: in
                       subject=m.subject(prov.mirror_commit))
 
 
-def _provide(m: Mirror, spec: SourceSpec, commit: str, paths: Paths, label: str) -> Provided:
+def _provide(m: Mirror, spec: SourceSpec, commit: str, paths: Paths, label: str, claims: Claims) -> Provided:
+    """``commit`` from ``spec``: a snapshot verified by :func:`check_claims` just now is imported as it was
+    checked, one that could not be checked fails as it did there, anything else goes to its provider."""
+    if spec in claims.unchecked:
+        e = claims.unchecked[spec]
+        raise SourceError(e.message, e.fix)
     try:
+        if spec in claims.verified:
+            return import_verified(m, spec, claims.verified[spec], commit, paths, label)
         return PROVIDERS[spec.kind](m, spec, commit, paths, label)
     except (OSError, git.GitError) as e:
-        raise SourceError(f"{spec}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
-                          "see the message; try another source") from e
+        raise source_failure(spec, e) from e
+
+
+def _from_sources(m: Mirror, pin: Pin, paths: Paths, claims: Claims) -> tuple[Provided, str]:
+    """``pin.commit`` from ``pin.sources`` in order, a failing one falling through to the next with a notice
+    (none for a source :func:`settle` speaks of); (what provided it, which source)."""
+    reasons: list[tuple[SourceSpec, SourceError]] = []
+    for i, spec in enumerate(pin.sources):
+        try:
+            return _provide(m, spec, pin.commit, paths, pin.name, claims), str(spec)
+        except SourceMismatch:
+            raise
+        except SourceError as e:
+            reasons.append((spec, e))
+            if i + 1 < len(pin.sources) and spec not in claims.unchecked:
+                notice(f"source {spec} failed ({e.message}); trying {pin.sources[i + 1]}")
+    if len(reasons) == 1:
+        spec, e = reasons[0]
+        raise SourceError(f"pin {pin.name}: source {spec} failed: {e.message}", e.fix)
+    listed = "; ".join(f"{s}: {e.message}" for s, e in reasons)
+    raise SourceError(
+        f"no source could provide llama.cpp {pin.commit} for pin {pin.name} ({listed})",
+        "connect to the network, or add a source that has this commit to "
+        f"pins.{pin.name}.sources (e.g. \"path:/your/llama.cpp\" or \"pypi:llama-cpp-python==VER\")")
 
 
 def checkout(pin: Pin, paths: Paths) -> SourceTree:
-    """A worktree of ``pin.commit``: from the mirror if it is there, else from ``pin.sources`` in order."""
+    """A worktree of ``pin.commit``: from the mirror if it is there, else from ``pin.sources`` in order.
+
+    Warm or cold, every pypi/tarball source the pin declares is checked to hold ``pin.commit`` first
+    (:mod:`.claims`: its ledger record, else verified now), so a pin whose declared source holds another
+    commit is refused whatever the mirror already has."""
     m = _mirror(paths)
     with m.locked():
+        claims = check_claims(m, pin.commit, pin.sources, paths, pin.name)
         prov = _in_mirror(m, pin.commit)
         origin = _origin_of(m, prov, pin.sources) if prov else ""
         if prov is None:
-            reasons: list[tuple[SourceSpec, SourceError]] = []
-            for i, spec in enumerate(pin.sources):
-                try:
-                    prov = _provide(m, spec, pin.commit, paths, pin.name)
-                    origin = str(spec)
-                    break
-                except SourceMismatch:
-                    raise
-                except SourceError as e:
-                    reasons.append((spec, e))
-                    if i + 1 < len(pin.sources):
-                        notice(f"source {spec} failed ({e.message}); trying {pin.sources[i + 1]}")
-            if prov is None:
-                if len(reasons) == 1:
-                    spec, e = reasons[0]
-                    raise SourceError(f"pin {pin.name}: source {spec} failed: {e.message}", e.fix)
-                listed = "; ".join(f"{s}: {e.message}" for s, e in reasons)
-                raise SourceError(
-                    f"no source could provide llama.cpp {pin.commit} for pin {pin.name} ({listed})",
-                    "connect to the network, or add a source that has this commit to "
-                    f"pins.{pin.name}.sources (e.g. \"path:/your/llama.cpp\" or \"pypi:llama-cpp-python==VER\")")
+            prov, origin = _from_sources(m, pin, paths, claims)
+        settle(claims, prov)
         return _tree(m, paths, prov, origin, pin.build_number)
 
 
-def _resolve(m: Mirror, ref: str, paths: Paths, spec: SourceSpec | None) -> Provided:
-    prov = _in_mirror(m, ref)
-    if prov is not None:
-        return prov
+def _fetch(m: Mirror, ref: str, paths: Paths, spec: SourceSpec | None, claims: Claims) -> Provided:
+    """``ref`` (not in the mirror) from ``spec``."""
     if spec is not None and spec.kind in ("git", "path"):
         sha = m.resolve_in_namespace(ref, slug(remote_url(spec, paths)))
         if sha is None:
             sha = fetch_ref(m, spec, ref, paths)
         return Provided(sha, sha, True)
     if spec is not None:
-        return _provide(m, spec, ref, paths, ref[:9])
+        return _provide(m, spec, ref, paths, ref[:9], claims)
     raise SourceError(f"commit {ref} is not in the mirror ({m.path})",
                       "check out a pin whose sources have it first, or name a git/path source for it")
+
+
+def _resolve(m: Mirror, ref: str, paths: Paths, spec: SourceSpec | None) -> Provided:
+    """``ref`` in the mirror, or fetched from ``spec``; a pypi/tarball ``spec`` is checked to hold it either way."""
+    claims = check_claims(m, ref, (spec,) if spec is not None else (), paths, ref[:9])
+    prov = _in_mirror(m, ref)
+    if prov is None:
+        prov = _fetch(m, ref, paths, spec, claims)
+    settle(claims, prov)
+    return prov
 
 
 def resolve_commit(paths: Paths, ref: str, spec: SourceSpec | None = None) -> str:

@@ -57,12 +57,14 @@ def download(url: str, dest: Path) -> Path:
 
 
 def git_archive_commit(archive: Path) -> str | None:
-    """The commit ``git archive`` recorded in a tarball's pax global header, if any."""
+    """The commit ``git archive`` recorded in a tarball's pax global header, if any; SourceError when
+    the file is no tar archive at all."""
     try:
         with tarfile.open(archive, "r:*") as tf:
-            comment = (tf.pax_headers or {}).get("comment", "")
-    except (tarfile.TarError, OSError):
-        return None
+            comment = str((tf.pax_headers or {}).get("comment", ""))
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise SourceError(f"bad archive {archive}: {_short(e)}",
+                          f"delete {archive} so it is downloaded again, or point the source at a valid .tar.gz") from e
     return comment.strip() if re.fullmatch(r"[0-9a-f]{40}", comment.strip()) else None
 
 

@@ -10,11 +10,16 @@ contradicts the pin (wrong vendored commit, wrong sha256): that is refused at on
                 offline machine falls through in seconds.
 * ``path:DIR``  the same from a local clone or mirror (no network).
 * ``tarball:URL-or-FILE``  a source archive of the pinned commit, downloaded once into
-                ``Paths.downloads/tarballs/``, extracted and imported.
+                ``Paths.downloads/tarballs/``; the commit ``git archive`` wrote into its header, if any,
+                must be the pinned one; extracted and imported.
 * ``pypi:NAME==VER``  the llama-cpp-python sdist, fetched from pip's configured index (see
                 :mod:`.pyindex`; never through pip, which would run its build hooks), cached in
                 ``Paths.downloads``; sha256 checked before it is opened; its CHANGELOG must name
                 the pinned commit; ``vendor/llama.cpp`` is imported.
+
+For the two snapshot kinds, :func:`verify` (what the source holds, written to the :mod:`.ledger`) and
+:func:`import_verified` are separate steps: a pin's declared snapshot sources are checked on every checkout,
+also when its commit is already in the mirror (:mod:`.claims`), and only a missing commit is imported.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from ..console import err_console, notice
 from ..errors import SourceError
 from ..lazy import lazy
 from ..paths import Paths
-from . import archives, pyindex
+from . import archives, ledger, pyindex
 from .mirror import Mirror, slug
 
 if TYPE_CHECKING:
@@ -45,6 +50,7 @@ else:   # loaded on first use (llamaforge.lazy): most commands never download
 
 FETCH_TIMEOUT = 3600.0
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+UNCHECKED = "unchecked"   # how an sdist's sha256 was checked when nothing could vouch for it
 
 
 class SourceMismatch(SourceError):
@@ -120,7 +126,16 @@ def provide_git(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths, pin
     return Provided(sha, sha, True)
 
 
-# -- snapshots ------------------------------------------------------------------------------------
+# -- snapshots: verify what a source holds (written to the ledger), then import it ----------------
+
+@dataclass(frozen=True)
+class Verified:
+    """A pypi/tarball source verified just now: what it holds and the file it was read from."""
+
+    fact: ledger.SourceFact
+    file: Path
+    head: str | None = None   # full sha of an sdist's vendored submodule HEAD, when it has one
+
 
 def _existing_import(mirror: Mirror, commit: str) -> Provided | None:
     found = mirror.find_import(commit)
@@ -145,43 +160,48 @@ def _check_pinned_sha256(spec: SourceSpec, file: Path, digest: str) -> None:
                              f"delete {file} to download it again; if the new file is right, update sha256 in pins.toml")
 
 
-def provide_tarball(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths, pin_name: str) -> Provided:
-    done = _existing_import(mirror, commit)
-    if done:
-        return done
+def local_tarball(spec: SourceSpec, paths: Paths) -> Path | None:
+    """The file a ``tarball:`` source names (relative to the workspace); None for an http(s) URL."""
     arg = spec.arg
     if arg.startswith(("http://", "https://")):
-        base = unquote(Path(urlparse(arg).path).name).replace("\\", "_")
-        base = base if base not in ("", ".", "..") else "source.tar.gz"
-        file = paths.downloads / "tarballs" / f"{hashlib.sha1(arg.encode()).hexdigest()[:12]}-{base}"
-        if not file.is_file():
-            if arg.startswith("http://") and not spec.sha256:   # SourceSpec refuses this; never download it
-                raise SourceMismatch(f"{spec}: plain-http download without a sha256",
-                                     "use https://, or append #sha256=<64 hex digits> to the URL")
-            archives.download(arg, file)
-            try:
-                _check_pinned_sha256(spec, file, archives.sha256_of(file))
-            except SourceMismatch:
-                file.unlink(missing_ok=True)   # a wrong download never stays in the cache
-                raise
-    else:
-        file = Path(unquote(urlparse(arg).path) if arg.startswith("file://") else arg).expanduser()
-        file = file if file.is_absolute() else paths.workspace / file
-        if not file.is_file():
-            raise SourceError(f"tarball {file} does not exist", f"fix the path in \"{spec}\"")
+        return None
+    file = Path(unquote(urlparse(arg).path) if arg.startswith("file://") else arg).expanduser()
+    return file if file.is_absolute() else paths.workspace / file
+
+
+def _fetched_tarball(spec: SourceSpec, paths: Paths) -> Path:
+    """The download of an http(s) ``tarball:`` source in ``Paths.downloads/tarballs/`` (fetched once)."""
+    arg = spec.arg
+    base = unquote(Path(urlparse(arg).path).name).replace("\\", "_")
+    base = base if base not in ("", ".", "..") else "source.tar.gz"
+    file = paths.downloads / "tarballs" / f"{hashlib.sha1(arg.encode()).hexdigest()[:12]}-{base}"
+    if not file.is_file():
+        if arg.startswith("http://") and not spec.sha256:   # SourceSpec refuses this; never download it
+            raise SourceMismatch(f"{spec}: plain-http download without a sha256",
+                                 "use https://, or append #sha256=<64 hex digits> to the URL")
+        archives.download(arg, file)
+        try:
+            _check_pinned_sha256(spec, file, archives.sha256_of(file))
+        except SourceMismatch:
+            file.unlink(missing_ok=True)   # a wrong download never stays in the cache
+            raise
+    return file
+
+
+def verify_tarball(spec: SourceSpec, paths: Paths) -> Verified:
+    """The archive of a ``tarball:`` source (downloaded once), its sha256 checked before it is read, and
+    the commit ``git archive`` wrote into its header (None for an archive that names none)."""
+    local = local_tarball(spec, paths)
+    file = local or _fetched_tarball(spec, paths)
+    if not file.is_file():
+        raise SourceError(f"tarball {file} does not exist", f"fix the path in \"{spec}\"")
     digest = archives.sha256_of(file)
     _check_pinned_sha256(spec, file, digest)   # before anything reads the archive
-    if not spec.sha256 and arg.startswith("https://"):
+    if not spec.sha256 and spec.arg.startswith("https://"):
         notice(f"sha256 of {file.name} is unchecked (no #sha256= in the source): {digest}")
-    upstream = commit
-    recorded = archives.git_archive_commit(file)
-    if recorded:
-        if not archives.same_commit(recorded, commit):
-            raise SourceMismatch(f"{file.name} is an archive of llama.cpp {recorded[:12]}, not {commit} (pin {pin_name})",
-                                 f"use an archive of {commit}, or set commit = \"{recorded[:9]}\" for pin {pin_name}")
-        upstream = recorded
-    sha = _import(mirror, file, upstream, str(spec), f"sha256: {digest}", None, paths)
-    return Provided(upstream, sha, False)
+    checked = "checked against pins.toml" if spec.sha256 else "local file" if local else "https, no sha256 pinned"
+    commit = archives.git_archive_commit(file)
+    return Verified(ledger.SourceFact(str(spec), commit, digest, file.name, checked), file)
 
 
 def _sdist_names(name: str, version: str) -> list[str]:
@@ -241,6 +261,23 @@ def pypi_sha256(name: str, version: str, filename: str) -> tuple[str, str] | Non
     return (found.sha256, found.index) if found and found.sha256 else None
 
 
+def _check_cached_sdist(spec: SourceSpec, file: Path, name: str, version: str) -> tuple[str, str]:
+    """(sha256, how checked) of an sdist already in the cache (or put there by the user): checked as a
+    download is; "unchecked" (said in a notice) when no pinned sha256 and no index can vouch for it."""
+    digest = archives.sha256_of(file)
+    if spec.sha256:
+        _check_pinned_sha256(spec, file, digest)
+        return digest, "checked against pins.toml"
+    found = pypi_sha256(name, version, file.name)
+    if found is None:
+        notice(f"sha256 of {file.name} is unchecked (no package index reachable, or it lists no hash): {digest}")
+        return digest, UNCHECKED
+    if found[0] != digest:
+        raise SourceMismatch(f"{file.name} has sha256 {digest}, {found[1]} says {found[0]}",
+                             f"delete {file} and run again to download it afresh")
+    return digest, f"checked against {found[1]}"
+
+
 def record_check(file: Path, digest: str, checked: str) -> None:
     """Write ``<file>.sha256`` (``sha256sum`` format plus how it was checked) beside the download."""
     file.with_name(file.name + ".sha256").write_text(f"{digest}  {file.name}\n# {checked}\n", encoding="utf-8")
@@ -255,52 +292,74 @@ def sdist_vendored_commit(file: Path, version: str) -> tuple[str | None, str | N
     return named, full
 
 
-def provide_pypi(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths, pin_name: str) -> Provided:
-    done = _existing_import(mirror, commit)
-    if done:
-        return done
+def verify_pypi(spec: SourceSpec, paths: Paths) -> Verified:
+    """The sdist of a ``pypi:`` source (downloaded once, sha256 checked before it is opened) and the llama.cpp
+    commit it vendors: its CHANGELOG's for the version, else its vendored submodule's HEAD."""
     name, _, version = spec.arg.partition("==")
     file = cached_sdist(paths, name, version)
     if file is None:
         file, digest, checked = download_sdist(paths, name, version, spec.sha256)
-    else:   # a file already in the cache (or put there by the user): check it the same way
-        digest = archives.sha256_of(file)
-        if spec.sha256:
-            _check_pinned_sha256(spec, file, digest)
-            checked = "checked against pins.toml"
-        else:
-            found = pypi_sha256(name, version, file.name)
-            if found is None:
-                notice(f"sha256 of {file.name} is unchecked (no package index reachable, or it lists no hash): {digest}")
-                checked = "unchecked"
-            elif found[0] != digest:
-                raise SourceMismatch(f"{file.name} has sha256 {digest}, {found[1]} says {found[0]}",
-                                     f"delete {file} and run again to download it afresh")
-            else:
-                checked = f"checked against {found[1]}"
+    else:
+        digest, checked = _check_cached_sdist(spec, file, name, version)
     named, head = sdist_vendored_commit(file, version)
     vendored = named or head
     if vendored is None:
         raise SourceMismatch(f"{spec}: its CHANGELOG.md names no llama.cpp commit for [{version}]",
                              "use a git or tarball source for this pin")
-    if not archives.same_commit(vendored, commit):
-        raise SourceMismatch(
-            f"{spec} vendors llama.cpp {vendored}, but pin {pin_name} names {commit}",
-            f"set commit = \"{vendored}\" for pin {pin_name} in pins.toml, or use the "
-            f"{name} version whose CHANGELOG says 'update llama.cpp to ggml-org/llama.cpp@{commit[:9]}'")
-    upstream = head if head and archives.same_commit(head, commit) else commit
     record_check(file, digest, checked)
-    # the commit message holds only facts about the file, so every machine imports the same sha
-    note = f"sha256: {digest}\nsdist: {file.name}"
-    sha = _import(mirror, file, upstream, str(spec), note, "vendor/llama.cpp", paths)
+    return Verified(ledger.SourceFact(str(spec), vendored.lower(), digest, file.name, checked), file, head)
+
+
+def verify(mirror: Mirror, spec: SourceSpec, paths: Paths) -> Verified:
+    """Verify a pypi/tarball source now (downloading it when it is not cached) and write what it holds to
+    the ledger, unless its bytes could not be checked (then it is verified again next time)."""
+    v = (verify_pypi if spec.kind == "pypi" else verify_tarball)(spec, paths)
+    if v.fact.checked != UNCHECKED:
+        ledger.write(mirror, v.fact)
+    return v
+
+
+def expect_commit(spec: SourceSpec, fact: ledger.SourceFact, commit: str, pin_name: str) -> None:
+    """Refuse (SourceMismatch: one line and the fix) a source that holds another commit than ``commit``."""
+    held = fact.commit
+    if held is None or archives.same_commit(held, commit):
+        return
+    if spec.kind == "pypi":
+        name = spec.arg.partition("==")[0]
+        raise SourceMismatch(
+            f"{spec} vendors llama.cpp {held}, but pin {pin_name} names {commit}",
+            f"set commit = \"{held}\" for pin {pin_name} in pins.toml, or use the "
+            f"{name} version whose CHANGELOG says 'update llama.cpp to ggml-org/llama.cpp@{commit[:9]}'")
+    raise SourceMismatch(f"{fact.file} is an archive of llama.cpp {held[:12]}, not {commit} (pin {pin_name})",
+                         f"use an archive of {commit}, or set commit = \"{held[:9]}\" for pin {pin_name}")
+
+
+def import_verified(mirror: Mirror, spec: SourceSpec, v: Verified, commit: str, paths: Paths,
+                    pin_name: str) -> Provided:
+    """Import a verified snapshot into the mirror as ``commit`` (refused when it holds another)."""
+    expect_commit(spec, v.fact, commit, pin_name)
+    if spec.kind == "pypi":
+        upstream = v.head if v.head and archives.same_commit(v.head, commit) else commit
+        # the commit message holds only facts about the file, so every machine imports the same sha
+        note, subdir = f"sha256: {v.fact.sha256}\nsdist: {v.file.name}", "vendor/llama.cpp"
+    else:
+        upstream, note, subdir = v.fact.commit or commit, f"sha256: {v.fact.sha256}", None
+    sha = _import(mirror, v.file, upstream, str(spec), note, subdir, paths)
     return Provided(upstream, sha, False)
+
+
+def provide_snapshot(mirror: Mirror, spec: SourceSpec, commit: str, paths: Paths, pin_name: str) -> Provided:
+    done = _existing_import(mirror, commit)
+    if done:
+        return done
+    return import_verified(mirror, spec, verify(mirror, spec, paths), commit, paths, pin_name)
 
 
 PROVIDERS: dict[str, Provider] = {
     "git": provide_git,
     "path": provide_git,
-    "tarball": provide_tarball,
-    "pypi": provide_pypi,
+    "tarball": provide_snapshot,
+    "pypi": provide_snapshot,
 }
 
 
