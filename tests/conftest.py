@@ -7,7 +7,8 @@ itself for ``cpu`` and ``vulkan`` (Vulkan runs on Mesa lavapipe with GGML_VK_VIS
 Where things go: a persistent test workspace (``LLAMAFORGE_TEST_WORKSPACE``, default
 ``~/.cache/llamaforge/test-workspace``, holding a copy of this repo's pins.toml) and the build
 root (``LLAMAFORGE_BUILD_ROOT``, default ``~/.cache/llamaforge/test-builds``), so re-runs reuse
-builds; a cold run builds everything (CPU ≈ 4 min, Vulkan ≈ 2–3 min on 2 cores).
+builds; a cold run builds everything (CPU ≈ 4 min, Vulkan ≈ 2–3 min on 2 cores). The full tier's tests (marker
+``full``, ``scripts/test.sh --full``) also build the oldest release pin (the fixture ``pin_build``).
 
 The session builds and models are made under a cross-process lock (xdist workers, other test sessions on
 this machine): a cold cache builds each once.
@@ -132,30 +133,12 @@ def tiny_qwen3moe(lf_paths, cpu_build) -> Path:
 @pytest.fixture(scope="session")
 def pin_build(lf_paths):
     """``pin_build(name)``: the real CPU build of the pins.toml pin ``name`` beyond the default pin (an older
-    release). A test using it runs last; under ``.ci/run``'s deadline a cold build that could not finish in
-    time is skipped with the reason instead of costing CI its whole run (tests/ci_deadline.py)."""
-    import time
-
-    import ci_deadline
-    from llamaforge.builds import find_build
+    release): a cold build the default tier does not make, so a test using it is marked ``full`` and runs only in
+    ``scripts/test.sh --full`` (docs/testing.md, Tiers; tests/unit/test_tiers.py checks that each is)."""
     from llamaforge.config import load_pins
-    from llamaforge.errors import BuildError
 
     pins = load_pins(lf_paths.pins_file)
-
-    def make(name: str):   # noqa: ANN202
-        pin = pins.resolve(name)
-        try:
-            cached = bool(find_build(lf_paths, pin.name, "cpu", pins))
-        except BuildError:
-            cached = False
-        why = ci_deadline.skip_reason(f"the CPU build of {pin.name} ({pin.commit[:9]})", cached=cached,
-                                      now=time.time(), deadline_s=ci_deadline.deadline(os.environ))
-        if why:
-            pytest.skip(why)
-        return _build(lf_paths, pin, "cpu")
-
-    return make
+    return lambda name: _build(lf_paths, pins.resolve(name), "cpu")
 
 
 @pytest.fixture(scope="session")
@@ -192,13 +175,15 @@ def store(tmp_path):
 
 def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
     """The slow phase collects only ``tests/integration`` (scripts/test.sh: 3 s instead of 9 s of collecting the
-    unit tests only to deselect them), so a ``slow`` test anywhere else would run in neither phase: refuse it.
-    Tests using ``pin_build`` go last (a stable sort: the rest keep their order)."""
+    unit tests only to deselect them), so a ``slow`` test anywhere else would run in neither phase, and the fast
+    phase runs every test not ``slow``, so a ``full`` test that is not ``slow`` would run in the default tier:
+    refuse both."""
     stray = [it.nodeid for it in items if it.get_closest_marker("slow") and "tests/integration/" not in it.nodeid
              and not it.nodeid.startswith("integration/")]
     if stray:
         raise pytest.UsageError(f"slow tests outside tests/integration run in neither CI phase: {stray[:5]} — "
                                 "move them to tests/integration")
-    # tests that may need a cold build beyond the default pin's run last: under CI's deadline they are the
-    # ones skipped when time is short (the fixture pin_build), never a test after them
-    items.sort(key=lambda it: "pin_build" in getattr(it, "fixturenames", ()))
+    fast_full = [it.nodeid for it in items if it.get_closest_marker("full") and not it.get_closest_marker("slow")]
+    if fast_full:
+        raise pytest.UsageError(f"full tests that are not slow run in the default tier's fast phase: {fast_full[:5]} — "
+                                "mark them slow too, in tests/integration")

@@ -6,8 +6,8 @@ runs it, on the tiny synthetic MoE model and on a real trained model from PyPI (
 Time on the 2-core CI machine: see README (Testing). The newest pin is the default pin's commit,
 so its build is the session's cached ``cpu_build``; the oldest is one more CPU build, a cold one on a
 fresh machine (ccache shares nothing: the two commits' ggml.h and llama.h differ), made by the
-``pin_build`` fixture: these tests run last, and under CI's deadline a cold build that could not
-finish in time is skipped with the reason (tests/ci_deadline.py)."""
+``pin_build`` fixture: the tests that need it are the full tier's (``@pytest.mark.full``: only
+``scripts/test.sh --full`` runs them; docs/testing.md, Tiers)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def test_pins_toml_ships_at_least_three_release_pins_each_from_its_pypi_sdist():
     assert len({p.commit for p in rel}) == len(rel)
 
 
+@pytest.mark.full
 def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths, cpu_build, pin_build, tiny_bpe_model,
                                                                        tmp_path):
     rel = _release_pins(lf_paths.pins_file)
@@ -116,6 +117,7 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
     assert oldest.name in r.stdout and newest.name in r.stdout
 
 
+@pytest.mark.full
 def test_oldest_and_newest_release_compare_a_real_model_from_pypi(pypi_online, lf_paths, cpu_build, pin_build,
                                                                    tmp_path):
     """The same two releases on a real trained model (SmolLM2-135M-Instruct, dense llama, from its

@@ -121,6 +121,7 @@ def test_a_load_crash_is_retried_with_no_repack_recorded_and_applied_by_bench(cr
     store.close()
 
 
+@pytest.mark.full
 def test_an_old_release_whose_llama_bench_has_no_repack_runs_with_the_quirk_through_the_server(lf_paths, pin_build,
                                                                                                  tiny_model, tmp_path):
     """lcpp-0.3.33 (llama.cpp 78d2f5246): its llama-server has --no-repack, its llama-bench no --repack.
