@@ -307,19 +307,23 @@ def record_path(dest: Path) -> Path:
     return dest.with_name(dest.name + ".download.json")
 
 
-def write_record(dest: Path, url: str, digest: str, checked: str | None) -> dict:
-    """Record how ``dest`` was checked: ``checked`` is ``"pinned"``, ``"hub"`` or None (unverified)."""
+def write_record(dest: Path, url: str, digest: str, checked: str | None, *, at: Path | None = None,
+                 extra: dict | None = None) -> dict:
+    """Record how ``dest`` was checked: ``checked`` is ``"pinned"``, ``"hub"`` or None (unverified). The
+    record goes to ``at`` (default :func:`record_path`: beside the file); ``extra`` adds fields (an origin)."""
     st = dest.stat()
     rec = {"url": redact_url(url), "sha256": digest, "verified": checked is not None,
-           "checked_against": checked, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "time": time.time()}
-    write_whole(record_path(dest), json.dumps(rec, indent=1))
+           "checked_against": checked, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "time": time.time(),
+           **(extra or {})}
+    write_whole(at or record_path(dest), json.dumps(rec, indent=1))
     return rec
 
 
-def read_record(dest: Path) -> dict | None:
-    """The record of ``dest``; None if absent or if the file changed since (size or mtime)."""
+def read_record(dest: Path, *, at: Path | None = None) -> dict | None:
+    """The record of ``dest`` (read from ``at``, default beside it); None if absent or if the file
+    changed since (size or mtime)."""
     try:
-        rec = json.loads(record_path(Path(dest)).read_text())
+        rec = json.loads((at or record_path(Path(dest))).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(rec, dict):

