@@ -77,3 +77,40 @@ def test_a_judgement_says_its_ratio_through_the_same_formatter():
     assert "0.01" not in text
     assert interval_text(*j.interval()).startswith("[0.00")      # the bare interval keeps its digits too
     assert interval_text(*j.interval()) != "[0.01, 0.01]"
+
+
+def test_a_stored_comparison_far_from_one_is_said_as_which_side_is_faster():
+    from llamaforge.findings.comparison import fmt_cmp
+
+    c = {"verdict": "differs", "ratio": 0.0087, "low": 0.0062, "high": 0.0125, "p_differs": 1e-4, "p_same": 1.0}
+    assert fmt_cmp(c) == ("A 115× faster [80, 162]", "0.0001", "worse")
+    near = {"verdict": "differs", "ratio": 1.3, "low": 1.28, "high": 1.32, "p_differs": 1e-4, "p_same": 1.0}
+    assert fmt_cmp(near)[0] == "1.300 [1.280, 1.320]"
+
+
+def test_the_history_site_names_a_backend_ratio_the_way_it_was_computed():
+    """``history.ratio.ratio_series(a, b)`` is a's level over b's (1.6 = CUDA 1.6× Vulkan); the page said
+    "vulkan / cuda" above those numbers."""
+    from llamaforge.history.model import RatioRow, RatioSeries, SeriesKey
+    from llamaforge.history.site import _ratio_view
+
+    cuda = SeriesKey("m", "cuda", "model", "ncmoe=0", "tg", "")
+    vk = SeriesKey("m", "vulkan", "model", "ncmoe=0", "tg", "")
+    rows = [RatioRow("a" * 40, "b1", 1.6, 1.5, 1.7, "differs", 3, 3),
+            RatioRow("b" * 40, "b2", 0.0087, 0.0062, 0.0125, "differs", 3, 3)]
+    v = _ratio_view(RatioSeries(cuda, vk, rows), 0, [])
+    assert v["title"].startswith("cuda / vulkan")
+    assert (v["rows"][0]["text"], v["rows"][0]["interval"]) == ("1.60×", "[1.50, 1.70]")
+    assert (v["rows"][1]["text"], v["rows"][1]["interval"]) == ("vulkan 115× faster", "[80, 162]")
+
+
+def test_the_matrix_turns_a_stored_verdict_round_with_the_same_formatter():
+    from llamaforge.report.matrix import _fmt_other_over_base
+
+    slow = [[1.0 * f] * 3 for f in (0.99, 1.0, 1.01)]
+    fast = [[115.0 * f] * 3 for f in (0.99, 1.0, 1.01)]
+    j = judge(fast, slow)                       # judged base / other = slow / fast
+    assert j is not None
+    assert re.fullmatch(r"fa-on 11\d× faster \[\d+, \d+\] differs", _fmt_other_over_base(j, True, "fa-off", "fa-on"))
+    assert re.fullmatch(r"fa-on 11\d× faster \[\d+, \d+\] differs", _fmt_other_over_base(
+        judge(slow, fast), False, "fa-off", "fa-on"))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..findings.comparison import verdict_word
 from ..judge import Policy, Starts, control, estimate, judge
+from ..judge.wording import ratio_text
 from ..metrics import FIELDS
 from ..records import CompareSummary
 from ..store import Point, Run, Store
@@ -79,6 +80,9 @@ def worse_rows(run: Run) -> list[str]:
         c = r.get("comparison") or {}
         if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
-            ci = f" [{c['low']:.3f}, {c['high']:.3f}]" if c.get("p_differs") is not None else " (assumed spread)"
-            out.append(f"{r['metric']} at {where} (B/A {c['ratio']:.3f}{ci})")
+            if c.get("p_differs") is not None:
+                text = ratio_text(c["ratio"], c["low"], c["high"], decimals=3, unit="")
+            else:
+                text = ratio_text(c["ratio"], interval="none", decimals=3, unit="") + " (assumed spread)"
+            out.append(f"{r['metric']} at {where} (B/A {text})")
     return out

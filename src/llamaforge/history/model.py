@@ -174,7 +174,8 @@ class Series:
 
 @dataclass
 class RatioRow:
-    """Backend B relative to backend A at one commit (B/A of their start-level centres)."""
+    """The series' first backend (``a``) relative to its second (``b``) at one commit: a/b of their start-level
+    centres (``history.ratio.ratio_series``)."""
 
     sha: str
     label: str

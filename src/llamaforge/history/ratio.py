@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 from ..judge import judge
+from ..judge.wording import ratio_text
 from .model import RatioRow, RatioSeries, Series
 
 #: which backend is the numerator: the first of a pair in this order ("cuda/vulkan 1.6×" is the gap)
@@ -39,7 +40,7 @@ def _sentence(a: Series, b: Series, rows: Sequence[RatioRow]) -> str:
     first, last = rows[0], rows[-1]
 
     def fmt(r: RatioRow) -> str:
-        return f"{r.ratio:.2f}× [{r.low:.2f}, {r.high:.2f}] at {r.label}"
+        return f"{ratio_text(r.ratio, r.low, r.high, num=a.key.backend, den=b.key.backend)} at {r.label}"
 
     if first is last:
         return f"{name}: {fmt(first)} (one commit)"

@@ -37,6 +37,7 @@ from ..files import write_text_atomic
 from ..judge import Estimate, Starts, estimate
 from ..judge.estimate import signed_pct
 from ..judge.verdict import MIN_OWN_STARTS
+from ..judge.wording import ratio_parts
 from ..visible import html_templates, visible
 from .markdown import render as render_markdown
 from .model import METRICS, History, Level, Metric, RatioSeries, Series, Step
@@ -320,13 +321,14 @@ def _ratio_view(r: RatioSeries, n: int, series: list[Series]) -> dict[str, Any]:
     rows = []
     for i, row in enumerate(r.rows):
         lv = commits.get(row.sha)
+        text, interval = ratio_parts(row.ratio, row.low, row.high, num=r.a.backend, den=r.b.backend)
         rows.append({"i": i, "sha": row.sha, "short": row.sha[:9], "label": row.label or row.sha[:9],
                      "url": safe_url(lv.url) if lv else None, "date": _date(lv.date) if lv else "",
                      "subject": lv.subject if lv else "", "ratio": row.ratio, "low": row.low, "high": row.high,
-                     "text": f"{row.ratio:.2f}×", "interval": f"[{row.low:.2f}, {row.high:.2f}]",
+                     "text": text, "interval": interval,
                      "interval_label": row.interval, "verdict": row.verdict, "k_a": row.k_a, "k_b": row.k_b})
     m = metric_of(r.a.metric)
-    title = f"{r.b.backend} / {r.a.backend} · {r.a.model} · {r.a.point} · {m.label} · {r.a.machine}"
+    title = f"{r.a.backend} / {r.b.backend} · {r.a.model} · {r.a.point} · {m.label} · {r.a.machine}"
     return {"n": n, "id": f"ratio-{n}", "a": r.a, "b": r.b, "title": title, "summary": r.summary, "rows": rows,
             "metric": m, "setup": r.a.setup}
 
@@ -347,7 +349,7 @@ def ratio_figure(v: dict[str, Any]) -> dict[str, Any]:
     ys = [y for row in rows for y in (row["low"], row["high"]) if math.isfinite(y)] + [1.0]
     layout = {"height": 380, "margin": {"l": 70, "r": 20, "t": 40, "b": 90}, "hovermode": "closest",
               "showlegend": False, "xaxis": {**_axis_labels(rows), "title": {"text": "commit"}},
-              "yaxis": {"title": {"text": _plot_text(f"{v['b'].backend} / {v['a'].backend}", 40)},
+              "yaxis": {"title": {"text": _plot_text(f"{v['a'].backend} / {v['b'].backend}", 40)},
                         "range": [min(ys) * 0.95, max(ys) * 1.05]},
               "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 1, "y1": 1,
                           "line": {"color": _GREY, "dash": "dash", "width": 1}}]}

@@ -17,7 +17,8 @@ def anomaly_table(found: list[an.Anomaly]) -> Table:
     for a in found:
         j = a.judgement
         t.rows.append([a.row.series, LABELS[a.metric], a.row.x_label, a.neighbour.x_label,
-                       f"{j.b.centre:.1f} ({j.b.shape}) vs {j.a.centre:.1f} ({j.a.shape})", fmt_ratio(j),
+                       f"{j.b.centre:.1f} ({j.b.shape}) vs {j.a.centre:.1f} ({j.a.shape})",
+                       fmt_ratio(j, f"{axis} {a.row.x_label}", f"{axis} {a.neighbour.x_label}"),
                        ", ".join(str(x) for x in a.full_attn_moved) or "none"])
         t.data.append({"series": a.row.series, "metric": a.metric, "ncmoe": a.row.ncmoe, "ngl": a.row.ngl,
                        "neighbour": a.neighbour.x, **j.to_dict(), "full_attn_moved": list(a.full_attn_moved)})

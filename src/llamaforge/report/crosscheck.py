@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..judge import Starts, estimate
+from ..judge.wording import ratio_text
 from .data import ReportData
 from .engine_gap import gap_tables
 from .sections import Section, Table
@@ -50,10 +51,14 @@ def crosscheck_table(data: ReportData) -> Table | None:
             rt = stg.centre / btg.centre if stg and btg else None
             out = [f"{m} {x:.2f}" for m, x in (("pp", rp), ("tg", rt)) if x is not None and not lo <= x <= hi]
             t.rows.append([srv.name, str(r.ncmoe), spp.fmt() if spp else "–", bpp.fmt() if bpp else "–",
-                           f"{rp:.2f}" if rp else "–", stg.fmt() if stg else "–", btg.fmt() if btg else "–",
-                           f"{rt:.2f}" if rt else "–", ("⚠ outside 0.9–1.1: " + ", ".join(out)) if out else ""])
+                           _gap(rp), stg.fmt() if stg else "–", btg.fmt() if btg else "–", _gap(rt), ("⚠ outside 0.9–1.1: " + ", ".join(out)) if out else ""])
             t.data.append({"series": srv.name, "ncmoe": r.ncmoe, "pp_ratio": rp, "tg_ratio": rt, "flagged": bool(out)})
     return t if t.rows else None
+
+
+def _gap(x: float | None) -> str:
+    """server / llama-bench as a bare factor (``0.95``), through the one ratio formatter."""
+    return ratio_text(x, interval="none", unit="", phrase=False) if x else "–"
 
 
 def crosscheck_section(data: ReportData) -> Section | None:

@@ -41,6 +41,7 @@ from rich.table import Table as RichTable
 from ..console import console, esc
 from ..judge import Estimate, Judgement, judge
 from ..judge.paired import paired
+from ..judge.wording import ratio_text
 from ..store import Point, Store
 from .data import ReportData, Series, load
 from .sections import Table
@@ -266,10 +267,8 @@ def fmt_estimate(e: Estimate | None, digits: int = 3) -> str:
 
 def fmt_judgement(j: Judgement, digits: int = 3) -> str:
     """``0.931 [0.912, 0.950]``; with fewer than 3 starts a side, the range of the start ratios instead."""
-    if j.small:
-        lo, hi = j.start_range
-        return f"{j.ratio:.{digits}f} (starts {lo:.{digits}f}–{hi:.{digits}f})"
-    return f"{j.ratio:.{digits}f} [{j.low:.{digits}f}, {j.high:.{digits}f}]"
+    kind, lo, hi = j.interval()
+    return ratio_text(j.ratio, lo, hi, interval=kind, decimals=digits, unit="", phrase=False)
 
 
 def _share(shares: dict[str, float] | None, key: str) -> str:

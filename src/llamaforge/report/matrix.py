@@ -27,6 +27,7 @@ from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, co
 from ..judge.estimate import signed_pct
 from ..judge.family import holm_reject
 from ..judge.pooled import PooledEffect, pooled_effect
+from ..judge.wording import ratio_text
 from ..variants.model import Variant, knob_title
 from ..variants.status import KnobPair, one_knob_pairs, pair_status, single_statuses
 from ..variants.took import NOT_TAKEN, Status
@@ -203,7 +204,7 @@ def h2h_points_table(m: Matrix) -> Table:
         for b in m.variants[i + 1:]:
             for metric in METRICS:
                 js = [verdict_of(m, a.name, b.name, metric, k) for k in keys]
-                t.rows.append([f"{b.name} / {a.name}", metric, *[j.fmt() if j else "–" for j in js]])
+                t.rows.append([f"{b.name} / {a.name}", metric, *[j.fmt(b.name, a.name) if j else "–" for j in js]])
                 t.data.append({"a": a.name, "b": b.name, "metric": metric,
                                "points": {m.label(k): j.to_dict() if j else None for k, j in zip(keys, js, strict=True)}})
             t.rows.append([f"{b.name} / {a.name}", "context (fit)", *[_ctx_cell(m, b.name, a.name, k) for k in keys]])
@@ -440,21 +441,22 @@ def _context_cells(m: Matrix, kp: KnobPair, k: Key, why: str | None) -> list[str
     kvt = f"{fa.get('kv_kib_per_token', '?')} → {fb.get('kv_kib_per_token', '?')}"
     mem = " → ".join(f"{r.gpu_mem.context:,.0f} / {r.gpu_mem.compute:,.0f}" if r.gpu_mem else "?" for r in (ra, rb))
     host = " → ".join(f"{r.host_mem.compute:,.0f}" if r.host_mem else "?" for r in (ra, rb))
-    speed = [_fmt_other_over_base(*_ordered(m, kp.base.name, kp.other.name, x, k)) for x in METRICS]
+    speed = [_fmt_other_over_base(*_ordered(m, kp.base.name, kp.other.name, x, k), kp.base.name, kp.other.name)
+             for x in METRICS]
     return [ctx, kvt, mem, host, *speed]
 
 
-def _fmt_other_over_base(j: Judgement | None, swapped: bool) -> str:
-    """A stored verdict as other / base (``swapped``: it was judged base / other)."""
+def _fmt_other_over_base(j: Judgement | None, swapped: bool, base: str, other: str) -> str:
+    """A stored verdict as other / base (``swapped``: it was judged base / other), said by
+    :func:`llamaforge.judge.wording.ratio_text`."""
     if j is None:
         return "–"
     if not swapped:
-        return j.fmt()
+        return j.fmt(other, base)
     star = "*" if j.small and j.verdict != INCONCLUSIVE else ""
-    if j.small:
-        lo, hi = j.start_range
-        return f"{1 / j.ratio:.2f}× (starts {1 / hi:.2f}–{1 / lo:.2f}) {j.verdict}{star}"
-    return f"{1 / j.ratio:.2f}× [{1 / j.high:.2f}, {1 / j.low:.2f}] {j.verdict}"
+    kind, lo, hi = j.interval()
+    turned = ratio_text(1 / j.ratio, 1 / hi if hi else None, 1 / lo if lo else None, interval=kind, num=other, den=base)
+    return f"{turned} {j.verdict}{star}"
 
 
 def variants_table(m: Matrix) -> Table:

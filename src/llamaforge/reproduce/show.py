@@ -18,7 +18,7 @@ def verdict_table(v: Verdict) -> Table:
         for m in pc.metrics or [None]:
             j = m.judgement if m else None
             t.add_row(esc(pc.name), esc(m.metric) if m else "–", j.a.fmt() if j else "–", j.b.fmt() if j else "–",
-                      esc(f"{j.ratio:.2f}× {j.interval_text()}") if j else "–",
+                      esc(j.ratio_text("re-run", "first run")) if j else "–",
                       esc(j.verdict if j else pc.status) + (esc(f" ({pc.note})") if pc.note else ""))
     return t
 
