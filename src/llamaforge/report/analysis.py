@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..judge import Judgement, Spread, trend
+from ..judge import DIFFERS, Judgement, Spread, control, judge, trend
 from ..records import ModelFacts
 from .data import Row
 
@@ -38,6 +38,43 @@ def best_at_native(rows: Sequence[Row], native: int | None, metric: str = "tg") 
         return None
     hits = [r for r in rows if r.ok and r.n_ctx is not None and r.n_ctx >= native and r.median(metric) is not None]
     return max(hits, key=lambda r: (r.median(metric), -r.offload)) if hits else None
+
+
+@dataclass(frozen=True)
+class Best:
+    """The fastest point at native context as the judge sees it: ``best`` (the highest centre) and ``ties``,
+    the other native points whose verdict against it is not "differs" (same, or inconclusive) after Holm's
+    method over those comparisons. One best point is named only when ``ties`` is empty."""
+
+    best: Row
+    ties: tuple[tuple[Row, Judgement], ...]      # (row, best over row), in order of offload
+    min_effect: float
+    others: tuple[Row, ...] = ()                 # every other native point it was judged against
+    metric: str = "tg"
+
+    @property
+    def single(self) -> bool:
+        return not self.ties
+
+    @property
+    def runner_up(self) -> Row | None:
+        """The native point with the next highest centre (``None``: the best is the only native point)."""
+        return max(self.others, key=lambda r: (r.median(self.metric) or 0.0, -r.offload), default=None)
+
+
+def judged_best(rows: Sequence[Row], native: int | None, prior: Spread | None, min_effect: float,
+                metric: str = "tg") -> Best | None:
+    """:func:`best_at_native`, judged: the best point against every other native point on server starts
+    (:func:`llamaforge.judge.judge`, the series' ``prior`` below 3 starts), Holm over the comparisons."""
+    best = best_at_native(rows, native, metric)
+    if best is None or not native:
+        return None
+    others = sorted((r for r in rows if r is not best and r.ok and r.n_ctx is not None and r.n_ctx >= native
+                     and r.median(metric) is not None), key=lambda r: (r.offload, r.other))
+    js = control([judge(r.starts(metric), best.starts(metric), min_effect=min_effect, prior_a=prior, prior_b=prior)
+                  for r in others])
+    ties = tuple((r, j) for r, j in zip(others, js, strict=True) if j is not None and j.verdict != DIFFERS)
+    return Best(best, ties, min_effect, tuple(others), metric)
 
 
 def pareto_front(rows: Sequence[Row], metric: str = "tg") -> list[Row]:

@@ -3,8 +3,10 @@ at native context), the judged ratios between series, and every note a reader ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..findings.drift import drift_flags
-from ..judge import assumptions_note, control, judge
+from ..judge import MIN_EFFECT, assumptions_note, control, judge
 from . import analysis as an
 from .data import ReportData, Row, Series
 from .format import fmt_int, fmt_judged, fmt_mib, fmt_speed, precision_of
@@ -41,11 +43,27 @@ def pick(s: Series, scenario: str, native: int | None) -> Row | None:
     return an.best_at_native(s.rows, native, "tg")
 
 
-def summary_table(data: ReportData) -> Table:
+NO_SINGLE_BEST = "fastest tg centre at native context (no single best: see Sweet spots)"
+
+
+def scenario_label(sc: str, label: str, series: Sequence[Series], data: ReportData, min_effect: float) -> str:
+    """``label``; for "best tg at native context" where the judge does not separate a series' fastest native
+    point from the others (:func:`.analysis.judged_best`), :data:`NO_SINGLE_BEST` — "best" is not printed."""
+    if sc != "best_native":
+        return label
+    for s in series:
+        b = an.judged_best(s.rows, data.native_ctx, s.prior("tg"), min_effect)
+        if b is not None and not b.single:
+            return NO_SINGLE_BEST
+    return label
+
+
+def summary_table(data: ReportData, min_effect: float = MIN_EFFECT) -> Table:
     """Like the seed's: per series, ncmoe 0 / first native context / best tg at native context."""
     t = Table(["series", "point", data.axis, "context", "VRAM MiB", "RSS MiB", "pp t/s", "tg t/s"], title="Summary")
     for s in data.series:
-        for sc, label in scenarios(data):
+        for sc, plain in scenarios(data):
+            label = scenario_label(sc, plain, (s,), data, min_effect)
             r = pick(s, sc, data.native_ctx)
             if r is None:
                 why = "not measured" if sc == "all_gpu" else (
@@ -78,7 +96,8 @@ def ratio_judgements(data: ReportData, min_effect: float) -> list[tuple[str, str
     cells: list[tuple[str, str, Series, Series, Row, Row, dict]] = []
     for i, a in enumerate(data.series):
         for b in data.series[i + 1:]:
-            for sc, label in scenarios(data):
+            for sc, plain in scenarios(data):
+                label = scenario_label(sc, plain, (a, b), data, min_effect)
                 ra, rb = pick(a, sc, data.native_ctx), pick(b, sc, data.native_ctx)
                 if ra is None or rb is None or not ra.ok or not rb.ok:
                     continue
@@ -149,7 +168,7 @@ def summary_section(data: ReportData, full: ReportData, min_effect: float) -> Se
     if not any(r.ok for r in full.all_rows):
         summ.absent = "every point failed, so there is nothing to summarise; see Failed points"
     else:
-        summ.tables.append(summary_table(data))
+        summ.tables.append(summary_table(data, min_effect))
         rt = ratio_table(data, min_effect)
         if rt is None:
             summ.notes.append("Comparison between backends absent: this run has only one series "
