@@ -47,7 +47,10 @@ def _run(tmp_path, tg: dict[str, tuple[float, ...]], *, spread: dict[str, float]
             p = Point(run_id, key, "server", ncmoe=n, n_ctx_train=run_fake.NATIVE, prompt_tokens=192, n_predict=16)
             p.n_ctx = run_fake.NATIVE
             p.samples = _samples(rng, level, spread[b], starts)
-            stop = {"k": starts, "status": "unresolved" if b in unresolved else "resolved", "reason": "…"}
+            stop = {"k": starts, "status": "resolved", "reason": f"±1.0% at {starts} starts (precision ±5%)"}
+            if b in unresolved:
+                stop = {"k": starts, "status": "unresolved", "reason": f"unresolved at the maximum of {starts} starts: "
+                        "±7.9% is wider than the precision ±5%; between-start spread 5%"}
             p.extra = {"launches": run_fake._launch_records(n, starts), "sequential": stop}
             store.record_point(p)
     store.set_run_status(run_id, "done")
@@ -86,6 +89,9 @@ def test_differs_but_unresolved_is_one_sentence_with_the_conservative_end(tmp_pa
     assert m.group(4) == m.group(2)          # "at least" is the interval's conservative end, as printed
     ratios = _section(md, "### Ratios", "## Sweet spots")
     assert "; not resolved to ±5 % at K=4" in _row(ratios, "| all layers on the device (ncmoe 0)")[5]
+    stopped = _row(_section(md, "## Replication", "## Failed points"), "| CPU | 0 |")[7]
+    assert stopped == "K=4: unresolved at the maximum of 4 starts: ±7.9% is wider than the precision ±5%; " \
+                      "between-start spread 5%"
 
 
 def test_the_sweet_spot_names_one_point_only_when_the_judge_separates_it(tmp_path):

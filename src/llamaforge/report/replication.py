@@ -53,7 +53,10 @@ def stop_cell(r: Row) -> str:
     st = ((r.point.extra or {}) if r.point is not None else {}).get("sequential")
     if not st:
         return "–"
-    return f"K={st.get('k')}: {st.get('status')} — {st.get('reason')}"
+    reason = str(st.get("reason") or "")
+    if reason.startswith(f"{st.get('status')} "):     # "unresolved at the maximum of 4 starts: …" says it once
+        return f"K={st.get('k')}: {reason}"
+    return f"K={st.get('k')}: {st.get('status')} — {reason}"
 
 
 def launches_of(data: ReportData) -> int:
