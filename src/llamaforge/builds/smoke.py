@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
-from ..console import notice
+from ..console import console, debug_enabled, esc, notice
 from ..errors import LlamaforgeError
 from ..llamacpp.llamabench import parse_results
 from ..llamacpp.options import help_flags
 from ..llamacpp.quirks import QUIRKS, Applied, Quirk, exit_status_in, likely_cause, signal_name
 from ..llamacpp.server import PointFailure, ServerSession, read_log_tail
 from ..paths import cache_root
+from .hostcpu import native_cpu
 
 SMOKE_MODEL = "synth:tiny-qwen35moe"
 SMOKE_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
@@ -297,6 +298,37 @@ def _describe(a: Attempt) -> str:
     return out
 
 
+def _cc_major(build: Any) -> int | None:
+    """The major version of the gcc that compiled ``build`` (its manifest's toolchain), ``None`` when it is not
+    known to be gcc (clang, an external build, an older manifest)."""
+    cc = ((getattr(build, "manifest", None) or {}).get("toolchain") or {}).get("cc") or {}
+    path, version = str(cc.get("path") or ""), str(cc.get("version") or "")
+    try:
+        name = Path(path).resolve().name if path else ""
+    except OSError:
+        name = Path(path).name
+    m = re.match(r"(\d+)\.", version)
+    return int(m.group(1)) if m and "clang" not in name.lower() and path else None
+
+
+def known_issue(build: Any, q: Quirk) -> str | None:
+    """The quirk's known issue where this host and build show it (an AMX CPU, a gcc < 13 build), else ``None``."""
+    if not q.known_issue or not any(f.startswith(q.known_isa) for f in native_cpu()["isa"]):
+        return None
+    major = _cc_major(build)
+    return q.known_issue if major is not None and major < 13 else None
+
+
+def recovery_line(build: Any, q: Quirk) -> str:
+    """The one calm line for a smoke run the quirk rescued: what was detected, what was done, where it is
+    documented — ``<key>: smoke run crashed in the CPU repack path (known AMX + gcc-12 issue); re-ran with the
+    no-repack quirk: ok — see docs/builds.md#runtime-quirks``."""
+    site = f" in {q.crash_site}" if q.crash_site else ""
+    known = known_issue(build, q)
+    return (f"{build.key}: smoke run crashed{site}" + (f" ({known})" if known else "")
+            + f"; re-ran with the {q.name} quirk: ok — see {q.docs}")
+
+
 def _record(res: SmokeResult, build: Any, first: Attempt, q: Quirk, lacking: dict[str, list[str]]) -> None:
     """``q`` made the build run: record it (with the binaries that cannot take it, said loudly)."""
     ev = _evidence(first)
@@ -306,7 +338,9 @@ def _record(res: SmokeResult, build: Any, first: Attempt, q: Quirk, lacking: dic
                           {b: list(q.args[b]) for b in lacking})]
     res.status = "ok"
     res.notes.append(f"the {q.name} workaround made the build run: recorded as a quirk")
-    notice(f"{build.key}: runs with the {q.name} workaround; recorded as a quirk (bench applies it)")
+    console.print(esc(recovery_line(build, q)), soft_wrap=True)
+    if debug_enabled():
+        notice(f"{build.key}: the first smoke run: {res.error}; the {q.name} quirk is recorded (bench applies it)")
     if "llama-bench" in lacking:
         msg = (f"this build's llama-bench has no {' '.join(lacking['llama-bench'])}, so it cannot avoid the crash: "
                "bench measures this build with llama-server only (`--engine server`), or rebuild with `--no-amx`")
@@ -350,7 +384,8 @@ def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = Tr
         if why_not:
             res.notes.append(why_not)
             continue
-        notice(f"{build.key}: smoke run crashed ({res.error}); retrying with the {q.name} workaround")
+        if debug_enabled():   # the crash itself only when asked: a rescued build says so in one calm line (_record)
+            notice(f"{build.key}: smoke run crashed ({res.error}); retrying with the {q.name} workaround")
         skip = (f"this llama-bench has no {' '.join(lacking['llama-bench'])}" if "llama-bench" in lacking else None)
         a = attempt(build, model, env, [q], log_dir, skip_bench=skip)
         res.attempts.append(a)

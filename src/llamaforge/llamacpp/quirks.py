@@ -32,6 +32,10 @@ class Quirk:
     args: dict[str, tuple[str, ...]]          # binary name → extra arguments
     signs: tuple[str, ...] = ()               # lower-case log substrings that point at this cause
     backends: tuple[str, ...] | None = None   # None: every backend
+    crash_site: str = ""                      # where a crash this quirk avoids happened ("the CPU repack path")
+    known_issue: str = ""                     # the known issue it is, said where ``known_isa`` and gcc < 13 hold
+    known_isa: str = ""                       # the CPU flag prefix of the known issue ("amx")
+    docs: str = "docs/builds.md#runtime-quirks"   # where the quirk is documented
 
     def args_for(self, binary: str) -> list[str]:
         return list(self.args.get(binary, ()))
@@ -50,7 +54,8 @@ QUIRKS: tuple[Quirk, ...] = (
     Quirk("no-repack",
           "run without llama.cpp's CPU weight repacking (CPU_REPACK/AMX buffers), which crashes on this CPU × toolchain",
           {"llama-server": ("--no-repack",), "llama-bench": ("--repack", "0"), "llama-fit-params": ("--no-repack",)},
-          signs=("amx", "cpu_repack")),
+          signs=("amx", "cpu_repack"), crash_site="the CPU repack path", known_issue="known AMX + gcc-12 issue",
+          known_isa="amx"),
 )
 
 
