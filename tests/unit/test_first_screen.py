@@ -14,7 +14,7 @@ import re
 import run_fake
 
 from llamaforge.records import BuildManifest, ModelSection, PointSpec, RunPlan
-from llamaforge.report import write_report
+from llamaforge.report import ReportPaths, write_report
 from llamaforge.store import Point, Sample, Store
 
 POINTS = (0, 4, 8)
@@ -30,8 +30,12 @@ def _samples(rng: random.Random, tg: float, spread: float, starts: int) -> list[
     return out
 
 
-def _run(tmp_path, tg: dict[str, tuple[float, ...]], *, spread: dict[str, float], unresolved: tuple[str, ...] = (),
-         starts: int = 4) -> str:
+def _run(tmp_path, tg: dict[str, tuple[float, ...]], **kw) -> str:
+    return _report(tmp_path, tg, **kw).md.read_text()
+
+
+def _report(tmp_path, tg: dict[str, tuple[float, ...]], *, spread: dict[str, float], unresolved: tuple[str, ...] = (),
+            starts: int = 4) -> ReportPaths:
     """The Markdown report of a demo-like run: ``tg[backend]`` per point of :data:`POINTS`; the backends in
     ``unresolved`` stopped unresolved at K = ``starts`` (``--launches auto`` at its maximum)."""
     store = Store(tmp_path / "s.sqlite")
@@ -55,7 +59,7 @@ def _run(tmp_path, tg: dict[str, tuple[float, ...]], *, spread: dict[str, float]
             store.record_point(p)
     store.set_run_status(run_id, "done")
     try:
-        return write_report(store, run_id, tmp_path / "out").md.read_text()
+        return write_report(store, run_id, tmp_path / "out")
     finally:
         store.close()
 
@@ -117,3 +121,16 @@ def test_points_the_judge_cannot_tell_apart_are_not_called_a_tie(tmp_path):
     cell = _row(_section(md, "## Sweet spots", "## Anomalies"), "| CPU |")[2]
     assert cell.startswith("no single best: ") and "are not told apart within ±5 % (fastest centre N=" in cell, cell
     assert "tie within" not in cell
+
+
+def test_the_demo_prints_the_headline_and_the_sweet_spots_in_the_reports_words(tmp_path):
+    rp = _report(tmp_path, {"cpu": (100.0, 100.5, 101.0), "vulkan": (0.87, 0.88, 0.89)},
+                 spread={"cpu": 0.005, "vulkan": 0.005})
+    lines = rp.summary
+    assert len(lines) == 4, lines
+    assert re.fullmatch(r"Vulkan / CPU generation t/s: CPU generates faster than Vulkan at 3/3 points, every start "
+                        r"faster at 3 \(3 differs\); CPU 11\d(?:\.\d)?–11\d(?:\.\d)?× faster over the points; at ncmoe 0: "
+                        r"CPU 11\d× faster \[\d+, \d+\] differs", lines[0]), lines[0]
+    assert lines[3].startswith("sweet spot, CPU: N=0, N=4 and N=8 tie within ±5 % (fastest centre N="), lines[3]
+    md = rp.md.read_text()
+    assert all(line.split(": ", 1)[1].split(" (")[0] in md.replace("\\[", "[").replace("\\]", "]") for line in lines)

@@ -81,6 +81,8 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
         out_dir = p.results / "demo" if out is None else Path(out)
         rp = write_report(store, run_id, out_dir)
     total = time.monotonic() - t0
+    for line in rp.summary:
+        console.print(esc(line), soft_wrap=True)
     console.print("[green]demo done[/] " + esc(f"in {total:.0f} s (builds {t_build:.0f} s, sweep {t_sweep:.0f} s); run {run_id}"))
     console.print(esc(f"report: {rp.html}\n        {rp.md}"))
 

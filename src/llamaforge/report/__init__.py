@@ -10,7 +10,7 @@ adds (a compare's A/B verdicts, a bisection's first bad commit and plot) comes f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..files import write_problem
@@ -19,6 +19,7 @@ from . import html, kinds, markdown
 from .adaptive import adaptive_section
 from .contents import build_sections
 from .data import ReportData, ReportError, load
+from .headline import first_screen
 from .plots import make_plots
 from .sections import Section
 from .sessions import load_sessions, sessions_section
@@ -31,6 +32,7 @@ class ReportPaths:
     md: Path
     html: Path
     pngs: list[Path]
+    summary: list[str] = field(default_factory=list)   # the headline and sweet spots in lines (headline.first_screen)
 
 
 def build_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float = 0.05,
@@ -70,4 +72,4 @@ def write_report(store: Store, run_id: str, out_dir: Path, *, min_effect: float 
     except OSError as e:
         raise ReportError(*write_problem(out_dir, e)) from None
     pngs = [Path(p.path) for s in sections for p in s.plots]
-    return ReportPaths(md=md, html=page, pngs=pngs)
+    return ReportPaths(md=md, html=page, pngs=pngs, summary=first_screen(sections))

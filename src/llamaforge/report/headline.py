@@ -12,6 +12,8 @@ Per pair of series (earlier over later in the fixed backend order: CUDA/Vulkan) 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..judge import DIFFERS, INCONCLUSIVE, SAME, assumptions_note, control, judge
 from ..judge.wording import span_text
 from ..metrics import LABELS
@@ -82,6 +84,21 @@ def _spread_notes(data: ReportData) -> list[str]:
             if not pr.assumed and pr.sd > SPREAD_NOTE:
                 out.append(f"{s.name} {LABELS[metric]}: starts of one point vary by {pr.sd:.0%} (SD of log start "
                            f"medians, {pr.df} df): a single server start says little; quote intervals, not starts.")
+    return out
+
+
+def first_screen(sections: Sequence[Section]) -> list[str]:
+    """What a command that just measured prints of its report (``inv demo``): one line per headline row —
+    ``Vulkan / CPU generation t/s: CPU generates faster than Vulkan at 3/3 points (3 differs); CPU 107–113×
+    faster over the points; …`` — and one per sweet spot, in the report's own words."""
+    out = []
+    for sec in sections:
+        for t in sec.tables if sec.id in ("headline", "sweet-spots") else ():
+            for row in t.rows:
+                if sec.id == "headline":
+                    out.append(f"{row[0]} {row[1]}: {row[2]} ({row[3]}); {row[4]}")
+                else:
+                    out.append(f"sweet spot, {row[0]}: {row[2]}")
     return out
 
 
