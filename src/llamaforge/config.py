@@ -160,7 +160,10 @@ class Pins:
             return self.get(ref)
         if _HEX.match(ref.lower()):
             base = self.get(None)
-            return Pin(name=ref[:9], commit=ref.lower(), sources=base.sources, build_number=None)
+            same = base.commit.startswith(ref.lower()) or ref.lower().startswith(base.commit)
+            # a snapshot source (pypi, tarball) holds one commit: another commit takes only the git-native ones
+            native = tuple(s for s in base.sources if s.kind in ("git", "path")) or (SourceSpec("git", UPSTREAM_URL),)
+            return Pin(name=ref[:9], commit=ref.lower(), sources=base.sources if same else native, build_number=None)
         return self.get(ref)
 
 

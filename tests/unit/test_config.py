@@ -87,3 +87,14 @@ def test_pins_file_that_is_not_utf8_is_one_line_from_the_cli(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "is not UTF-8 text" in r.stderr and r.stderr.strip().startswith("error:"), r.stderr
+
+
+def test_a_bare_commit_takes_no_snapshot_source_of_another_commit():
+    """A pypi sdist or tarball holds its pin's commit only: a bare commit keeps the default pin's git sources."""
+    pins = parse_pins('[pins.a]\ncommit = "abcdef012"\nsources = ["git", "pypi:llama-cpp-python==0.3.36"]\n')
+    other = pins.resolve("0123456789abcdef")
+    assert [s.kind for s in other.sources] == ["git"]
+    same = pins.resolve("abcdef0123")
+    assert [s.kind for s in same.sources] == ["git", "pypi"]
+    only_pypi = parse_pins('[pins.a]\ncommit = "abcdef012"\nsources = ["pypi:llama-cpp-python==0.3.36"]\n')
+    assert [str(s) for s in only_pypi.resolve("0123456789").sources] == [f"git:{UPSTREAM_URL}"]

@@ -14,7 +14,14 @@ import pytest
 from llamaforge.errors import SourceError
 from llamaforge.paths import Paths
 from llamaforge.sources import localrepo
-from llamaforge.sources.localrepo import WORKTREE, checkout_from, find_checkout, require_checkout, resolve, rev_sha
+from llamaforge.sources.localrepo import (
+    WORKTREE,
+    checkout_from,
+    find_checkout,
+    require_checkout,
+    resolve,
+    rev_sha,
+)
 
 _ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "T",
         "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@x.invalid"}
