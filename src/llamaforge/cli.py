@@ -54,7 +54,9 @@ class _Program(Program):
                  "data-dir": "the data folder (the results store; LLAMAFORGE_DATA)",
                  "config-dir": "the config folder (the user's pins.toml and config.toml; LLAMAFORGE_CONFIG)",
                  "workspace": "use this folder as the workspace (its pins.toml and outputs; LLAMAFORGE_WORKSPACE)"}
-        return [*super().core_args(), *(Argument(names=(n,), help=h) for n, h in helps.items())]
+        verbose = Argument(names=("verbose",), kind=bool, default=False,
+                           help="the details behind one-line notices, e.g. a rescued smoke run's crash (LLAMAFORGE_VERBOSE)")
+        return [*super().core_args(), *(Argument(names=(n,), help=h) for n, h in helps.items()), verbose]
 
     def parse_core(self, argv: list[str] | None) -> None:
         super().parse_core(argv)
@@ -62,6 +64,8 @@ class _Program(Program):
             value = self.args[flag].value
             if value:
                 os.environ[env] = str(os.path.abspath(os.path.expanduser(value)))
+        if self.args["verbose"].value:
+            os.environ["LLAMAFORGE_VERBOSE"] = "1"
 
     def _make_parser(self) -> Parser:
         """Invoke's parser over the contexts of the tasks named on the command line only. Invoke builds every

@@ -72,6 +72,12 @@ def debug_enabled() -> bool:
     return os.environ.get("LLAMAFORGE_DEBUG", "") not in ("", "0")
 
 
+def verbose_enabled() -> bool:
+    """``llamaforge --verbose`` (``LLAMAFORGE_VERBOSE=1``) or ``LLAMAFORGE_DEBUG=1``: the details behind a calm line
+    (a rescued smoke run's crash); debug also shows tracebacks."""
+    return debug_enabled() or os.environ.get("LLAMAFORGE_VERBOSE", "") not in ("", "0")
+
+
 def print_error(exc: LlamaforgeError) -> None:
     """Print an error as one red line, followed by the fix (if any)."""
     line = f"[bold red]error:[/] {escape(visible(redact_text(exc.message), one_line=True))}"

@@ -132,3 +132,12 @@ def test_the_program_in_an_empty_folder(home: Path, tmp_path: Path) -> None:
     again = _cli("init")
     assert again.returncode != 0 and again.stderr.count("\n") == 1 and "already exist" in again.stderr
     assert "Traceback" not in again.stderr
+
+
+def test_verbose_flag_sets_the_switch_children_see(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llamaforge import cli
+
+    monkeypatch.setenv("LLAMAFORGE_VERBOSE", "")     # restored (removed) after the test, like the one below
+    monkeypatch.setenv("LLAMAFORGE_DATA", "")
+    cli.program.parse_core(["llamaforge", "--verbose", "--data-dir", "d", "pins"])
+    assert os.environ["LLAMAFORGE_VERBOSE"] == "1" and os.environ["LLAMAFORGE_DATA"] == str(Path.cwd() / "d")

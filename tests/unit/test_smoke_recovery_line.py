@@ -38,6 +38,7 @@ def amx_host(monkeypatch):
 
 def test_a_rescued_smoke_run_is_one_calm_line_without_the_crash(tmp_path, amx_host, capsys, monkeypatch):
     monkeypatch.delenv("LLAMAFORGE_DEBUG", raising=False)
+    monkeypatch.delenv("LLAMAFORGE_VERBOSE", raising=False)
     b = _build(tmp_path)
     res = run_smoke(b, b.dir / "m.gguf", b.env)
     assert res.ok and [q.name for q in res.quirks] == ["no-repack"]
@@ -50,8 +51,9 @@ def test_a_rescued_smoke_run_is_one_calm_line_without_the_crash(tmp_path, amx_ho
     assert res.quirks[0].evidence["signal"] == "SIGSEGV"      # the evidence is still recorded
 
 
-def test_with_debug_the_crash_is_shown_too(tmp_path, amx_host, capsys, monkeypatch):
-    monkeypatch.setenv("LLAMAFORGE_DEBUG", "1")
+@pytest.mark.parametrize("switch", ["LLAMAFORGE_DEBUG", "LLAMAFORGE_VERBOSE"])
+def test_with_verbose_or_debug_the_crash_is_shown_too(tmp_path, amx_host, capsys, monkeypatch, switch):
+    monkeypatch.setenv(switch, "1")
     b = _build(tmp_path)
     assert run_smoke(b, b.dir / "m.gguf", b.env).ok
     out, err = capsys.readouterr()

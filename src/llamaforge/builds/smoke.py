@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
-from ..console import console, debug_enabled, esc, notice
+from ..console import console, esc, notice, verbose_enabled
 from ..errors import LlamaforgeError
 from ..llamacpp.llamabench import parse_results
 from ..llamacpp.options import help_flags
@@ -339,7 +339,7 @@ def _record(res: SmokeResult, build: Any, first: Attempt, q: Quirk, lacking: dic
     res.status = "ok"
     res.notes.append(f"the {q.name} workaround made the build run: recorded as a quirk")
     console.print(esc(recovery_line(build, q)), soft_wrap=True)
-    if debug_enabled():
+    if verbose_enabled():
         notice(f"{build.key}: the first smoke run: {res.error}; the {q.name} quirk is recorded (bench applies it)")
     if "llama-bench" in lacking:
         msg = (f"this build's llama-bench has no {' '.join(lacking['llama-bench'])}, so it cannot avoid the crash: "
@@ -384,7 +384,7 @@ def run_smoke(build: Any, model: Path, env: dict[str, str], *, quirks: bool = Tr
         if why_not:
             res.notes.append(why_not)
             continue
-        if debug_enabled():   # the crash itself only when asked: a rescued build says so in one calm line (_record)
+        if verbose_enabled():   # the crash itself only when asked: a rescued build says so in one calm line (_record)
             notice(f"{build.key}: smoke run crashed ({res.error}); retrying with the {q.name} workaround")
         skip = (f"this llama-bench has no {' '.join(lacking['llama-bench'])}" if "llama-bench" in lacking else None)
         a = attempt(build, model, env, [q], log_dir, skip_bench=skip)
