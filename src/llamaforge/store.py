@@ -145,7 +145,7 @@ def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
                           "back a write that does not fit)")
     if "readonly" in low or "read-only" in low or "unable to open" in low:
         return StoreError(f"cannot write the results store {path} ({msg})",
-                          "make its folder writable, or set LLAMAFORGE_RESULTS to a writable folder")
+                          "make its folder writable, or move the results with --data-dir (LLAMAFORGE_DATA) or LLAMAFORGE_RESULTS")
     return StoreError(f"the results store {path} is damaged or not a llamaforge store ({msg})",
                       f"recover what is readable with `sqlite3 {path} .recover | sqlite3 {path}.recovered` and move "
                       f"it into place, or move the file aside (`mv {path} {path}.damaged`) to start a new store")
@@ -353,14 +353,14 @@ def check_results_folder(folder: Path, *, create: bool = True) -> None:
     made when missing (``create``)."""
     if folder.exists() and not folder.is_dir():
         raise StoreError(f"the results folder {folder} is not a folder",
-                         "point LLAMAFORGE_RESULTS at a folder (or move that file away)")
+                         "point --data-dir (LLAMAFORGE_DATA) or LLAMAFORGE_RESULTS at a folder (or move that file away)")
     if not create:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise StoreError(f"cannot create the results folder {folder}: {e.strerror}",
-                         "point LLAMAFORGE_RESULTS at a folder you can write to") from None
+                         "point --data-dir (LLAMAFORGE_DATA) or LLAMAFORGE_RESULTS at a folder you can write to") from None
 
 
 def foreign_tables(db: sqlite3.Connection) -> list[str]:

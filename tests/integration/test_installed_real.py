@@ -155,6 +155,13 @@ def test_inside_a_llama_cpp_checkout_compare_and_bisect_take_its_revisions(tool,
               *_QUICK], co)
     assert r.returncode == 3 and "WORSE: tg" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
+    # bench takes the checkout's revisions too (its builds are the ones compare just made)
+    out = _ok(tool(["bench", *model, "--backends", "cpu", "--pins", "master", "--ncmoe", "0", "--launches", "2",
+                    *_QUICK], co))
+    bench_id = out.split("run id:")[1].split()[0]
+    with Store(_store(tool.home)) as store:
+        assert store.get_run(bench_id).plan.pins == [fx.commits[SLOW_INDEX - 1]]
+
     r = tool(["bisect", "--good", "master", "--bad", "HEAD", *model, "--repeats", "1", "--n-predict", "8"], co)
     out = _ok(r)
     run_id = out.split("stored as run")[1].split(";")[0].strip()

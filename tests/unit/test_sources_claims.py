@@ -278,5 +278,5 @@ def test_an_unreachable_source_without_any_other_fails_as_before(paths: Paths, n
     spec = SourceSpec("pypi", "fake-cpp-python==0.9.1")
     with pytest.raises(SourceError) as exc:
         checkout(Pin("p", "0c1e57098", (spec,)), paths)
-    assert exc.value.message.startswith(f"pin p: source {spec} failed: no package index reachable")
+    assert exc.value.message.startswith(f"pin p (llama.cpp 0c1e57098): source {spec} failed: no package index reachable")
     assert exc.value.fix and notices == []

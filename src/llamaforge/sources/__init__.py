@@ -122,7 +122,7 @@ def _from_sources(m: Mirror, pin: Pin, paths: Paths, claims: Claims) -> tuple[Pr
                 notice(f"source {spec} failed ({e.message}); trying {pin.sources[i + 1]}")
     if len(reasons) == 1:
         spec, e = reasons[0]
-        raise SourceError(f"pin {pin.name}: source {spec} failed: {e.message}", e.fix)
+        raise SourceError(f"pin {pin.name} (llama.cpp {pin.commit}): source {spec} failed: {e.message}", e.fix)
     listed = "; ".join(f"{s}: {e.message}" for s, e in reasons)
     raise SourceError(
         f"no source could provide llama.cpp {pin.commit} for pin {pin.name} ({listed})",
