@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_inside_a_llama_cpp_checkout_compare_and_bisect_take_its_revisions(tool,
     # did my branch make it slower? exit 3, tg worse, judged on the starts
     r = tool(["compare", "master", "HEAD", *model, "--launches", "3", "--min-effect", "30%", "--fail-on-worse",
               *_QUICK], co)
-    assert r.returncode == 3 and "WORSE: tg" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 3 and re.search(r"^WORSE: .*\btg at ncmoe 0 ", r.stdout, re.M), r.stdout[-3000:] + r.stderr[-3000:]
 
     # bench takes the checkout's revisions too (its builds are the ones compare just made)
     out = _ok(tool(["bench", *model, "--backends", "cpu", "--pins", "master", "--ncmoe", "0", "--launches", "2",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..findings.comparison import verdict_word
 from ..judge import Policy, Starts, control, estimate, judge
-from ..judge.wording import ratio_text
+from ..judge.wording import is_far, ratio_text
 from ..metrics import FIELDS
 from ..records import CompareSummary
 from ..store import Point, Run, Store
@@ -74,15 +74,15 @@ def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy
 
 
 def worse_rows(run: Run) -> list[str]:
-    """``"tg at ncmoe 0 (B/A 0.41)"`` for every metric and point of a compare run whose verdict is worse."""
+    """``"tg at ncmoe 0 (B/A 0.627 [0.605, 0.650])"`` or ``"tg at ncmoe 0 (A 10.3× faster [9.3, 11.4])"`` for every metric and point of a compare run whose verdict is worse."""
     out = []
     for r in run.summary_as(CompareSummary).comparisons:
         c = r.get("comparison") or {}
         if verdict_word(c) == "worse":
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
-            if c.get("p_differs") is not None:
-                text = ratio_text(c["ratio"], c["low"], c["high"], decimals=3, unit="")
-            else:
-                text = ratio_text(c["ratio"], interval="none", decimals=3, unit="") + " (assumed spread)"
-            out.append(f"{r['metric']} at {where} (B/A {text})")
+            low, high = (c["low"], c["high"]) if c.get("p_differs") is not None else (None, None)
+            text = ratio_text(c["ratio"], low, high, interval="ci" if low is not None else "none", decimals=3, unit="")
+            if not is_far(c["ratio"], low, high):
+                text = f"B/A {text}"   # a far ratio already says who is faster: "A 10.3× faster [9.3, 11.4]"
+            out.append(f"{r['metric']} at {where} ({text}{'' if low is not None else ' (assumed spread)'})")
     return out
