@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Scheduled regression check (called by llamaforge-regression.yml; runs anywhere llamaforge is installed):
 # compare the newest llama.cpp commit of a branch against the last good one, remember the new one
-# when nothing got worse, and write the report. The store and the state live in LLAMAFORGE_WORKSPACE.
+# only when the judge called every metric "same" or "better", and write the report. The store and the
+# state live in LLAMAFORGE_WORKSPACE.
 #
-# Exit: 0 = no regression (or no new commit), 1 = a metric got worse (the last good commit stays),
+# Exit: 0 = every metric judged same (within --min-effect) or better: the newest commit is the new last
+#           good one (or there was no new commit),
+#       1 = a metric got worse (the last good commit stays),
+#       4 = inconclusive, not proven either way: add starts (LF_COMPARE_ARGS="--max-launches 20", or a larger
+#           --min-effect); the last good commit stays, so the next night compares against it again,
 #       anything else = the check itself failed (llamaforge's one-line error says why).
 #
 # Settings (environment):
@@ -46,18 +51,26 @@ fi
 
 set +e
 "${lf[@]}" compare --base "$last_good" --head "$newest" --source "$source_spec" --backend "${LF_BACKEND:-cuda}" \
-  --model "${LF_MODEL:-synth:tiny-qwen35moe}" --ncmoe "${LF_NCMOE:-0}" --fail-on-worse "${extra[@]}"
+  --model "${LF_MODEL:-synth:tiny-qwen35moe}" --ncmoe "${LF_NCMOE:-0}" --fail-on-worse --fail-on-inconclusive \
+  "${extra[@]}"
 rc=$?
 set -e
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
-  exit "$rc"
-fi
+case "$rc" in
+  0) outcome=same-or-better ;;
+  3) outcome=worse ;;
+  4) outcome=inconclusive ;;
+  *) exit "$rc" ;;
+esac
 "${lf[@]}" report latest
-printf '%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$last_good" "$newest" \
-  "$([ "$rc" -eq 0 ] && echo ok || echo worse)" >>"$state/history.tsv"
+printf '%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$last_good" "$newest" "$outcome" >>"$state/history.tsv"
 if [ "$rc" -eq 3 ]; then
   echo "REGRESSION: $newest is worse than $last_good (the last good commit stays $last_good)"
   exit 1
 fi
+if [ "$rc" -eq 4 ]; then
+  echo "INCONCLUSIVE: $newest against $last_good is not proven either way: add starts" \
+    "(the last good commit stays $last_good)"
+  exit 4
+fi
 printf '%s\n' "$newest" >"$state/last-good"
-echo "no regression: $newest is the new last good commit"
+echo "judged same or better at every point and metric: $newest is the new last good commit"

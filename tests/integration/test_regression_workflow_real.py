@@ -4,7 +4,9 @@ root, with the workflow's env) against real llama.cpp on CPU. GitHub is not reac
 is a local bare repository (objects borrowed from the bisect fixture: a real llama.cpp history with one
 real slowdown) whose branch is moved between runs, as upstream's master moves between nights.
 
-Night 1: a harmless commit after the last good one → compare, no regression, it becomes the last good.
+Night 1: a harmless commit after the last good one → compare. Judged "same" (or better) everywhere, it becomes
+the last good one (exit 0); a verdict not proven either way is exit 4 ("add starts") and the last good one stays —
+never "no regression" on an inconclusive verdict.
 Night 2: the slowdown commit → compare says tg is worse, the step fails, the last good one stays.
 Night 3: nothing new → no measurement. Every night leaves the store, a report and the history.
 """
@@ -74,25 +76,37 @@ def test_the_workflow_tracks_the_newest_commit_against_the_last_good_one(tmp_pat
     state = ws / "results" / "regression"
     harmless = fx.commits[SLOW_INDEX - 1]
     r = night(harmless)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "no regression" in r.stdout and (state / "last-good").read_text().strip() == harmless, r.stdout
+    out = r.stdout + r.stderr
+    assert "no regression" not in out, out
+    if r.returncode == 0:      # the judge called every metric same (or better): the new last good commit
+        assert "judged same or better at every point and metric" in r.stdout and "INCONCLUSIVE" not in r.stdout, out
+        assert (state / "last-good").read_text().strip() == harmless, out
+        good, first = harmless, "same-or-better"
+    else:                      # not proven either way: exit 4, the last good commit does not move
+        assert r.returncode == 4 and re.search(r"^INCONCLUSIVE \(not proven either way: add starts\): ", r.stdout, re.M) \
+            and "is not proven either way: add starts" in r.stdout and "WORSE" not in r.stdout, out
+        assert not (state / "last-good").exists(), out
+        good, first = fx.commits[0], "inconclusive"
 
     r = night(fx.slow)
     assert r.returncode == 1 and "REGRESSION" in r.stdout and re.search(r"^WORSE: .*\btg at ncmoe 0 ", r.stdout, re.M), r.stdout + r.stderr
-    assert (state / "last-good").read_text().strip() == harmless   # the last good commit stays
+    if good == harmless:       # the last good commit stays
+        assert (state / "last-good").read_text().strip() == harmless
+    else:
+        assert not (state / "last-good").exists()
 
     r = night(fx.slow)   # the next night compares the slow commit against the last good one again
-    assert r.returncode == 1 and f"last good: {harmless}" in r.stdout, r.stdout + r.stderr
-    r = night(harmless)
+    assert r.returncode == 1 and f"last good: {good}" in r.stdout, r.stdout + r.stderr
+    r = night(good)
     assert r.returncode == 0 and "no new commit" in r.stdout, r.stdout + r.stderr
 
     history = [ln.split("\t") for ln in (state / "history.tsv").read_text().splitlines()]
-    assert [(h[1], h[2], h[3]) for h in history] == [(fx.commits[0], harmless, "ok"), (harmless, fx.slow, "worse"),
-                                                     (harmless, fx.slow, "worse")]
+    assert [(h[1], h[2], h[3]) for h in history] == [(fx.commits[0], harmless, first), (good, fx.slow, "worse"),
+                                                     (good, fx.slow, "worse")]
     with Store(ws / "results" / "llamaforge.sqlite") as store:
         runs = store.list_runs(kind="compare")
         assert len(runs) == 3 and all(r.status == "done" for r in runs)
         assert [(r.plan.compare.a.commit, r.plan.compare.b.commit) for r in runs] == \
-            [(fx.commits[0], harmless), (harmless, fx.slow), (harmless, fx.slow)]
+            [(fx.commits[0], harmless), (good, fx.slow), (good, fx.slow)]
         for run in runs:   # the report the upload step takes along
             assert (ws / "results" / "reports" / run.id / "report.md").is_file()

@@ -50,6 +50,9 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "head_host": "measure B on this fleet host (with --base-host)",
     "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
     "fail_on_worse": "exit 3 when any metric of any point is worse (for CI: scheduled regression checks)",
+    "fail_on_inconclusive": "exit 4 when no metric is worse but a verdict is inconclusive: not proven either way, "
+                            "add starts (--launches/--max-launches); with --fail-on-worse, exit 0 then means every "
+                            "metric was judged same or better",
     "base_variant": "A as a variant: NAME=BACKEND[@PIN][:ENV=V ... ARGS] or a NAME from variants.toml (its backend, "
                     "environment and arguments; its @PIN, else --base)",
     "head_variant": "B as a variant (as --base-variant; its @PIN, else --head, else --base)",
@@ -57,7 +60,7 @@ def _int(value, what: str) -> int:  # noqa: ANN001
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
             ncmoe="0", repeats=3, launches="auto", max_launches=None, rounds=None, min_effect="5%", engine="server",
             prompt_tokens=None, n_predict=None, threads=None, source=None, base_host=None, head_host=None, fleet=None,
-            fail_on_worse=False, base_variant=None, head_variant=None):
+            fail_on_worse=False, fail_on_inconclusive=False, base_variant=None, head_variant=None):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) in server starts at the same points, and judge each metric on the starts: the ratio B/A
     with its 95 % CI and a verdict — same (within --min-effect), better / worse, or inconclusive — with
@@ -95,14 +98,30 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
             run_id = run_compare(p, store, req, builds=builds, command=" ".join(sys.argv))
             print_compare(store, run_id)
     info(f"stored as run [bold]{esc(run_id)}[/] " + esc(f"(`llamaforge report {run_id}`)"))
-    if fail_on_worse:
-        from ..compare.judged import worse_rows
+    if fail_on_worse or fail_on_inconclusive:
+        _exit_by_verdict(p, run_id, worse=bool(fail_on_worse), inconclusive=bool(fail_on_inconclusive))
 
-        with Store(p.store_db) as store:
-            worse = worse_rows(store.get_run(run_id))
-        if worse:
-            console.print(esc(f"WORSE: {', '.join(worse)} (run {run_id})"), markup=False, highlight=False)
-            sys.exit(3)
+
+#: ``compare`` exit codes by verdict (for CI): a metric worse (``--fail-on-worse``); none worse but one not proven
+#: either way (``--fail-on-inconclusive``: add starts)
+EXIT_WORSE, EXIT_INCONCLUSIVE = 3, 4
+
+
+def _exit_by_verdict(p, run_id: str, *, worse: bool, inconclusive: bool) -> None:  # noqa: ANN001
+    """Exit 3 when a metric is worse (``worse``), else 4 when a verdict is inconclusive (``inconclusive``), naming
+    them in one line each; return (exit 0) only when neither applies."""
+    from ..compare.judged import inconclusive_rows, worse_rows
+
+    with Store(p.store_db) as store:
+        run = store.get_run(run_id)
+        bad, open_ = worse_rows(run), inconclusive_rows(run)
+    if worse and bad:
+        console.print(esc(f"WORSE: {', '.join(bad)} (run {run_id})"), markup=False, highlight=False)
+        sys.exit(EXIT_WORSE)
+    if inconclusive and open_:
+        console.print(esc(f"INCONCLUSIVE (not proven either way: add starts): {', '.join(open_)} (run {run_id})"),
+                      markup=False, highlight=False)
+        sys.exit(EXIT_INCONCLUSIVE)
 
 
 def _make_side(name: str, ref: str, backend: str, source: str | None):  # noqa: ANN202

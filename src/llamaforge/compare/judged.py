@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..findings.comparison import verdict_word
-from ..judge import Policy, Starts, control, estimate, judge
+from ..judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
 from ..judge.wording import is_far, ratio_text
 from ..metrics import FIELDS
 from ..records import CompareSummary
@@ -75,11 +75,24 @@ def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy
 
 def worse_rows(run: Run) -> list[str]:
     """``"tg at ncmoe 0 (B/A 0.627 [0.605, 0.650])"`` or ``"tg at ncmoe 0 (A 10.3× faster [9.3, 11.4])"`` for every metric and point of a compare run whose verdict is worse."""
+    return _rows_judged(run, "worse")
+
+
+def inconclusive_rows(run: Run) -> list[str]:
+    """As :func:`worse_rows`, for every metric and point whose verdict is *inconclusive* (not proven either way:
+    neither "same" nor "differs" at the run's margin, after Holm) — what ``compare --fail-on-inconclusive`` names."""
+    return _rows_judged(run, INCONCLUSIVE)
+
+
+def _rows_judged(run: Run, word: str) -> list[str]:
     out = []
     for r in run.summary_as(CompareSummary).comparisons:
         c = r.get("comparison") or {}
-        if verdict_word(c) == "worse":
+        if verdict_word(c) == word:
             where = f"ncmoe {r['ncmoe']}" + ("" if r.get("ngl", -1) == -1 else f" ngl {r['ngl']}")
+            if "ratio" not in c:
+                out.append(f"{r['metric']} at {where} (no verdict: a side has no measurement)")
+                continue
             low, high = (c["low"], c["high"]) if c.get("p_differs") is not None else (None, None)
             text = ratio_text(c["ratio"], low, high, interval="ci" if low is not None else "none", decimals=3, unit="")
             if not is_far(c["ratio"], low, high):
