@@ -1,5 +1,6 @@
 """File helpers shared across llamaforge: streaming sha256, atomic writes (JSON, text, any file a
-library writes: :func:`atomic_path`), the one line for a failed write (:func:`write_problem`), advisory locks."""
+library writes: :func:`atomic_path`), the one line for a failed write (:func:`write_problem`) or an unusable folder (:func:`folder_problem`),
+advisory locks."""
 
 from __future__ import annotations
 
@@ -74,6 +75,32 @@ def write_problem(path: Path, e: OSError) -> tuple[str, str]:
     if e.errno == errno.EISDIR:
         return f"cannot write {path}: it is a folder", "give a file name"
     return f"cannot write {path}: {e.strerror or e}", "pick another place to write to"
+
+
+#: a folder to write into on a filesystem with less free space than this is refused up front
+MIN_FREE = 1 << 20
+
+
+def folder_problem(d: Path, *, need_free: bool = True) -> tuple[str, str] | None:
+    """Why ``d`` cannot be a folder to write into (it is created when missing), as (what is wrong, said after
+    its name, e.g. ``": /x is not writable (read-only or not yours)"``; the fix), or None when it can be: not a
+    file, not under a file, in a folder this user may write to, on a filesystem with at least :data:`MIN_FREE`
+    free when ``need_free`` (a disk that fills up while writing still shows then, as one line; a cache that is
+    mostly read, such as the builds, stays usable on a full disk)."""
+    if d.exists() and not d.is_dir():
+        return " is a file, not a folder", "name a folder (it is created if missing)"
+    near = d
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if not near.is_dir():
+        return f": {near} is a file, not a folder", "name a folder that is not under a file"
+    if not os.access(near, os.W_OK | os.X_OK):
+        return f": {near} is not writable (read-only or not yours)", "name a folder you may write to"
+    st = os.statvfs(near)
+    if need_free and st.f_bavail * st.f_frsize < MIN_FREE:
+        return (f": the filesystem of {near} is full ({st.f_bavail * st.f_frsize // 1024} KiB free)",
+                "free space there, or name a folder on another filesystem")
+    return None
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from pathlib import Path
 import platformdirs
 
 from .errors import ConfigError
+from .files import folder_problem
 
 PINS_FILE = "pins.toml"
 CONFIG_FILE = "llamaforge.toml"        # a workspace's settings (and a workspace marker without pins.toml)
@@ -51,14 +52,15 @@ def config_dir() -> Path:
 
 
 def _made(p: Path, env: str, what: str) -> Path:
+    """``p`` created, or one line saying why it cannot be (:func:`~llamaforge.files.folder_problem`)."""
+    fix = f"set {env} (or the matching --{what}-dir flag) to a writable folder"
+    problem = folder_problem(p, need_free=False)   # what is cached stays readable on a full disk
+    if problem is not None:
+        raise ConfigError(f"cannot create the {what} folder {p}{problem[0]}", f"{problem[1]}: {fix}")
     try:
         p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:     # read-only, full, or a file in the way: one line, not a traceback
-        raise ConfigError(f"cannot create the {what} folder {p}: {e.strerror or e}",
-                          f"set {env} (or the matching --{what}-dir flag) to a writable folder") from None
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(f"the {what} folder {p} is not writable",
-                          f"set {env} (or the matching --{what}-dir flag) to a folder you may write to")
+    except OSError as e:     # a race, or a filesystem that says no late: one line, not a traceback
+        raise ConfigError(f"cannot create the {what} folder {p}: {e.strerror or e}", fix) from None
     return p
 
 
@@ -113,10 +115,32 @@ def _configured(key: str, workspace: Path | None) -> Path | None:
     return None
 
 
+def _settings_state(workspace: Path | None) -> tuple:
+    """What the cache folder depends on, cheaply: the variables and the settings files' identities (a stat each)."""
+    files = ([workspace / CONFIG_FILE] if workspace else []) + [config_dir() / USER_CONFIG_FILE]
+    stats = []
+    for file in files:
+        try:
+            st = file.stat()
+            stats.append((str(file), st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            stats.append((str(file), None))
+    return workspace, os.environ.get("LLAMAFORGE_CACHE"), platformdirs.user_cache_dir(APP, appauthor=False), tuple(stats)
+
+
+_CACHE_ROOTS: dict[tuple, Path] = {}
+
+
 def cache_root(workspace: Path | None = None) -> Path:
-    """The cache folder (created); ``workspace`` whose settings count (default: the current one, if any)."""
-    p = _configured("cache", workspace if workspace is not None else find_workspace()) or Path(platformdirs.user_cache_dir(APP, appauthor=False))
-    return _made(p, "LLAMAFORGE_CACHE", "cache")
+    """The cache folder (created); ``workspace`` whose settings count (default: the current one, if any).
+    Settled once per settings state: a hot path (every place under the cache asks) reads no file twice."""
+    ws = workspace if workspace is not None else find_workspace()
+    key = _settings_state(ws)
+    found = _CACHE_ROOTS.get(key)
+    if found is None or not found.is_dir():
+        p = _configured("cache", ws) or Path(key[2])
+        found = _CACHE_ROOTS[key] = _made(p, "LLAMAFORGE_CACHE", "cache")
+    return found
 
 
 def data_root(workspace: Path | None = None) -> Path:

@@ -141,3 +141,20 @@ def test_verbose_flag_sets_the_switch_children_see(home: Path, monkeypatch: pyte
     monkeypatch.setenv("LLAMAFORGE_DATA", "")
     cli.program.parse_core(["llamaforge", "--verbose", "--data-dir", "d", "pins"])
     assert os.environ["LLAMAFORGE_VERBOSE"] == "1" and os.environ["LLAMAFORGE_DATA"] == str(Path.cwd() / "d")
+
+
+def test_the_cache_folder_is_settled_once_per_settings_state(home: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import llamaforge.paths as paths_mod
+
+    reads: list[Path] = []
+    real = paths_mod.read_paths_table
+    monkeypatch.setattr(paths_mod, "read_paths_table", lambda f: reads.append(f) or real(f))
+    (Path.cwd() / "llamaforge.toml").write_text(f'[paths]\ncache = "{tmp_path / "one"}"\n')
+    p = Paths.default()
+    assert [p.cache, p.mirror.parent, p.ccache_dir.parent, p.model_cache.parent] == [tmp_path / "one"] * 4
+    assert len(reads) == 1                      # every place under the cache: one read of the settings
+    (Path.cwd() / "llamaforge.toml").write_text(f'[paths]\ncache = "{tmp_path / "other-two"}"\n')
+    assert p.cache == tmp_path / "other-two"    # an edited settings file counts at once
+    monkeypatch.setenv("LLAMAFORGE_CACHE", str(tmp_path / "env"))
+    assert p.cache == tmp_path / "env" and (tmp_path / "env").is_dir()

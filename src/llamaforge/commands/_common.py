@@ -18,6 +18,7 @@ from invoke import task as invoke_task
 from ..config import Pins, load_pins
 from ..console import debug_enabled, harden_streams, print_error, quiet_broken_pipe
 from ..errors import ConfigError, LlamaforgeError
+from ..files import folder_problem
 from ..invoke_help import ERROR_EXIT, LfTask
 from ..paths import Paths
 from ..values import SEED_MAX, as_float, as_int, csv_list
@@ -142,28 +143,13 @@ def pins_or_empty() -> Pins:
         return Pins()
 
 
-_MIN_FREE = 1 << 20    # an output folder on a filesystem with less free space than this is refused up front
-
-
 def writable_dir(value: Any, what: str) -> Path:
-    """An output folder (created later, when there is something to write) checked now: not a file, not
-    under a file, in a folder this user may write to, on a filesystem with at least 1 MiB free (a disk
-    that fills up while writing still shows then, as one line)."""
+    """An output folder (created later, when there is something to write) checked now
+    (:func:`~llamaforge.files.folder_problem`): a problem is one line."""
     d = Path(str(value)).expanduser()
-    if d.exists() and not d.is_dir():
-        raise ConfigError(f"{what} {d} is a file, not a folder", f"give {what} a folder (it is created if missing)")
-    near = d
-    while not near.exists() and near != near.parent:
-        near = near.parent
-    if not near.is_dir():
-        raise ConfigError(f"{what} {d}: {near} is a file, not a folder", f"give {what} a folder path")
-    if not os.access(near, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what} {d}: {near} is not writable (read-only or not yours)",
-                          f"give {what} a folder you may write to")
-    st = os.statvfs(near)
-    if st.f_bavail * st.f_frsize < _MIN_FREE:
-        raise ConfigError(f"{what} {d}: the filesystem of {near} is full ({st.f_bavail * st.f_frsize // 1024} KiB free)",
-                          "free space there, or give a folder on another filesystem")
+    problem = folder_problem(d)
+    if problem is not None:
+        raise ConfigError(f"{what} {d}{problem[0]}", f"{what}: {problem[1]}")
     return d
 
 
