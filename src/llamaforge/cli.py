@@ -56,7 +56,9 @@ class _Program(Program):
                  "workspace": "use this folder as the workspace (its pins.toml and outputs; LLAMAFORGE_WORKSPACE)"}
         verbose = Argument(names=("verbose",), kind=bool, default=False,
                            help="the details behind one-line notices, e.g. a rescued smoke run's crash (LLAMAFORGE_VERBOSE)")
-        return [*super().core_args(), *(Argument(names=(n,), help=h) for n, h in helps.items()), verbose]
+        allow_icd = Argument(names=("allow-icd",), help="a Vulkan ICD manifest outside the system's ICD folders that "
+                             "variants may name in VK_DRIVER_FILES (comma-separated; LLAMAFORGE_ALLOW_ICD; SECURITY.md)")
+        return [*super().core_args(), *(Argument(names=(n,), help=h) for n, h in helps.items()), verbose, allow_icd]
 
     def parse_core(self, argv: list[str] | None) -> None:
         super().parse_core(argv)
@@ -66,6 +68,9 @@ class _Program(Program):
                 os.environ[env] = str(os.path.abspath(os.path.expanduser(value)))
         if self.args["verbose"].value:
             os.environ["LLAMAFORGE_VERBOSE"] = "1"
+        if self.args["allow-icd"].value:   # the user's own command line: the one way past the ICD folders' limit
+            os.environ["LLAMAFORGE_ALLOW_ICD"] = ",".join(os.path.abspath(os.path.expanduser(x.strip()))
+                                                          for x in str(self.args["allow-icd"].value).split(",") if x.strip())
 
     def _make_parser(self) -> Parser:
         """Invoke's parser over the contexts of the tasks named on the command line only. Invoke builds every

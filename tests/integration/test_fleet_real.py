@@ -57,6 +57,10 @@ def fleet_ws(tmp_path_factory, cpu_build):
         hosts = []
         for name, addr, machine, policy in (("alpha", "127.0.0.1", "alpha", "strict"),
                                             ("beta", "localhost", "beta-box", "accept-new")):
+            # the build root is the host's own setting (fleet.toml may not choose what runs there): its workspace's
+            # llamaforge.toml, written on the host before fleet.install
+            (tmp / f"ws-{name}").mkdir()
+            (tmp / f"ws-{name}" / "llamaforge.toml").write_text(f'[paths]\nbuilds = "{build_root}"\n')
             hosts.append(f"""
 [hosts.{name}]
 target = "{sshd.user}@{addr}:{sshd.port}"
@@ -69,7 +73,6 @@ python = "{sys.executable}"
 system_site_packages = true
 threads = 1
 [hosts.{name}.env]
-LLAMAFORGE_BUILD_ROOT = "{build_root}"
 LLAMAFORGE_LOCK_DIR = "{tmp / ('lock-' + name)}"
 """)
         hosts.append(f'[hosts.refused]\ntarget = "{sshd.user}@127.0.0.1:{free_port()}"\nidentity = "{sshd.user_key}"\n')

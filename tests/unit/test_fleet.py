@@ -29,7 +29,7 @@ machine = "rtx3090"
 backends = ["cuda", "vulkan"]
 gateway = "me@bastion"
 [hosts.desk.env]
-LLAMAFORGE_BUILD_ROOT = "/data/b"
+LLAMAFORGE_LOCK_DIR = "/data/locks"
 
 [hosts.cloud]
 target = "h200-box"
@@ -41,7 +41,7 @@ def test_fleet_toml_gives_typed_hosts_in_file_order():
     desk, cloud = f.select(None)
     assert (desk.name, desk.machine, desk.workspace, desk.backends) == ("desk", "rtx3090", "lf", ("cuda", "vulkan"))
     assert desk.target == Target("desk.lan", "alice", 2222) and desk.gateway == Target("bastion", "me")
-    assert desk.env == {"LLAMAFORGE_BUILD_ROOT": "/data/b"}
+    assert desk.env == {"LLAMAFORGE_LOCK_DIR": "/data/locks"}
     assert (cloud.target, cloud.machine, cloud.workspace, cloud.python) == (Target("h200-box"), "cloud", "llamaforge",
                                                                           "python3")
     assert [h.name for h in f.select(["cloud"])] == ["cloud"]
@@ -405,7 +405,7 @@ def test_env_the_fleet_sets_itself_points_at_the_host_table(name, fix):
 
 
 def test_allowed_env_passes_through():
-    names = ["LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_LOCK_DIR", "CUDA_VISIBLE_DEVICES", "GGML_VK_VISIBLE_DEVICES",
+    names = ["LLAMAFORGE_CACHE", "LLAMAFORGE_LOCK_DIR", "CUDA_VISIBLE_DEVICES", "GGML_VK_VISIBLE_DEVICES",
              "HIP_VISIBLE_DEVICES", "HTTPS_PROXY", "no_proxy"]
     body = '[hosts.x]\ntarget = "h"\n[hosts.x.env]\n' + "".join(f'{n} = "v{i}"\n' for i, n in enumerate(names))
     assert parse_fleet(body).hosts["x"].env == {n: f"v{i}" for i, n in enumerate(names)}
@@ -419,8 +419,8 @@ def test_every_llamaforge_variable_the_code_reads_is_classified():
 
     src = Path(fleet_config.__file__).resolve().parents[1]
     used = {m for f in src.rglob("*.py") for m in re.findall(r"LLAMAFORGE_[A-Z0-9_]+", f.read_text())}
-    known = set(fleet_config.ENV_ALLOWED) | set(fleet_config._ENV_FROM_TABLE)
-    assert used - known == set(), "classify these in fleet/config.py (ENV_ALLOWED or _ENV_FROM_TABLE)"
+    known = set(fleet_config.ENV_ALLOWED) | set(fleet_config._ENV_FROM_TABLE) | set(fleet_config.ENV_HOST_ONLY)
+    assert used - known == set(), "classify these in fleet/config.py (ENV_ALLOWED, ENV_HOST_ONLY or _ENV_FROM_TABLE)"
 
 
 def test_a_fleet_file_that_is_not_utf8_is_one_line(tmp_path):

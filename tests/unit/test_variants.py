@@ -91,7 +91,7 @@ def test_an_environment_variable_off_the_list_is_refused():
         check_env(parse_cli("x=cuda:GGML_CUDA_FORCE_MMQ=1"))
     with pytest.raises(ConfigError, match="acts on vulkan builds, not cuda"):
         check_env(parse_cli("x=cuda:GGML_VK_DISABLE_F16=1"))
-    check_env(parse_cli("x=vulkan:GGML_VK_DISABLE_F16=1 VK_DRIVER_FILES=/x.json"))
+    check_env(parse_cli("x=vulkan:GGML_VK_DISABLE_F16=1 AMD_VULKAN_ICD=RADV"))   # a manifest: test_hostile_round3
 
 
 @pytest.mark.skipif(not (LLAMA_CPP_0C1E / "ggml").is_dir(), reason="the pinned llama.cpp tree is not here")

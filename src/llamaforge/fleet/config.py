@@ -17,8 +17,9 @@
                                        # "accept-new": an unknown key is trusted once and saved there
     known_hosts = "~/.ssh/known_hosts" # the known-hosts file read (and, with accept-new, appended to)
     [hosts.desk.env]                   # extra environment of every llamaforge command on the host:
-    LLAMAFORGE_BUILD_ROOT = "/data/lf-builds"   # only ENV_ALLOWED names (llamaforge's settings,
-    CUDA_VISIBLE_DEVICES = "0"                  # GPU selection, proxies)
+    CUDA_VISIBLE_DEVICES = "0"         # only ENV_ALLOWED names (llamaforge's settings, GPU selection,
+                                       # proxies); what chooses a program (the build root, glslc) is
+                                       # set on the host itself (ENV_HOST_ONLY)
 
 The file is written by strangers: every value is checked here (names, targets, paths, environment
 names) so nothing reaches a remote shell unvalidated; remote command lines are still built from
@@ -35,6 +36,7 @@ from pathlib import Path
 from ..builds.backends import BACKENDS
 from ..config import read_config_text
 from ..errors import ConfigError
+from ..variants.icd import refused_why
 
 FLEET_FILE = "fleet.toml"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
@@ -47,12 +49,21 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: runs CMD at the builder's first ``git status``, ``LD_PRELOAD`` loads a library into every process,
 #: ``PATH``, ``PYTHONPATH``, ``BASH_ENV``, ``VK_ICD_FILENAMES``... choose the code that runs.
 ENV_ALLOWED = frozenset({
-    "LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_CACHE", "LLAMAFORGE_CONFIG", "LLAMAFORGE_DATA", "LLAMAFORGE_DEBUG", "LLAMAFORGE_VERBOSE", "LLAMAFORGE_GLSLC", "LLAMAFORGE_LOCK_DIR",
-    "LLAMAFORGE_MACHINE_ID", "LLAMAFORGE_NET_TIMEOUT", "LLAMAFORGE_RESULTS", "LLAMAFORGE_VULKAN_INCLUDE",
+    "LLAMAFORGE_CACHE", "LLAMAFORGE_DATA", "LLAMAFORGE_DEBUG", "LLAMAFORGE_VERBOSE", "LLAMAFORGE_LOCK_DIR",
+    "LLAMAFORGE_MACHINE_ID", "LLAMAFORGE_NET_TIMEOUT", "LLAMAFORGE_RESULTS",
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GGML_VK_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
     "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
 })
+#: llamaforge's settings that choose the programs that run on the host (the shader compiler, the build root
+#: whose binaries are run, Vulkan headers compiled in, a config folder that moves the build root, the ICD
+#: manifests past their limit): the host's own business, never a shared fleet.toml's (issue 41)
+ENV_HOST_ONLY = frozenset({"LLAMAFORGE_GLSLC", "LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_VULKAN_INCLUDE",
+                           "LLAMAFORGE_CONFIG", "LLAMAFORGE_ALLOW_ICD"})
+#: ``python =``: a Python found on the host's PATH by name, or an absolute path outside the folders anyone can
+#: write to (a Python planted there by another user would run as ours)
+PYTHON_NAME_RE = re.compile(r"python(?:3(?:\.[0-9]{1,2})?)?")
+SHARED_TMP = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/shm/")
 #: set by the fleet itself from the host's table (workspace, machine) or per command (the bench log)
 _ENV_FROM_TABLE = {"LLAMAFORGE_WORKSPACE": "workspace", "LLAMAFORGE_MACHINE": "machine",
                    "LLAMAFORGE_FLEET_LOG": None}
@@ -149,6 +160,12 @@ def _python(v: object, where: str) -> str:
     if not re.fullmatch(r"(/[A-Za-z0-9._+-]+)+|[A-Za-z0-9._+-]+", p) or p.startswith("-"):
         raise ConfigError(f"{where} {p!r} is not a command name or absolute path",
                           "give e.g. python3 or /usr/bin/python3.12 (no spaces, no arguments)")
+    if not PYTHON_NAME_RE.fullmatch(p.rsplit("/", 1)[-1]) or "/../" in p + "/" or "/./" in p + "/":
+        raise ConfigError(f"{where} {p!r} is not a Python (the program it names runs on the host)",
+                          "give python3, python3.12 or an absolute path ending in one, e.g. /usr/bin/python3.12")
+    if p.startswith(SHARED_TMP):
+        raise ConfigError(f"{where} {p!r} lies in a folder every user can write to",
+                          "install Python elsewhere (e.g. /usr/bin, /opt, your home) and name it there")
     return p
 
 
@@ -160,8 +177,12 @@ def _env_name(k: str, w: str, host: str) -> None:
         key = _ENV_FROM_TABLE[k]
         raise ConfigError(f"{w}.env: {k} is set by llamaforge itself",
                           f'set {key} = "..." under [hosts.{host}] instead' if key else f"remove {k}")
+    if k in ENV_HOST_ONLY:
+        raise ConfigError(f"{w}.env: {k} is refused: it chooses a program that runs on the host",
+                          "set it on the host itself (its workspace's llamaforge.toml, e.g. [paths] builds, "
+                          "or the login's environment), not in fleet.toml")
     if k not in ENV_ALLOWED:
-        raise ConfigError(f"{w}.env: {k} is not an allowed variable (it could change what runs on the host)",
+        raise ConfigError(f"{w}.env: {k} is not an allowed variable (it {refused_why(k) or 'could change what runs on the host'})",
                           "use only llamaforge's settings, GPU selection and proxies: " + ", ".join(sorted(ENV_ALLOWED)))
 
 

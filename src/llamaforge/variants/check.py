@@ -25,6 +25,7 @@ from .. import proc
 from ..errors import BenchError, BuildError, ConfigError
 from ..llamacpp.quirks import lacking
 from .build import VariantBuild
+from .icd import check_icd, refuse
 from .knobs import env_knob
 from .model import Variant, parse_args
 from .observe import device_facts
@@ -39,8 +40,11 @@ SWEEP_OWNED = frozenset({
 
 
 def check_env(v: Variant) -> None:
-    for name in v.env_dict:
+    for name, value in v.env_dict.items():
+        refuse(name, f"variant {v.name}", "leave it out: a variant may set only the knobs on llamaforge's list "
+               "(README, 'Variant matrix'); driver choice: VK_DRIVER_FILES / AMD_VULKAN_ICD")
         k = env_knob(name, f"variant {v.name}")
+        check_icd(name, value, f"variant {v.name}")
         if "*" not in k.backends and v.backend not in k.backends:
             raise ConfigError(f"variant {v.name}: {name} acts on {'/'.join(k.backends)} builds, not {v.backend}",
                               f"drop it, or give the variant a {k.backends[0]} backend")

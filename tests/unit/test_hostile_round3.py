@@ -1,0 +1,157 @@
+"""The third hostile-input review (issue 41): each finding, one test that failed before its fix.
+
+Driver choice stays a knob within limits (an ICD manifest only from the system's Vulkan ICD folders, naming a
+system library, else only what the user names with ``--allow-icd``); preload, layer and program-choosing
+variables are refused wherever a file sets them; store columns, archives and pins files are data written by
+strangers: bounded, typed, and a bad one is one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from llamaforge.errors import ConfigError
+from llamaforge.fleet.config import parse_fleet
+from llamaforge.variants.check import check_env, from_records
+from llamaforge.variants.model import parse_cli
+
+# ---- High: a variant's VK_ICD_FILENAMES loaded any shared object ----------------------------------------
+
+
+def _manifest(folder: Path, lib: str, name: str = "evil_icd.json") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    m = folder / name
+    m.write_text(json.dumps({"file_format_version": "1.0.0", "ICD": {"library_path": lib, "api_version": "1.3.0"}}))
+    return m
+
+
+@pytest.fixture
+def icd_dirs(tmp_path, monkeypatch):
+    """A system ICD folder of this test's own (``$XDG_DATA_DIRS/vulkan/icd.d``) and a folder anyone writes to."""
+    monkeypatch.setenv("XDG_DATA_DIRS", str(tmp_path / "share"))
+    monkeypatch.delenv("LLAMAFORGE_ALLOW_ICD", raising=False)
+    return tmp_path / "share" / "vulkan" / "icd.d", tmp_path / "anywhere"
+
+
+@pytest.mark.parametrize("var", ["VK_ICD_FILENAMES", "VK_DRIVER_FILES"])
+def test_an_icd_manifest_outside_the_system_folders_is_refused_in_one_line(icd_dirs, var):
+    _system, anywhere = icd_dirs
+    m = _manifest(anywhere, str(anywhere / "evil.so"))
+    with pytest.raises(ConfigError) as e:
+        check_env(parse_cli(f"x=vulkan:{var}={m}"))
+    assert "is not in the system's Vulkan ICD folders" in e.value.message and "\n" not in str(e.value)
+    assert f"--allow-icd {m}" in e.value.fix
+
+
+def test_a_system_manifest_naming_a_library_elsewhere_is_refused(icd_dirs):
+    system, anywhere = icd_dirs
+    m = _manifest(system, str(anywhere / "evil.so"))
+    with pytest.raises(ConfigError, match="names a library outside the system library folders"):
+        check_env(parse_cli(f"x=vulkan:VK_ICD_FILENAMES={m}"))
+    rel = _manifest(system, "../../../../anywhere/evil.so", "rel.json")     # relative: from the manifest's folder
+    with pytest.raises(ConfigError, match="names a library outside"):
+        check_env(parse_cli(f"x=vulkan:VK_ICD_FILENAMES={rel}"))
+    link = system / "link.json"                                           # a symlink out of the folder
+    link.symlink_to(_manifest(anywhere, "libvulkan_radeon.so", "x.json"))
+    with pytest.raises(ConfigError, match="not in the system's Vulkan ICD folders"):
+        check_env(parse_cli(f"x=vulkan:VK_ICD_FILENAMES={link}"))
+
+
+def test_driver_choice_stays_a_knob_radv_vs_amdvlk(icd_dirs):
+    system, _ = icd_dirs
+    radv = _manifest(system, "libvulkan_radeon.so", "radeon_icd.x86_64.json")    # a bare name: the system's search
+    amdvlk = _manifest(system, "/usr/lib/x86_64-linux-gnu/amdvlk64.so", "amd_icd64.json")
+    check_env(parse_cli(f"radv=vulkan:VK_ICD_FILENAMES={radv}"))
+    check_env(parse_cli(f"amdvlk=vulkan:VK_DRIVER_FILES={amdvlk}:{radv}"))
+    for value in ("RADV", "AMDVLK", "radv"):
+        check_env(parse_cli(f"x=vulkan:AMD_VULKAN_ICD={value}"))
+    with pytest.raises(ConfigError, match="is not RADV or AMDVLK"):
+        check_env(parse_cli("x=vulkan:AMD_VULKAN_ICD=/tmp/x.json"))
+
+
+def test_a_manifest_elsewhere_needs_the_users_own_allow_icd_flag(icd_dirs, monkeypatch):
+    from llamaforge.cli import program
+
+    _, anywhere = icd_dirs
+    m = _manifest(anywhere, str(anywhere / "my-driver.so"))
+    v = parse_cli(f"x=vulkan:VK_ICD_FILENAMES={m}")
+    with pytest.raises(ConfigError):
+        check_env(v)
+    monkeypatch.setattr(os, "environ", dict(os.environ))     # the flag sets LLAMAFORGE_ALLOW_ICD for this process
+    program.parse_core(["llamaforge", "--allow-icd", str(m), "runs"])
+    assert os.environ["LLAMAFORGE_ALLOW_ICD"] == str(m)
+    check_env(v)
+    other = _manifest(anywhere, str(anywhere / "b.so"), "other.json")
+    with pytest.raises(ConfigError):
+        check_env(parse_cli(f"x=vulkan:VK_ICD_FILENAMES={m}:{other}"))
+
+
+def test_a_variants_file_with_an_icd_manifest_is_one_line_through_the_cli(icd_dirs, tmp_path, monkeypatch):
+    from test_cli_battery import run_cli
+
+    _, anywhere = icd_dirs
+    m = _manifest(anywhere, str(anywhere / "evil.so"))
+    vf = tmp_path / "variants.toml"
+    vf.write_text(f'[variants.evil]\nbackend = "vulkan"\nenv = {{ VK_ICD_FILENAMES = "{m}" }}\n')
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path))
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(tmp_path / "results"))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["bench", "--model", str(tmp_path / "m.gguf"), "--variants-file", str(vf)])
+    assert code != 0 and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "ICD manifest" in lines[0], err
+
+
+def test_a_stored_variant_cannot_name_an_icd_manifest(icd_dirs):
+    _, anywhere = icd_dirs
+    m = _manifest(anywhere, str(anywhere / "evil.so"))
+
+    class B:
+        key = "vulkan-x"
+
+    rec = {"name": "evil", "backend": "vulkan", "env": {"VK_ICD_FILENAMES": str(m)}, "build": "vulkan-x"}
+    with pytest.raises(ConfigError, match="ICD manifest"):
+        from_records([rec], [B()])
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "VK_LAYER_PATH",
+                                  "VK_ADD_LAYER_PATH", "VK_INSTANCE_LAYERS", "VK_ADD_DRIVER_FILES",
+                                  "VK_IMPLICIT_LAYER_PATH", "VK_LOADER_LAYERS_ENABLE", "PATH", "LLAMAFORGE_GLSLC",
+                                  "LLAMAFORGE_BUILD_ROOT", "PYTHONPATH"])
+def test_preload_layer_and_program_choosing_variables_are_refused_in_a_variant(name):
+    with pytest.raises(ConfigError) as e:
+        check_env(parse_cli(f"x=vulkan:{name}=/tmp/x"))
+    assert f"{name} is refused: it" in e.value.message and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["LLAMAFORGE_GLSLC", "LLAMAFORGE_BUILD_ROOT", "LLAMAFORGE_VULKAN_INCLUDE",
+                                  "LLAMAFORGE_CONFIG", "LLAMAFORGE_ALLOW_ICD"])
+def test_a_fleet_host_env_cannot_choose_the_programs_that_run(name):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "/tmp/x"\n')
+    assert f"{name} is refused: it chooses a program" in e.value.message and "on the host itself" in e.value.fix
+
+
+@pytest.mark.parametrize("name", ["VK_LAYER_PATH", "VK_ADD_LAYER_PATH", "DYLD_INSERT_LIBRARIES", "LD_AUDIT"])
+def test_a_fleet_host_env_says_why_a_loader_variable_is_refused(name):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = "h"\n[hosts.x.env]\n{name} = "/tmp/x"\n')
+    assert "loads code into every process" in e.value.message
+
+
+@pytest.mark.parametrize("python", ["/tmp/python3", "/var/tmp/x/python3.12", "/dev/shm/python", "bash", "/bin/sh",
+                                    "/usr/bin/../../tmp/python3", "python3-evil"])
+def test_a_fleet_hosts_python_must_name_a_python_outside_shared_folders(python):
+    with pytest.raises(ConfigError) as e:
+        parse_fleet(f'[hosts.x]\ntarget = "h"\npython = "{python}"\n')
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("python", ["python3", "python3.12", "/usr/bin/python3.12", "/opt/py/bin/python3",
+                                    "/home/u/.pyenv/versions/3.11.7/bin/python"])
+def test_a_fleet_hosts_usual_pythons_are_accepted(python):
+    assert parse_fleet(f'[hosts.x]\ntarget = "h"\npython = "{python}"\n').hosts["x"].python == python
