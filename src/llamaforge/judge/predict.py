@@ -41,6 +41,6 @@ def next_start(starts: Starts, *, prior: Spread | None = None, confidence: float
         sd, df, assumed = mine.sd, float(starts.k - 1), None
     else:
         sp = for_small_k(starts, prior)
-        sd, df, assumed = sp.sd, None, sp.basis
+        sd, df, assumed = sp.sd, (None if sp.df is None else float(sp.df)), sp.basis
     half = t_quantile(df, confidence) * sd * math.sqrt(1 + 1 / starts.k)
     return PredictionInterval(math.exp(m - half), math.exp(m + half), math.exp(m), starts.k, assumed)

@@ -105,30 +105,49 @@ class PairRun:
     judgement: Judgement | None = None
     status: str = OPEN
     order: list[str] = field(default_factory=list)   # "A"/"B" in measuring order
+    reason: str = ""                                   # why it stopped, in words (unresolved: what it would need)
 
     @property
     def k(self) -> tuple[int, int]:
         return len(self.a), len(self.b)
 
 
+Settled = Callable[["PairRun", Judgement], bool]
+
+
 def pair(draw_a: Draw, draw_b: Draw, policy: Policy, *, min_effect: float = MIN_EFFECT,
          prior_a: Spread | None = None, prior_b: Spread | None = None, need_precision: bool = False,
-         start: PairRun | None = None) -> PairRun:
+         start: PairRun | None = None, settled: Settled | None = None) -> PairRun:
     """Measure A and B alternately (ABBA: round r measures A first when r is even) until the verdict is
     settled (``need_precision``: and both sides are within the precision) or both reach the maximum.
     ``draw_x()`` runs one start and returns its request values (``[]`` for a failed start, which ends
-    the run). ``start``: continue an earlier run (its starts count)."""
+    the run). ``start``: continue an earlier run (its starts count). ``settled(run, judgement)``: a stricter
+    rule of when the run is done (bisect's culprit check also asks a rank test), instead of "not inconclusive".
+
+    An open verdict that would need more than :data:`.needs.FUTILITY` × the maximum starts to settle
+    (:attr:`Judgement.needs`) stops now, unresolved, with that number in :attr:`PairRun.reason`: the starts
+    left cannot settle it (stopping for futility makes no verdict more likely, so α is kept)."""
     run = start or PairRun()
     rnd = min(run.k)
     while True:
         ja = judge(run.a, run.b, min_effect=min_effect, prior_a=prior_a, prior_b=prior_b,
                    alpha=policy.look_alpha) if run.a and run.b else None
         run.judgement = ja
-        if min(run.k) >= policy.min_starts and ja is not None and not _open(ja, policy, need_precision):
-            run.status = RESOLVED
-            return run
+        if min(run.k) >= policy.min_starts and ja is not None:
+            done = settled(run, ja) if settled is not None else not _open(ja, policy, need_precision)
+            if done:
+                run.status, run.reason = RESOLVED, f"settled at K={min(run.k)}"
+                return run
+            if min(run.k) < policy.max_starts and ja.verdict == INCONCLUSIVE and ja.needs is not None \
+                    and ja.needs.beyond(policy.max_starts):
+                run.status = UNRESOLVED
+                run.reason = (f"inconclusive at K={min(run.k)}: {ja.needs.text()}, beyond what --max-launches "
+                              f"{policy.max_starts} allows")
+                return run
         if min(run.k) >= policy.max_starts:
             run.status = UNRESOLVED
+            tail = f": {ja.needs.text()}" if ja is not None and ja.verdict == INCONCLUSIVE and ja.needs else ""
+            run.reason = f"not settled at the maximum of {policy.max_starts} starts{tail}"
             return run
         for side in ("AB" if rnd % 2 == 0 else "BA"):
             vals = list((draw_a if side == "A" else draw_b)())

@@ -11,6 +11,22 @@ must still never contradict the obvious (a 170-fold gap is not "the same"), so i
   between-start spread llamaforge has measured (Vulkan on an H200 at ncmoe 0: 101–163 t/s over 7 starts,
   SD ≈ 17 %; llama-bench processes of one CPU build here: 241–326 t/s, CV ≈ 13 %).
 
+**A borrowed spread is bounded, not taken as exact.** The build's pooled SD is an estimate (its
+degrees of freedom are few in a small store), and one point may be noisier than the build's others
+(a point at the edge of VRAM, a bimodal backend). Taken as exact, a 2-start point twice as noisy as its
+donor was called "differs" between identical builds in 6.9–12.5 % of trials. So a borrowed spread is
+
+* **widened** by :data:`HETEROGENEITY` (2): the point may be up to twice as noisy as the build's other
+  points, and the verdict is made as if it were; and
+* **kept as an estimate**: it carries the donor's degrees of freedom, so the verdict's interval uses
+  Student's t with them (the upper tail of the donor's chi-square: an SD from 4 df may be 2.4× too small
+  at 95 %), never the normal quantile of a known spread.
+
+Under that bound, identical builds at K = 2 whose true spread is up to twice the donor's are called
+"differs" in at most 5 % of trials at any donor df (the t argument is exact when the spread is large
+against the margin; ``tests/unit/test_judge_small_k.py`` measures it). The conservative 25 % bound is
+already above any spread measured and is used as known.
+
 The assumption travels with the verdict (:attr:`Spread.basis`) and every renderer prints it.
 """
 
@@ -26,6 +42,8 @@ from .starts import Starts
 CONSERVATIVE_SD = 0.25
 #: the fewest degrees of freedom (Σ (K − 1) over points) a pooled spread needs to be used
 MIN_POOLED_DF = 4
+#: a point that borrows a spread may be up to this many times as noisy as its donor (see the module doc)
+HETEROGENEITY = 2.0
 
 
 @dataclass(frozen=True)
@@ -83,10 +101,17 @@ WIDER = "a point whose own 2 starts spread wider used its own spread"
 
 
 def for_small_k(starts: Starts, prior: Spread | None) -> Spread:
-    """The spread a verdict uses for a side with fewer than 3 starts: the larger of its own 2-start
-    spread and the prior (the build's pooled spread, else :data:`CONSERVATIVE`), taken as known."""
-    base = prior or CONSERVATIVE
+    """The spread a verdict uses for a side with fewer than 3 starts (see the module doc): a measured
+    prior (the build's pooled spread) widened by :data:`HETEROGENEITY` and kept with its degrees of
+    freedom (the verdict then uses t with them); else :data:`CONSERVATIVE`, taken as known. The point's
+    own 2-start spread is used instead where it is wider."""
+    if prior is not None and prior.df is not None:
+        base = Spread(HETEROGENEITY * prior.sd, prior.df,
+                      f"{prior.basis}, taken as up to {HETEROGENEITY:g}× that ({HETEROGENEITY * prior.sd:.0%}) "
+                      f"and as an estimate (t with {prior.df} df)")
+    else:
+        base = prior or CONSERVATIVE
     mine = own(starts)
     if mine is not None and mine.sd > base.sd:
-        return Spread(mine.sd, None, f"{base.basis}; {WIDER}")
-    return Spread(base.sd, None, base.basis)
+        return Spread(mine.sd, base.df, f"{base.basis}; {WIDER}")
+    return base

@@ -13,8 +13,8 @@ Each verdict carries a p-value consistent with its interval (``p_differs`` < α 
 judged at once.
 
 **Fewer than 3 starts on a side.** Its spread cannot be estimated from itself, so it is borrowed
-(:func:`.spread.for_small_k`: the build's measured spread, else a conservative bound) and taken as
-known; the verdict then names its assumption (:attr:`Judgement.assumed`), and renderers print no
+(:func:`.spread.for_small_k`: the build's measured spread, widened to the most a point may exceed it
+and kept with its degrees of freedom, else a conservative bound taken as known); the verdict then names its assumption (:attr:`Judgement.assumed`), and renderers print no
 p-value and no significance mark for it, only the verdict word and the range of start ratios.
 A 170-fold gap is "differs" under any plausible spread; a 1.66× gap between two 2-start points
 whose starts overlap is not.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from . import wording
 from .estimate import CONFIDENCE, Estimate, estimate, t_quantile
+from .needs import Needs, starts_to_resolve
 from .spread import Spread, for_small_k
 from .starts import Starts
 
@@ -55,6 +56,8 @@ class Judgement:
     assumed: str | None = None      # the spread assumption when a side has < 3 starts
     adjusted: str | None = None     # "Holm over 30 comparisons" when the verdict was made in a family
     alpha: float = ALPHA
+    #: inconclusive only: the starts per side that would likely settle it at the measured spread (:mod:`.needs`)
+    needs: Needs | None = None
 
     @property
     def small(self) -> bool:
@@ -111,14 +114,19 @@ class Judgement:
         """``1.66× [1.35, 2.01] differs`` / ``1.66× (starts 1.15–2.00) inconclusive*`` /
         ``CPU 115× faster [80, 161] differs`` (``num``/``den``: the names of B and A)."""
         star = "*" if self.small and self.verdict != INCONCLUSIVE else ""
-        return f"{self.ratio_text(num, den)} {self.verdict}{star}"
+        return f"{self.ratio_text(num, den)} {self.verdict}{star}{self.needs_note()}"
+
+    def needs_note(self) -> str:
+        """`` (same within ±5 % needs ≈ K=23)`` for an inconclusive verdict, else ``""``."""
+        return f" ({self.needs.text()})" if self.verdict == INCONCLUSIVE and self.needs is not None else ""
 
     def to_dict(self) -> dict:
         return {"a": self.a.to_dict(), "b": self.b.to_dict(), "ratio": self.ratio, "low": self.low, "high": self.high,
                 "verdict": self.verdict, "min_effect": self.min_effect, "alpha": self.alpha,
                 "p_differs": None if self.small else self.p_differs, "p_same": None if self.small else self.p_same,
                 "df": self.df, "assumed": self.assumed, "adjusted": self.adjusted, "mark": self.mark,
-                "start_range": list(self.start_range), "separated": self.separated}
+                "start_range": list(self.start_range), "separated": self.separated,
+                "needs": self.needs.to_dict() if self.needs is not None and self.verdict == INCONCLUSIVE else None}
 
 
 def _side(est: Estimate, starts: Starts, prior: Spread | None) -> tuple[float, float | None, str | None]:
@@ -126,7 +134,7 @@ def _side(est: Estimate, starts: Starts, prior: Spread | None) -> tuple[float, f
     if starts.k >= MIN_OWN_STARTS and est.spread is not None:
         return est.spread.sd ** 2 / starts.k, float(starts.k - 1), None
     sp = for_small_k(starts, prior)
-    return sp.sd ** 2 / starts.k, None, sp.basis
+    return sp.sd ** 2 / starts.k, None if sp.df is None else float(sp.df), sp.basis
 
 
 def _welch_df(parts: Sequence[tuple[float, float | None]]) -> float | None:
@@ -175,10 +183,18 @@ def judge(a: Starts | Sequence[Sequence[float]], b: Starts | Sequence[Sequence[f
     d = float(sb.log_centres.mean() - sa.log_centres.mean())
     se = math.sqrt(va + vb)
     df = _welch_df([(va, dfa), (vb, dfb)])
+    if (asa or asb) and df is not None:
+        # a borrowed spread is an estimate: both sides may share one donor (not independent estimates), so
+        # the fewest df of the two stand for both — never more than Welch's (conservative)
+        df = min(df, *(x for x in (dfa, dfb) if x))
     low, high, verdict, p_diff, p_same = _decide(d, se, df, alpha, min_effect)
     assumed = "; ".join(dict.fromkeys(x for x in (asa, asb) if x)) or None
+    needs = None
+    if verdict == INCONCLUSIVE:
+        needs = starts_to_resolve(d, math.sqrt(va * sa.k), math.sqrt(vb * sb.k), min_effect=min_effect, alpha=alpha,
+                                  k_now=max(sa.k, sb.k))
     return Judgement(ea, eb, math.exp(d), math.exp(low), math.exp(high), verdict, min_effect, p_diff, p_same, df,
-                     assumed, None, alpha)
+                     assumed, None, alpha, needs)
 
 
 def assumptions_note(judgements: Sequence[Judgement | None]) -> str | None:
@@ -192,7 +208,16 @@ def assumptions_note(judgements: Sequence[Judgement | None]) -> str | None:
 
 
 def with_verdict(j: Judgement, verdict: str, adjusted: str) -> Judgement:
-    return replace(j, verdict=verdict, adjusted=adjusted)
+    """``j`` with the verdict a family gave it; one made inconclusive there gets its :attr:`Judgement.needs`
+    (from the spread behind its interval, at its own α: the family's adjustment would ask a little more)."""
+    needs = j.needs
+    if verdict == INCONCLUSIVE and needs is None and j.high > j.low > 0:
+        se = (math.log(j.high) - math.log(j.low)) / (2 * t_quantile(j.df, 1 - j.alpha))
+        k_eff = 2 / (1 / j.a.k + 1 / j.b.k)
+        sd = se * math.sqrt(k_eff / 2)
+        needs = starts_to_resolve(math.log(j.ratio), sd, sd, min_effect=j.min_effect, alpha=j.alpha,
+                                  k_now=max(j.a.k, j.b.k))
+    return replace(j, verdict=verdict, adjusted=adjusted, needs=needs)
 
 
 __all__ = ["ALPHA", "CONFIDENCE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Judgement", "assumptions_note",

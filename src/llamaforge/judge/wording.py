@@ -186,3 +186,10 @@ def differs_unresolved(ratio: float, low: float, high: float, *, k: int, precisi
     ``differs (CPU faster at least 80×); not resolved to ±5 % at K=4``."""
     bound = at_least(ratio, low, high, num=num, den=den)
     return (f"differs ({bound})" if bound else "differs") + f"; not resolved to ±{percent(precision)} at K={k}"
+
+
+def needs_text(verdict: str, min_effect: float, k: int | None, *, cap: int = 1000) -> str:
+    """What an inconclusive verdict would take (:mod:`.needs`): ``same within ±5 % needs ≈ K=22``,
+    ``differs beyond ±5 % needs ≈ K=9``; ``… needs more than K=1000`` where no K within ``cap`` would do."""
+    what = f"same within ±{percent(min_effect)}" if verdict == "same" else f"differs beyond ±{percent(min_effect)}"
+    return f"{what} needs ≈ K={k}" if k is not None else f"{what} needs more than K={cap}"
