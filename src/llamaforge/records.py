@@ -161,6 +161,8 @@ def _load(tp: Any, v: Any, version: int) -> Any:
         inner = _record_type(item)
         if inner is not None:
             return [inner.from_json(x, version) for x in v or [] if isinstance(x, dict)]
+        if v is not None and not isinstance(v, list | tuple):   # a crafted store's ``"backends": 5``: one line
+            raise TypeError(f"a list was stored as {type(v).__name__}")
         return list(v) if isinstance(v, list | tuple) else v
     if isinstance(v, list) and any(typing.get_origin(a) is tuple for a in _members(tp)):
         return tuple(v)          # JSON has no tuples (``ncmoe_range``)

@@ -163,13 +163,103 @@ def _j(obj: Any) -> str | None:
     return None if obj is None else json.dumps(obj, sort_keys=True, default=str)
 
 
-def _uj(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+#: a stored JSON column is read only up to this size and depth, a long text column (log tail, failure detail)
+#: only its last MAX_LONG_TEXT characters (substr in SQL: a crafted 300 MiB log tail never reaches Python)
+MAX_JSON_CHARS = 32 * 1024 * 1024
+MAX_JSON_DEPTH = 64
+MAX_LONG_TEXT = 64 * 1024
 
 
-def _ruj(text: str | None, secrets: tuple[str, ...] | None = None) -> Any:
+class DamagedRow(StoreError):
+    """One row of a store that cannot be read as what it claims to be (a crafted or damaged column)."""
+
+
+def _too_deep(obj: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        kids = o.values() if isinstance(o, dict) else o if isinstance(o, list) else None
+        if kids is None:
+            continue
+        if d > limit:
+            return True
+        stack.extend((k, d + 1) for k in kids)
+    return False
+
+
+def _uj(text: Any, what: str = "a JSON column", want: type | tuple[type, ...] | None = None) -> Any:
+    """Stored JSON, bounded in size and depth and of the shape ``want``; :class:`DamagedRow` otherwise."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise DamagedRow(f"{what} is not JSON text ({type(text).__name__})")
+    if len(text) > MAX_JSON_CHARS:
+        raise DamagedRow(f"{what} is larger than {MAX_JSON_CHARS // 2**20} MiB")
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise DamagedRow(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:
+        raise DamagedRow(f"{what} is not valid JSON ({e})") from None
+    if _too_deep(obj):
+        raise DamagedRow(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if want is not None and obj is not None and not isinstance(obj, want):
+        raise DamagedRow(f"{what} holds {type(obj).__name__}, not "
+                         + (" or ".join(t.__name__ for t in want) if isinstance(want, tuple) else want.__name__))
+    return obj
+
+
+def _ruj(text: Any, secrets: tuple[str, ...] | None = None, what: str = "a JSON column",
+         want: type | tuple[type, ...] | None = None) -> Any:
     """Stored JSON, redacted on the way out (stores written before a field was redacted on the way in)."""
-    return None if text is None else redact_obj(json.loads(text), secrets)
+    obj = _uj(text, what, want)
+    return None if obj is None else redact_obj(obj, secrets)
+
+
+#: what a row's cells may hold, by the field's annotation (SQLite keeps any value in any column)
+def _cell_ok(annotation: str, v: Any) -> bool:
+    if v is None:
+        return "None" in annotation or annotation in ("str", "dict", "list")
+    if isinstance(v, bool):
+        return False
+    base = annotation.replace(" | None", "")
+    if base == "int":
+        return isinstance(v, int)
+    if base == "float":
+        return isinstance(v, int | float)
+    if base == "str":
+        return isinstance(v, str)
+    return True
+
+
+def _checked_cells(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
+    types = {f.name: str(f.type) for f in fields(cls)}
+    for k, v in values.items():
+        if k in types and not _cell_ok(types[k], v):
+            raise DamagedRow(f"{what}: {k} holds {type(v).__name__} {str(v)[:40]!r}, not {types[k]}")
+    return values
+
+
+def _skipped(what: str, problems: list[str], path: Path) -> None:
+    """One notice for the damaged rows a listing left out."""
+    if problems:
+        from .console import notice
+
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        notice(f"skipped {len(problems)} damaged {what}: " + "; ".join(problems[:3]) + more
+               + f" — a store is data: recover it (`sqlite3 {path} .recover`) or measure anew")
+
+
+_JSON_WANT: dict[str, type | tuple[type, ...]] = {"plan_json": dict, "env_json": dict, "summary_json": dict,
+                                                  "manifest_json": dict, "extra_json": dict, "raw_json": dict,
+                                                  "mem_breakdown_json": (dict, list), "command_json": list}
+
+
+def _col(name: str) -> str:
+    """A column as read: JSON at most MAX_JSON_CHARS + 1 characters (larger: refused), long text its end."""
+    if name.endswith("_json"):
+        return f"substr({name}, 1, {MAX_JSON_CHARS + 1}) AS {name}"
+    return name
 
 
 S = TypeVar("S", bound=RunSummary)
@@ -298,7 +388,8 @@ class Point:
         """Per-launch records (``launch``, ``seq``, ``status``, times, memory, machine, engine gap) of a point
         measured in several server starts, read from ``extra["launches"]`` (stored as
         :meth:`LaunchRecord.stored` dicts); ``[]`` for points stored before launches existed."""
-        return [LaunchRecord.from_json(r) for r in (self.extra or {}).get("launches") or [] if isinstance(r, dict)]
+        launches = (self.extra or {}).get("launches")
+        return [LaunchRecord.from_json(r) for r in launches if isinstance(r, dict)] if isinstance(launches, list) else []
 
     def seconds_per_launch(self) -> float | None:
         """Median wall time of one of this point's server starts (start to stop), from its launch
@@ -346,6 +437,12 @@ _POINT_JSON = tuple(n for n in POINT_FIELDS if n in _flagged(Point, "json"))
 _POINT_TEXT = _flagged(Point, "text")
 _SAMPLE_JSON = _flagged(Sample, "json")
 _SAMPLE_COLUMNS = tuple(f"{n}_json" if n in _SAMPLE_JSON else n for n in SAMPLE_FIELDS)
+_LONG_TEXT = _flagged(Point, "long")
+#: the columns as read (:func:`_col`; long text: its last MAX_LONG_TEXT characters)
+_POINT_SELECT = ("SELECT id, " + ", ".join(f"substr({c}, -{MAX_LONG_TEXT}) AS {c}" if c in _LONG_TEXT else c
+                                           for c in POINT_COLUMNS)
+                 + ", " + ", ".join(_col(f"{c}_json") for c in _POINT_JSON) + " FROM points")
+_SAMPLE_SELECT = "SELECT " + ", ".join(_col(c) for c in _SAMPLE_COLUMNS) + " FROM samples"
 
 
 def check_results_folder(folder: Path, *, create: bool = True) -> None:
@@ -501,15 +598,45 @@ class Store:
 
     def child_runs(self, run_id: str) -> list[Run]:
         """Runs that reproduce ``run_id`` (oldest first)."""
-        rows = self.db.execute("SELECT * FROM runs WHERE parent_run=? ORDER BY created", (run_id,))
-        return [self._run(r) for r in rows]
+        rows = self.db.execute(self._RUN_SELECT + " WHERE parent_run=? ORDER BY created", (run_id,))
+        return self._runs(rows)
+
+    def _runs(self, rows: Any) -> list[Run]:
+        """The runs of ``rows``; damaged ones left out with one notice."""
+        out, problems = [], []
+        for r in rows:
+            try:
+                out.append(self._run(r))
+            except DamagedRow as e:
+                problems.append(e.message)
+        _skipped("runs", problems, self.path)
+        return out
 
     def _run(self, row: sqlite3.Row) -> Run:
         # URLs are redacted on the way in and again on the way out (stores written before that)
-        return Run(row["id"], row["kind"], row["name"], row["status"], row["created"], row["updated"],
-                   redact_text(row["command"]), RunPlan.from_json(redact_obj(_uj(row["plan_json"]) or {})),
-                   Environment.from_json(_ruj(row["env_json"]) or {}),
-                   _ruj(row["summary_json"]), row["parent_run"] if "parent_run" in row.keys() else None)
+        rid = row["id"]
+        what = f"run {str(rid)[:40]!r}"
+        try:
+            cells = _checked_cells(Run, {k: row[k] for k in ("id", "kind", "name", "status", "created", "updated",
+                                                             "command")}, what)
+            cells["created"], cells["updated"] = float(cells["created"]), float(cells["updated"])
+            return Run(rid, cells["kind"], cells["name"], cells["status"], cells["created"], cells["updated"],
+                       redact_text(cells["command"]),
+                       RunPlan.from_json(redact_obj(_uj(row["plan_json"], f"{what}: plan_json", dict) or {})),
+                       Environment.from_json(_ruj(row["env_json"], None, f"{what}: env_json", dict) or {}),
+                       _ruj(row["summary_json"], None, f"{what}: summary_json", dict),
+                       row["parent_run"] if "parent_run" in row.keys() else None)
+        except DamagedRow as e:
+            raise DamagedRow(e.message, self._damaged_fix) from None
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
+            raise DamagedRow(f"{what} is damaged ({type(e).__name__}: {str(e)[:80]})", self._damaged_fix) from None
+
+    @property
+    def _damaged_fix(self) -> str:
+        return f"a store is data: recover it (`sqlite3 {self.path} .recover`) or measure anew"
+
+    _RUN_SELECT = ("SELECT id, kind, name, status, created, updated, command, " +
+                   ", ".join(_col(c) for c in ("plan_json", "env_json", "summary_json")) + ", parent_run FROM runs")
 
     def get_run(self, run_id: str, kind: str | None = None) -> Run:
         """A run by reference — the one resolver for every command that takes a run:
@@ -520,16 +647,16 @@ class Store:
         ref = _text(str(run_id or "").strip(), "run")
         if ref in ("latest", "last", ""):
             kind = _text(kind, "--kind") if kind else kind
-            q, args = "SELECT * FROM runs", []
+            q, args = self._RUN_SELECT, []
             if kind:
                 q, args = q + " WHERE kind=?", [kind]
             row = self.db.execute(q + " ORDER BY created DESC LIMIT 1", args).fetchone()
         else:
-            row = self.db.execute("SELECT * FROM runs WHERE id=?", (ref,)).fetchone()
+            row = self.db.execute(self._RUN_SELECT + " WHERE id=?", (ref,)).fetchone()
             if row is None:
-                row = self.db.execute("SELECT * FROM runs WHERE name=? ORDER BY created DESC LIMIT 1", (ref,)).fetchone()
+                row = self.db.execute(self._RUN_SELECT + " WHERE name=? ORDER BY created DESC LIMIT 1", (ref,)).fetchone()
             if row is None:  # a prefix compared as text (no LIKE: '%' and '_' in a reference are literal)
-                rows = self.db.execute("SELECT * FROM runs WHERE substr(id, 1, ?)=? ORDER BY created DESC",
+                rows = self.db.execute(self._RUN_SELECT + " WHERE substr(id, 1, ?)=? ORDER BY created DESC",
                                        (len(ref), ref)).fetchall()
                 if len(rows) > 1:
                     shown = ", ".join(f"{r['id']}" + (f" ({r['name']})" if r["name"] else "") for r in rows[:6])
@@ -544,10 +671,10 @@ class Store:
 
     def list_runs(self, kind: str | None = None) -> list[Run]:
         kind = _text(kind, "--kind") if kind else kind
-        q, args = "SELECT * FROM runs", []
+        q, args = self._RUN_SELECT, []
         if kind:
             q, args = q + " WHERE kind=?", [kind]
-        return [self._run(r) for r in self.db.execute(q + " ORDER BY created", args)]
+        return self._runs(self.db.execute(q + " ORDER BY created", args))
 
     def set_run_status(self, run_id: str, status: str) -> None:
         self.db.execute("UPDATE runs SET status=?, updated=? WHERE id=?", (status, time.time(), run_id))
@@ -583,13 +710,28 @@ class Store:
         self.db.execute("INSERT OR IGNORE INTO run_builds VALUES (?, ?)", (run_id, key))
 
     def builds_for_run(self, run_id: str) -> list[dict]:
-        rows = self.db.execute("SELECT b.manifest_json FROM builds b JOIN run_builds rb ON rb.build_key=b.key"
-                               " WHERE rb.run_id=? ORDER BY b.backend, b.key", (run_id,))
-        return [_ruj(r[0]) for r in rows]
+        rows = self.db.execute(f"SELECT b.key, substr(b.manifest_json, 1, {MAX_JSON_CHARS + 1}) FROM builds b JOIN run_builds rb"
+                               " ON rb.build_key=b.key WHERE rb.run_id=? ORDER BY b.backend, b.key", (run_id,))
+        out, problems = [], []
+        for r in rows:
+            try:
+                m = _ruj(r[1], None, f"build {str(r[0])[:40]!r}: manifest_json", dict)
+            except DamagedRow as e:
+                problems.append(e.message)
+                continue
+            if m is not None:
+                out.append(m)
+        _skipped("builds", problems, self.path)
+        return out
 
     def get_build(self, key: str) -> dict | None:
-        row = self.db.execute("SELECT manifest_json FROM builds WHERE key=?", (key,)).fetchone()
-        return _ruj(row[0]) if row else None
+        row = self.db.execute(f"SELECT {_col('manifest_json')} FROM builds WHERE key=?", (key,)).fetchone()
+        if not row:
+            return None
+        try:
+            return _ruj(row[0], None, f"build {key[:40]!r}: manifest_json", dict)
+        except DamagedRow as e:
+            raise DamagedRow(e.message, self._damaged_fix) from None
 
     # ---- points & samples -------------------------------------------------------------------
     def record_point(self, p: Point) -> int:
@@ -614,28 +756,51 @@ class Store:
 
     def points(self, run_id: str, *, build_key: str | None = None, engine: str | None = None,
                with_samples: bool = True) -> list[Point]:
-        q, args = "SELECT * FROM points WHERE run_id=?", [run_id]
+        q, args = _POINT_SELECT + " WHERE run_id=?", [run_id]
         if build_key:
             q, args = q + " AND build_key=?", args + [build_key]
         if engine:
             q, args = q + " AND engine=?", args + [engine]
-        out = []
+        out, problems = [], []
         sec = env_secrets()
         for r in self.db.execute(q + " ORDER BY build_key, engine, label, ncmoe, ngl", args).fetchall():
-            p = Point(**{c: redact_text(r[c], sec) if c in _POINT_TEXT else r[c] for c in POINT_COLUMNS},
-                      **{c: _ruj(r[f"{c}_json"], sec) for c in _POINT_JSON})
-            p.id = r["id"]
-            if with_samples:
-                p.samples = self.samples(p.id)
+            what = f"point {r['id']} of run {str(run_id)[:40]!r}"
+            try:
+                cells = _checked_cells(Point, {c: r[c] for c in POINT_COLUMNS}, what)
+                p = Point(**{c: redact_text(v, sec) if c in _POINT_TEXT else v for c, v in cells.items()},
+                          **{c: _ruj(r[f"{c}_json"], sec, f"{what}: {c}_json", _JSON_WANT[f"{c}_json"])
+                             for c in _POINT_JSON})
+                p.id = r["id"]
+                if with_samples:
+                    p.samples = self.samples(p.id)
+            except DamagedRow as e:
+                problems.append(e.message)
+                continue
             out.append(p)
+        _skipped("points", problems, self.path)
         return out
 
+    def point_counts(self, run_id: str) -> tuple[int, int]:
+        """(points, ok points) of a run, without reading them (``runs`` lists every run)."""
+        row = self.db.execute("SELECT count(*), coalesce(sum(status = 'ok'), 0) FROM points WHERE run_id=?",
+                              (run_id,)).fetchone()
+        return int(row[0]), int(row[1])
+
     def samples(self, point_id: int) -> list[Sample]:
-        rows = self.db.execute("SELECT * FROM samples WHERE point_id=? ORDER BY launch, warmup DESC, idx", (point_id,))
+        rows = self.db.execute(_SAMPLE_SELECT + " WHERE point_id=? ORDER BY launch, warmup DESC, idx", (point_id,))
         sec = env_secrets()
-        return [Sample(**{n: _ruj(r[col], sec) if n in _SAMPLE_JSON else bool(r[col]) if n == "warmup" else r[col]
-                          for n, col in zip(SAMPLE_FIELDS, _SAMPLE_COLUMNS, strict=True)})
-                for r in rows]
+        out, problems = [], []
+        for r in rows:
+            what = f"sample of point {point_id}"
+            try:
+                vals = {n: _ruj(r[col], sec, f"{what}: {col}", dict) if n in _SAMPLE_JSON else
+                        bool(r[col]) if n == "warmup" else r[col] for n, col in zip(SAMPLE_FIELDS, _SAMPLE_COLUMNS, strict=True)}
+                out.append(Sample(**_checked_cells(Sample, {k: v for k, v in vals.items() if k != "warmup"}, what)
+                                  | {"warmup": vals["warmup"]}))
+            except DamagedRow as e:
+                problems.append(e.message)
+        _skipped("samples", problems, self.path)
+        return out
 
     def done_keys(self, run_id: str, *, include_failed: bool = True) -> set[tuple[str, str, int, int, str]]:
         """Keys of points already stored (for ``--resume``)."""

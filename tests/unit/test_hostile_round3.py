@@ -155,3 +155,108 @@ def test_a_fleet_hosts_python_must_name_a_python_outside_shared_folders(python):
                                     "/home/u/.pyenv/versions/3.11.7/bin/python"])
 def test_a_fleet_hosts_usual_pythons_are_accepted(python):
     assert parse_fleet(f'[hosts.x]\ntarget = "h"\npython = "{python}"\n').hosts["x"].python == python
+
+
+# ---- Medium: crafted JSON columns in a store gave tracebacks (RecursionError too) --------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+#: (table, column, value): each a store a stranger could hand over
+CRAFTED = [("runs", "plan_json", DEEP), ("runs", "plan_json", "[1, 2]"), ("runs", "plan_json", "{bad"),
+           ("runs", "plan_json", '{"backends": 5}'), ("runs", "env_json", DEEP), ("runs", "env_json", "5"),
+           ("runs", "summary_json", DEEP), ("runs", "summary_json", "[]"), ("runs", "created", "abc"),
+           ("runs", "summary_json", '{"x": [1, {"y": ' + "[" * 500 + "]" * 500 + "}]}"),
+           ("points", "extra_json", DEEP), ("points", "extra_json", "[1]"), ("points", "extra_json", '{"launches": 5}'),
+           ("points", "ncmoe", "abc"), ("points", "command_json", '"ls"'), ("samples", "raw_json", DEEP),
+           ("samples", "tg_tps", "fast"), ("builds", "manifest_json", DEEP), ("builds", "manifest_json", "[]")]
+
+
+@pytest.fixture(scope="module")
+def crafted_ws(tmp_path_factory):
+    import shutil
+
+    import run_fake
+
+    ws = tmp_path_factory.mktemp("crafted")
+    shutil.copy(Path(__file__).resolve().parents[2] / "pins.toml", ws / "pins.toml")
+    (ws / "results").mkdir()
+    store, _ = run_fake.build(ws / "results", db="clean.sqlite")
+    store.close()
+    return ws
+
+
+def _crafted_store(ws: Path, table: str, column: str, value: str) -> Path:
+    import shutil
+    import sqlite3
+
+    db = ws / "results" / "llamaforge.sqlite"
+    for f in (ws / "results").glob("llamaforge.sqlite*"):
+        f.unlink()
+    shutil.copy(ws / "results" / "clean.sqlite", db)
+    with sqlite3.connect(db) as c:
+        c.execute(f"UPDATE {table} SET {column}=? WHERE rowid=(SELECT min(rowid) FROM {table})", (value,))
+    return db
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["runs", "latest"], ["export", "latest"],
+                                  ["export", "latest", "--format", "csv"], ["report", "latest"]],
+                         ids=lambda a: "-".join(a))
+@pytest.mark.parametrize(("table", "column", "value"), CRAFTED, ids=[f"{t}.{c}-{i}" for i, (t, c, _v) in enumerate(CRAFTED)])
+def test_a_crafted_store_column_is_one_line_never_a_traceback(crafted_ws, tmp_path, monkeypatch, table, column, value,
+                                                               argv):
+    from test_cli_battery import run_cli
+
+    _crafted_store(crafted_ws, table, column, value)
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(crafted_ws))
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(crafted_ws / "results"))
+    monkeypatch.chdir(crafted_ws)
+    code, out, err = run_cli([*argv, *(["--out", str(tmp_path / "r")] if argv[0] == "report" else [])])
+    shown = f"{argv} {table}.{column}={value[:40]!r}: exit {code}\n{err[-3000:]}"
+    assert "Traceback" not in err + out and code in (0, 2), shown
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if not ln.startswith("notice: ")]     # what was skipped: notices, one line each
+    assert len(errors) == (1 if code else 0), shown
+    if code:
+        assert any(w in errors[0] for w in ("damaged", "nested deeper", "holds", "JSON")), shown
+
+
+def test_a_damaged_run_is_skipped_from_the_listing_with_one_notice(crafted_ws, monkeypatch):
+    import run_fake
+    from test_cli_battery import run_cli
+
+    db = _crafted_store(crafted_ws, "runs", "plan_json", DEEP)
+    from llamaforge.store import Store
+
+    store, good = run_fake.build(db.parent, db=db.name)     # a second, sound run beside the damaged one
+    store.close()
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(crafted_ws))
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(crafted_ws / "results"))
+    code, out, err = run_cli(["runs"])
+    assert code == 0 and good in out, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [next(ln for ln in err.splitlines() if "skipped 1 damaged runs" in ln)]
+    with Store(db) as s:
+        assert [r.id for r in s.list_runs()] == [good]
+
+
+def test_a_huge_log_tail_is_never_read_whole(crafted_ws, monkeypatch):
+    """A 300 MiB ``log_tail`` drove ``runs`` to 2.5 GB RSS: the listing reads none, a run's points read its end."""
+    import tracemalloc
+
+    from test_cli_battery import run_cli
+
+    from llamaforge.store import MAX_LONG_TEXT, Store
+
+    big = "x" * (24 * 2**20) + "THE END"
+    db = _crafted_store(crafted_ws, "points", "log_tail", big)
+    del big
+    monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(crafted_ws))
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(crafted_ws / "results"))
+    with Store(db) as s:
+        tails = [p.log_tail for p in s.points(s.get_run("latest").id, with_samples=False) if p.log_tail]
+    assert tails and all(len(t) <= MAX_LONG_TEXT for t in tails) and any(t.endswith("THE END") for t in tails)
+    for argv in (["runs"], ["runs", "latest", "--failed"]):
+        tracemalloc.start()
+        code, _out, err = run_cli(argv)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert code == 0, err
+        assert peak < 16 * 2**20, f"{argv}: Python peak {peak / 2**20:.0f} MiB for a 24 MiB log tail"
