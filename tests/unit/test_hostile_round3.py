@@ -260,3 +260,58 @@ def test_a_huge_log_tail_is_never_read_whole(crafted_ws, monkeypatch):
         tracemalloc.stop()
         assert code == 0, err
         assert peak < 16 * 2**20, f"{argv}: Python peak {peak / 2**20:.0f} MiB for a 24 MiB log tail"
+
+
+# ---- Medium: archive bombs (read_member read a member whole; extract had no caps) ---------------------------
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz", compresslevel=1) as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_archive_member_larger_than_the_cap_is_refused_unread(tmp_path):
+    import tracemalloc
+
+    from llamaforge.errors import SourceError
+    from llamaforge.sources import archives
+
+    bomb = _tar(tmp_path / "llama_cpp_python-0.3.9.tar.gz",
+                {"llama_cpp_python-0.3.9/CHANGELOG.md": b"\0" * (archives.MAX_MEMBER_READ + 1024)})
+    assert bomb.stat().st_size < 200_000           # a small download that unpacks to more than the cap
+    tracemalloc.start()
+    with pytest.raises(SourceError) as e:
+        archives.read_member(bomb, "CHANGELOG.md")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "CHANGELOG.md" in e.value.message and "not read" in e.value.message and "\n" not in str(e.value)
+    assert peak < 4 * 2**20
+    ok = _tar(tmp_path / "ok.tar.gz", {"x-1/CHANGELOG.md": b"## [1]\n"})
+    assert archives.read_member(ok, "CHANGELOG.md") == "## [1]\n"
+
+
+def test_extract_refuses_too_many_members_and_too_many_bytes(tmp_path, monkeypatch):
+    from llamaforge.errors import SourceError
+    from llamaforge.sources import archives
+
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 50)
+    many = _tar(tmp_path / "many.tar.gz", {f"llama.cpp-x/f{i}.c": b"" for i in range(60)})
+    with pytest.raises(SourceError, match="more than 50 members"):
+        archives.extract(many, tmp_path / "out1")
+    with pytest.raises(SourceError, match="more than 50 members"):
+        archives.read_member(many, "f59.c")
+    assert not (tmp_path / "out1").exists()
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 100_000)
+    monkeypatch.setattr(archives, "MAX_UNPACKED", 2**20)
+    big = _tar(tmp_path / "big.tar.gz", {"llama.cpp-x/a.c": b"\0" * 2**20, "llama.cpp-x/b.c": b"\0" * 1024})
+    with pytest.raises(SourceError, match="would unpack to .* not extracted"):
+        archives.extract(big, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+    small = _tar(tmp_path / "small.tar.gz", {"llama.cpp-x/a.c": b"int x;\n"})
+    assert (archives.extract(small, tmp_path / "out3") / "a.c").read_text() == "int x;\n"

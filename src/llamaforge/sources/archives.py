@@ -26,6 +26,23 @@ else:   # loaded on first use (llamaforge.lazy): most commands never download
 
 CONNECT_TIMEOUT = float(os.environ.get("LLAMAFORGE_NET_TIMEOUT", "5"))
 READ_TIMEOUT = 60.0
+#: an archive is data from a server we do not control: at most this many members, this many bytes unpacked,
+#: and a member read as text (an sdist's CHANGELOG.md) at most MAX_MEMBER_READ bytes (a 7 MB sdist unpacked
+#: its CHANGELOG to 3.1 GB). llama.cpp itself: ~3,000 files, ~100 MB.
+MAX_MEMBERS = 100_000
+MAX_UNPACKED = 4 * 2**30
+MAX_MEMBER_READ = 8 * 2**20
+
+
+def _members(tf: tarfile.TarFile, archive: Path) -> list[tarfile.TarInfo]:
+    """The archive's members, refused past :data:`MAX_MEMBERS` before all are read."""
+    out = []
+    for m in tf:
+        out.append(m)
+        if len(out) > MAX_MEMBERS:
+            raise SourceError(f"archive {archive.name} has more than {MAX_MEMBERS:,} members: not a source archive",
+                              f"delete {archive} and check where it came from (llama.cpp has a few thousand files)")
+    return out
 
 
 def sha256_of(path: Path) -> str:
@@ -87,7 +104,7 @@ def extract(archive: Path, dest: Path, *, subdir: str | None = None) -> Path:
     dest.mkdir(parents=True)
     try:
         with tarfile.open(archive, "r:*") as tf:
-            members = tf.getmembers()
+            members = _members(tf, archive)
             for m in members:
                 m.name = m.name[2:] if m.name.startswith("./") else m.name
             root = _common_root([m.name for m in members])
@@ -108,7 +125,15 @@ def extract(archive: Path, dest: Path, *, subdir: str | None = None) -> Path:
                 what = f"a {subdir}/ folder" if subdir else "any files"
                 raise SourceError(f"{archive.name} has no {what}",
                                   "check that the archive is a llama.cpp source archive")
+            total = sum(m.size for m in chosen if m.isfile())
+            if total > MAX_UNPACKED:
+                raise SourceError(f"archive {archive.name} would unpack to {total / 2**30:.1f} GiB "
+                                  f"(more than {MAX_UNPACKED // 2**30} GiB): not extracted",
+                                  f"delete {archive} and check where it came from (llama.cpp unpacks to ~100 MB)")
             tf.extractall(dest, members=chosen, filter="data")
+    except SourceError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
         shutil.rmtree(dest, ignore_errors=True)
         raise SourceError(f"bad archive {archive}: {_short(e)}",
@@ -116,15 +141,22 @@ def extract(archive: Path, dest: Path, *, subdir: str | None = None) -> Path:
     return dest
 
 
-def read_member(archive: Path, relpath: str) -> str | None:
-    """Text of one file (path relative to the archive's top-level folder), or None if absent."""
+def read_member(archive: Path, relpath: str, *, limit: int = MAX_MEMBER_READ) -> str | None:
+    """Text of one file (path relative to the archive's top-level folder), or None if absent; a member
+    larger than ``limit`` bytes, or an archive of more than :data:`MAX_MEMBERS` members, is refused unread."""
     try:
         with tarfile.open(archive, "r:*") as tf:
-            for m in tf:
+            for i, m in enumerate(tf):
+                if i >= MAX_MEMBERS:
+                    raise SourceError(f"archive {archive.name} has more than {MAX_MEMBERS:,} members: not read",
+                                      f"delete {archive} and check where it came from")
                 name = m.name.split("/", 1)[1] if "/" in m.name else m.name
                 if name == relpath and m.isfile():
+                    if m.size > limit:
+                        raise SourceError(f"{relpath} in {archive.name} is {m.size / 2**20:.0f} MiB (more than "
+                                          f"{limit // 2**20} MiB): not read", f"delete {archive} and check where it came from")
                     f = tf.extractfile(m)
-                    return f.read().decode("utf-8", errors="replace") if f else None
+                    return f.read(limit + 1).decode("utf-8", errors="replace") if f else None
     except (tarfile.TarError, EOFError, OSError) as e:
         raise SourceError(f"bad archive {archive}: {_short(e)}",
                           f"delete {archive} so it is downloaded again") from e
