@@ -181,26 +181,50 @@ def _sha_table(sha: object, sources: list[str], where: str) -> dict[str, str]:
     return sha
 
 
+#: the keys a pins file may hold: a typo (``sha265``) would otherwise leave a tarball unchecked, silently
+PINS_KEYS = ("default", "pins")
+PIN_KEYS = ("commit", "description", "sources", "sha256", "build_number")
+
+
+def _unknown_key(keys: object, known: tuple[str, ...], where: str) -> None:
+    import difflib
+
+    for k in keys:       # type: ignore[attr-defined]
+        if k not in known:
+            close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+            raise ConfigError(f"{where}: unknown key {str(k)!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                              f"use only: {', '.join(known)}")
+
+
 def parse_pins(text: str, path: Path | None = None) -> Pins:
     where = str(path or "pins.toml")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{where} is not valid TOML: {e}", "fix the syntax (see the comments at the top of pins.toml)") from e
+    if "default" in data and not isinstance(data["default"], str):
+        raise ConfigError(f"{where}: default must be a string naming a pin, not {type(data['default']).__name__}",
+                          'e.g. default = "default"')
     raw = data.get("pins")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(f"{where} defines no pins", "add a table like [pins.default] with commit = \"...\" and sources = [...]")
+    _unknown_key(data, PINS_KEYS, where)
     pins: dict[str, Pin] = {}
     for name, body in raw.items():
         if not isinstance(body, dict):
             raise ConfigError(f"{where}: pins.{name} must be a table", f"write [pins.{name}] with commit and sources")
+        _unknown_key(body, PIN_KEYS, f"{where}: pins.{name}")
+        for key, kind in (("commit", str), ("description", str)):
+            if key in body and not isinstance(body[key], kind):
+                raise ConfigError(f"{where}: pins.{name}.{key} must be a string, not {type(body[key]).__name__}",
+                                  f'quote it, e.g. {key} = "..."')
         commit = str(body.get("commit", "")).strip().lower()
         if not _HEX.match(commit):
             raise ConfigError(f"{where}: pins.{name}.commit {body.get('commit')!r} is not a commit hash",
                               "use a full or abbreviated (>= 7 hex digits) llama.cpp commit")
         srcs = body.get("sources", ["git"])
-        if isinstance(srcs, str) or not isinstance(srcs, list) or not srcs:
-            raise ConfigError(f"{where}: pins.{name}.sources must be a non-empty list", "e.g. sources = [\"git\"]")
+        if isinstance(srcs, str) or not isinstance(srcs, list) or not srcs or not all(isinstance(x, str) for x in srcs):
+            raise ConfigError(f"{where}: pins.{name}.sources must be a non-empty list of strings", "e.g. sources = [\"git\"]")
         sha = _sha_table(body.get("sha256", {}), [str(s) for s in srcs], f"{where}: pins.{name}")
         specs = []
         for s in srcs:
@@ -208,8 +232,9 @@ def parse_pins(text: str, path: Path | None = None) -> Pins:
             specs.append(SourceSpec.parse(str(s), where=f"{where}: pins.{name}",
                                           sha256=given.strip().lower() if given is not None else None))
         bn = body.get("build_number")
-        if bn is not None and not isinstance(bn, int):
-            raise ConfigError(f"{where}: pins.{name}.build_number must be an integer", "e.g. build_number = 6000")
+        if bn is not None and (isinstance(bn, bool) or not isinstance(bn, int) or bn < 0):
+            raise ConfigError(f"{where}: pins.{name}.build_number must be a whole number >= 0 (not {bn!r:.20})",
+                              "e.g. build_number = 6000")
         pins[name] = Pin(name=name, commit=commit, sources=tuple(specs), build_number=bn,
                          description=str(body.get("description", "")))
     default = str(data.get("default", "default" if "default" in pins else next(iter(pins))))

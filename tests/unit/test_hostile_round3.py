@@ -315,3 +315,47 @@ def test_extract_refuses_too_many_members_and_too_many_bytes(tmp_path, monkeypat
     assert not (tmp_path / "out2").exists()
     small = _tar(tmp_path / "small.tar.gz", {"llama.cpp-x/a.c": b"int x;\n"})
     assert (archives.extract(small, tmp_path / "out3") / "a.c").read_text() == "int x;\n"
+
+
+# ---- Low: pins.toml ignored unknown keys (a sha265 typo left the tarball unchecked) and took a bool --------
+
+_PIN = '[pins.default]\ncommit = "0c1e57098"\nsources = ["tarball:https://example.org/x.tar.gz"]\n'
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ('sha265 = { "tarball:https://example.org/x.tar.gz" = "' + "a" * 64 + '" }\n', "unknown key 'sha265' (did you mean 'sha256'?)"),
+    ('commmit = "x"\n', "unknown key 'commmit' (did you mean 'commit'?)"),
+    ('build_numbr = 5\n', "unknown key 'build_numbr' (did you mean 'build_number'?)"),
+    ('flags = ["-DX=1"]\n', "unknown key 'flags'"),
+    ("build_number = true\n", "build_number must be a whole number"),
+    ("build_number = -3\n", "build_number must be a whole number"),
+    ('build_number = "6000"\n', "build_number must be a whole number"),
+    ("description = 5\n", "description must be a string"),
+])
+def test_pins_refuse_unknown_keys_and_wrong_types_naming_the_key(extra, said):
+    from llamaforge.config import parse_pins
+
+    with pytest.raises(ConfigError) as e:
+        parse_pins(_PIN + extra)
+    assert said in e.value.message and "\n" not in str(e.value), e.value.message
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('defualt = "default"\n' + _PIN, "unknown key 'defualt' (did you mean 'default'?)"),
+    ("default = 1\n" + _PIN, "default must be a string"),
+    ('[pins.default]\ncommit = 1234567\nsources = ["git"]\n', "commit must be a string"),
+    ('[pins.default]\ncommit = "0c1e57098"\nsources = ["git", 5]\n', "sources must be a non-empty list of strings"),
+])
+def test_pins_refuse_unknown_top_level_keys_and_wrong_types(text, said):
+    from llamaforge.config import parse_pins
+
+    with pytest.raises(ConfigError) as e:
+        parse_pins(text)
+    assert said in e.value.message, e.value.message
+
+
+def test_the_shipped_pins_still_parse():
+    from llamaforge.config import load_pins
+    from llamaforge.paths import shipped_pins_file
+
+    assert load_pins(shipped_pins_file()).pins
