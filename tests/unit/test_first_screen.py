@@ -109,7 +109,7 @@ def test_the_sweet_spot_names_one_point_only_when_the_judge_separates_it(tmp_pat
 def test_points_within_the_margin_are_named_as_a_tie_not_a_best(tmp_path):
     md = _run(tmp_path, {"cpu": (100.0, 100.5, 101.0)}, spread={"cpu": 0.005})
     cell = _row(_section(md, "## Sweet spots", "## Anomalies"), "| CPU |")[2]
-    assert re.fullmatch(r"N=0, N=4 and N=8 tie within ±5 % \(fastest centre N=8: tg 10\d\.\d \[[\d.]+, [\d.]+\] "
+    assert re.fullmatch(r"N=0, N=4 and N=8: same within ±5 % \(fastest centre N=8: tg 10\d\.\d \[[\d.]+, [\d.]+\] "
                         r"\(4×3\)\)", cell), cell
     summary = _section(md, "## Summary", "## Sweet spots")
     assert "best tg" not in summary
@@ -128,9 +128,9 @@ def test_the_demo_prints_the_headline_and_the_sweet_spots_in_the_reports_words(t
                  spread={"cpu": 0.005, "vulkan": 0.005})
     lines = rp.summary
     assert len(lines) == 4, lines
-    assert re.fullmatch(r"Vulkan / CPU generation t/s: CPU generates faster than Vulkan at 3/3 points, every start "
-                        r"faster at 3 \(3 differs\); CPU 11\d(?:\.\d)?–11\d(?:\.\d)?× faster over the points; at ncmoe 0: "
+    assert re.fullmatch(r"Vulkan / CPU generation t/s: CPU generates faster than Vulkan at 3/3 points \(judged "
+                        r"differs\), every start faster at 3 \(3 differs\); CPU 11\d(?:\.\d)?–11\d(?:\.\d)?× faster over the points; at ncmoe 0: "
                         r"CPU 11\d× faster \[\d+, \d+\] differs", lines[0]), lines[0]
-    assert lines[3].startswith("sweet spot, CPU: N=0, N=4 and N=8 tie within ±5 % (fastest centre N="), lines[3]
+    assert lines[3].startswith("sweet spot, CPU: N=0, N=4 and N=8: same within ±5 % (fastest centre N="), lines[3]
     md = rp.md.read_text()
     assert all(line.split(": ", 1)[1].split(" (")[0] in md.replace("\\[", "[").replace("\\]", "]") for line in lines)

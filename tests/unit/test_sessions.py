@@ -38,28 +38,31 @@ def test_five_sessions_give_the_what_holds_table_and_the_claims(h200_store):
     assert first["across"]["kind"] == "ci" and first["across"]["k"] == 5    # sessions are the replicates
     assert first["across"]["low"] < first["across"]["centre"] < first["across"]["high"]
     by = {c["claim"].split(" (")[0]: c for c in claims.data}
-    tg = by["CUDA generates faster than Vulkan by more than 5% at all 15 common points"]
-    assert tg["held"] == tg["sessions"] == 5
+    tg = by["CUDA generates faster than Vulkan"]
+    # the judge's verdicts per session, not the ratios: the 2-start sessions do not differ at every point
+    assert tg["basis"] == "judged" and tg["sessions"] == 5 and tg["held"] < 5
+    assert "judged differs beyond ±5%" in tg["claim"] and " of 15 in h200-24gib-k2-1201b" in tg["claim"]
+    assert "not proven either way at" in tg["claim"]
     starts = next(c for c in claims.data if "server start of CUDA beats every start of Vulkan" in c["claim"])
-    assert starts["held"] == 5
+    assert starts["held"] == 5 and starts["basis"] == "observed"
+    assert not any("holds" in r[2] for r in claims.rows)
     # the start rows pool the sweep's starts with its sentinels and reproduce re-runs: more starts than the
     # point's K×R, which the row must say (the 12-01 second session's CUDA ncmoe 0: 2×2 in the sweep, 7 starts)
     row = next(r for r in holds.rows if r[0].startswith("CUDA generation t/s at ncmoe 0, every server start"))
     assert "sentinels" in row[0] and "reproduce" in row[0] and row[1].endswith("(7 starts)")
 
 
-def test_faster_across_sessions_means_beyond_the_margin(h200_store):
+def test_faster_across_sessions_means_judged_faster(h200_store):
     """CUDA/Vulkan prompt processing at ncmoe 0 read 1.02× on 11-30 (afternoon): inside ±5 %, where the judge
-    would not call CUDA faster, so "CUDA processes prompts faster in every session" must not be claimed."""
+    would not call CUDA faster, so "CUDA processes prompts faster in every session" must not be claimed; the
+    claim counts the points the judge calls "differs" in each session, and a smaller margin never counts fewer."""
     with Store(h200_store / "llamaforge.sqlite") as store:
         sec = sessions_section(store, load_sessions(store, SESSIONS))
+        wide = sessions_section(store, load_sessions(store, SESSIONS), min_effect=0.01)
     pp = next(c for c in sec.tables[1].data if "processes prompts faster" in c["claim"])
-    assert "by more than 5%" in pp["claim"] and "1.02×" in pp["claim"]
-    assert pp["held"] == 4 and pp["sessions"] == 5
-    with Store(h200_store / "llamaforge.sqlite") as store:   # a margin of 1 %: then it holds everywhere
-        sec = sessions_section(store, load_sessions(store, SESSIONS), min_effect=0.01)
-    pp = next(c for c in sec.tables[1].data if "processes prompts faster" in c["claim"])
-    assert pp["held"] == pp["sessions"] == 5 and "by more than 1%" in pp["claim"]
+    assert "judged differs beyond ±5%" in pp["claim"] and pp["held"] < pp["sessions"] == 5
+    pp1 = next(c for c in wide.tables[1].data if "processes prompts faster" in c["claim"])
+    assert "judged differs beyond ±1%" in pp1["claim"] and pp1["held"] >= pp["held"]
 
 
 def test_a_run_of_another_plan_is_not_a_session(h200_store):

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import time
 
+from ..findings.prose import between_neighbours
+from ..judge import judge
+from ..judge.adjusted import controlled
+from ..judge.wording import ratio_text
 from ..mdtext import md_text
 from .model import History, Series
 from .show import step_line
@@ -26,8 +30,29 @@ def _series(s: Series) -> list[str]:
         out.append(f"| {md_text(lv.label)} | {md_text(lv.subject[:70])} | {level} | {md_text(interval)} | "
                    f"{est.shape if est else '–'} | {md_text(status[:200])} |")
     out.append("")
-    out += [f"- step ({st.status}): {md_text(step_line(s, st))}" for st in s.steps] or ["- no step"]
+    out += [f"- step ({st.status}): {md_text(step_line(s, st))}" for st in s.steps]
+    out += [f"- {md_text(x)}" for x in neighbour_lines(s)]
     return [*out, ""]
+
+
+def neighbour_lines(s: Series) -> list[str]:
+    """Every pair of neighbouring measured commits with no step between them, worded by the judge's verdict on the
+    two (Holm over the series' pairs, each interval the one its verdict used): ``lcpp-0.3.35 → lcpp-0.3.36: 0.94×
+    [0.86, 1.02] (3 vs 5 starts; Holm, 4 comparisons), not proven either way: no step found, and one beyond ±5 % is
+    not ruled out`` (:func:`llamaforge.findings.prose.between_neighbours`) — never a bare "no step"."""
+    lv = s.measured()
+    stepped = {(st.before, st.after) for st in s.steps}
+    pairs = [(x, y) for x, y in zip(lv, lv[1:], strict=False) if (x.sha, y.sha) not in stepped]
+    js = controlled([judge(x.starts_of(), y.starts_of(), min_effect=s.min_effect) for x, y in pairs])
+    out = []
+    for (x, y), j in zip(pairs, js, strict=True):
+        if j is None:
+            continue
+        kind, lo, hi = j.interval()
+        head = f"{x.label} → {y.label}: {ratio_text(j.ratio, lo, hi, interval=kind, num=y.label, den=x.label)}"
+        how = f"; {j.adjusted}" if j.adjusted else ""
+        out.append(f"{head} ({j.a.k} vs {j.b.k} starts{how}), {between_neighbours(j.verdict, s.min_effect)}")
+    return out or ([] if s.steps else [f"no verdict: fewer than two measured commits ({len(lv)})"])
 
 
 def render(h: History, title: str) -> str:

@@ -9,6 +9,7 @@ with hollow markers, see :mod:`.plots`).
 from __future__ import annotations
 
 from ..findings.labels import anomaly_text, threshold_heading
+from ..findings.prose import NOT_PROVEN
 from .data import ReportData
 from .sections import Section, Table
 
@@ -65,9 +66,9 @@ def adaptive_section(data: ReportData) -> Section | None:
     regions = c.get("regions") or []
     if regions:
         sec.notes.append("Winner per region (the judge on server starts: faster than every other build by more than "
-                         f"the minimum effect, with Holm's control over every {axis} judged; tie where that does not "
-                         "hold: the data cannot tell): " + "; ".join(
-            f"{axis} {lo}–{hi}: {names.get(w, w)}" for lo, hi, w in regions) + ".")
+                         f"the minimum effect, with Holm's control over every {axis} judged; '{NOT_PROVEN}' where no "
+                         "build is: no winner is shown): " + "; ".join(
+            f"{axis} {lo}–{hi}: {NOT_PROVEN if w == 'tie' else names.get(w, w)}" for lo, hi, w in regions) + ".")
     sec.notes.append("Anomalies: points faster than the neighbour their build's trend says is at least as fast, "
                      "judged on server starts with Benjamini–Hochberg over every comparison of the sweep (the rule of "
                      "the Anomalies section); suspects are faster in their own comparison only.")

@@ -2,8 +2,10 @@
 
 Per pair of series (earlier over later in the fixed backend order: CUDA/Vulkan) and metric, in words:
 
-* the **direction** and how often it held: "CUDA generates faster at 15/15 points, every start faster
-  at 12", with how many the judge calls *differs* (Holm over every point of every pair and metric);
+* the **direction**, from the judge's verdicts only (Holm over every point of every pair and metric): "CUDA
+  generates faster than Vulkan at 13/15 points (judged differs), every start faster at 12; same within ±5 % at
+  1, not proven either way at 1" — a point whose verdict is *same* or *inconclusive* is never counted for a
+  direction, and without a "differs" there is no direction at all;
 * the **magnitude**: the range of the ratio over the points, and at the first common point the ratio
   with its 95 % CI (or, below 3 starts a side, the range of start ratios — never a CI);
 * the **between-start spread** of a series where it is above 10 % (pooled over the series' points),
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..judge import DIFFERS, INCONCLUSIVE, SAME, assumptions_note, control, judge
+from ..findings.prose import NOT_PROVEN, same_within
+from ..judge import DIFFERS, INCONCLUSIVE, SAME, assumptions_note, judge
+from ..judge.adjusted import controlled
 from ..judge.wording import span_text
 from ..metrics import LABELS
 from .data import ReportData, Row, Series
@@ -44,23 +48,31 @@ def _judged(data: ReportData, min_effect: float) -> list[tuple[Series, Series, s
             js = [judge(rb.starts(metric), ra.starts(metric), min_effect=min_effect, prior_a=b.prior(metric),
                         prior_b=a.prior(metric)) for ra, rb in rows]
             raw.append((a, b, metric, rows, js))
-    flat = iter(control([j for *_x, js in raw for j in js]))
+    flat = iter(controlled([j for *_x, js in raw for j in js]))
     return [(a, b, metric, [(ra, rb, next(flat)) for (ra, rb), _j in zip(rows, js, strict=True)])
             for a, b, metric, rows, js in raw]
 
 
 def _direction_text(a: Series, b: Series, metric: str, cells: list) -> tuple[str, str]:
+    """The direction in words from the verdicts' classes (module doc), and the verdicts counted."""
     n = len(cells)
-    faster = [c for c in cells if c[2].ratio > 1]
-    lead, other = (a, b) if len(faster) * 2 >= n else (b, a)
-    held = [c for c in cells if (c[2].ratio > 1) == (lead is a)]
-    # "every start" says something only where each side has several starts: one start each always "separates"
-    several = sum(1 for c in cells if min(c[2].a.k, c[2].b.k) >= 2)
-    every = sum(1 for c in held if c[2].separated and min(c[2].a.k, c[2].b.k) >= 2)
+    up = [c for c in cells if c[2].verdict == DIFFERS and c[2].ratio > 1]
+    down = [c for c in cells if c[2].verdict == DIFFERS and c[2].ratio < 1]
+    lead, other, held, against = (a, b, up, down) if len(up) >= len(down) else (b, a, down, up)
     verdicts = [c[2].verdict for c in cells]
-    text = (f"{lead.name} {_VERB[metric]} faster than {other.name} at {len(held)}/{n} points"
-            + (f", every start faster at {every}" if every else "")
-            + (f" (of {several} with ≥ 2 starts a side)" if every and several < n else ""))
+    rest = [f"{same_within(cells[0][2].min_effect)} at {verdicts.count(SAME)}" if SAME in verdicts else "",
+            f"{NOT_PROVEN} at {verdicts.count(INCONCLUSIVE)}" if INCONCLUSIVE in verdicts else ""]
+    if not held:
+        text = f"no point judged faster ({n} point{'s' if n != 1 else ''}: " + ", ".join(x for x in rest if x) + ")"
+    else:
+        # "every start" says something only where each side has several starts: one start each always "separates"
+        several = sum(1 for c in held if min(c[2].a.k, c[2].b.k) >= 2)
+        every = sum(1 for c in held if c[2].separated and min(c[2].a.k, c[2].b.k) >= 2)
+        text = (f"{lead.name} {_VERB[metric]} faster than {other.name} at {len(held)}/{n} points (judged differs)"
+                + (f", every start faster at {every}" if every else "")
+                + (f" (of {several} with ≥ 2 starts a side)" if every and several < len(held) else "")
+                + (f"; {other.name} faster at {len(against)}" if against else "")
+                + "".join(f"; {x}" for x in rest if x))
     counts = ", ".join(f"{k} {v}" for k, v in ((verdicts.count(DIFFERS), DIFFERS), (verdicts.count(SAME), SAME),
                                                 (verdicts.count(INCONCLUSIVE), INCONCLUSIVE)) if k)
     return text, counts
@@ -110,8 +122,11 @@ def headline_section(data: ReportData, min_effect: float) -> Section | None:
     n = sum(len(c) for *_x, c in judged)
     t = Table(["series", "metric", "direction (how often it held)", "verdicts", "magnitude (ratio first/second)"],
               title="Headline",
-              note=(f"Judged on server starts: differs = the ratio's 95 % CI lies beyond ±{min_effect:.0%}, same = "
-                    f"within it, inconclusive = it spans both; Holm's method over the {n} comparisons of this table. "
+              note=(f"Judged on server starts: differs = the ratio's interval lies beyond ±{min_effect:.0%}, same = "
+                    f"within it, inconclusive ({NOT_PROVEN}) = it spans both; Holm's method over this table's "
+                    f"comparisons (Holm, {n} comparisons), each interval shown the one its verdict used (at the "
+                    "level Holm tested it at: wider than a single 95 % CI). A direction is claimed only where the "
+                    "verdict is differs. "
                     "A verdict marked * has fewer than 3 starts on a side: no CI, it assumes a between-start spread."))
     for a, b, metric, cells in judged:
         if not cells:

@@ -2,14 +2,17 @@
 
 * **Variants** — what each is (build, environment, arguments) and whether each of its knobs took effect
   (:mod:`llamaforge.variants.took`: from llama.cpp's own log and device line).
-* **Head-to-head** — for every pair, the judge's verdict at every common point and metric (one family, Holm):
-  wins, ties and losses, an *inconclusive* verdict counting as a tie. A pair whose only difference is a knob
+* **Head-to-head** — for every pair, the judge's verdict at every common point and metric (one family, Holm;
+  each interval shown is the one its verdict used, :mod:`llamaforge.judge.adjusted`): wins, same, losses and
+  *not proven either way* — an inconclusive verdict is never a tie. A pair whose only difference is a knob
   that did not take effect is flagged and not counted as a difference.
 * **Placements** — per metric, how often each variant placed 1st, 2nd, …: a variant's place at a point is 1 +
-  the number of variants the judge calls faster there (ties share a place).
+  the number of variants the judge calls faster there (a "same" shares a place); where a verdict against it is
+  inconclusive its place is not proven, and it is counted as unranked there, never 1st.
 * **Per-knob effects** — where two variants differ in exactly one knob: the knob's effect pooled over each run
-  of neighbouring points whose verdicts agree (:mod:`llamaforge.judge.pooled`), e.g. "+4 % [+2, +6] at
-  ncmoe 0–4; same beyond (ncmoe 6–8)".
+  of neighbouring points whose verdicts agree, "differs" one way or "same" (:mod:`llamaforge.judge.pooled`),
+  e.g. "+4 % [+2, +6] at ncmoe 0–4; same within ±5 % beyond (ncmoe 6–8)"; inconclusive points are never pooled,
+  each is shown on its own.
 * **Context** — a knob's largest effect can be on the context llama-server fits, not on speed (``-fa off`` on
   CUDA allocates an attention compute buffer that grows with the context, so the fit gives up context). Per-knob
   effects and the head-to-head per point state both sides' fitted ``n_ctx`` and their ratio
@@ -23,7 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, control, judge
+from ..findings.prose import NOT_PROVEN, same_within
+from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, judge
+from ..judge.adjusted import at_level, controlled, verdict_levels
+from ..judge.adjusted import note as adjustment
 from ..judge.estimate import signed_pct
 from ..judge.family import holm_reject
 from ..judge.pooled import PooledEffect, pooled_effect
@@ -81,7 +87,7 @@ def build_matrix(data: ReportData, min_effect: float) -> Matrix | None:
                     keys.append((a.name, b.name, metric, k))
                     raw.append(judge(ra.starts(metric), rb.starts(metric), min_effect=min_effect,
                                      prior_a=series[a.name].prior(metric), prior_b=series[b.name].prior(metric)))
-    m.verdicts = {kk: j for kk, j in zip(keys, control(raw), strict=True) if j is not None}
+    m.verdicts = {kk: j for kk, j in zip(keys, controlled(raw), strict=True) if j is not None}
     m.raw = [j for j in raw if j is not None]
     return m
 
@@ -95,19 +101,26 @@ def control_knobs(m: Matrix, effects: Sequence[PooledEffect | None]) -> list[Poo
     if not present:
         return list(effects)
     alpha = present[0].alpha
-    keep_diff = holm_reject([e.p_differs for e in present] + [j.p_differs for j in m.raw], alpha)
-    keep_same = holm_reject([e.p_same for e in present] + [j.p_same for j in m.raw], alpha)
-    note = f"Holm over {len(present)} pooled effects and the matrix's {len(m.raw)} comparisons"
+    p_diff = [e.p_differs for e in present] + [j.p_differs for j in m.raw]
+    p_same = [e.p_same for e in present] + [j.p_same for j in m.raw]
+    keep_diff, keep_same = holm_reject(p_diff, alpha), holm_reject(p_same, alpha)
+    verdicts = []
+    for i, e in enumerate(present):
+        v = e.verdict
+        if (v == DIFFERS and not keep_diff[i]) or (v == SAME and not keep_same[i]):
+            v = INCONCLUSIVE
+        verdicts.append(v)
+    raw_verdicts = [j.verdict for j in m.raw]   # only their p-values matter for the effects' levels
+    levels = verdict_levels(verdicts + raw_verdicts, p_diff, p_same, alpha)
+    note = adjustment("holm", len(p_diff))
     out: list[PooledEffect | None] = []
     it = iter(range(len(present)))
     for e in effects:
         if e is None:
             out.append(None)
             continue
-        i, v = next(it), e.verdict
-        if (v == DIFFERS and not keep_diff[i]) or (v == SAME and not keep_same[i]):
-            v = INCONCLUSIVE
-        out.append(replace(e, verdict=v, adjusted=note))
+        i = next(it)
+        out.append(replace(at_level(e, levels[i]), verdict=verdicts[i], adjusted=note))
     return out
 
 
@@ -117,9 +130,12 @@ def verdict_of(m: Matrix, a: str, b: str, metric: str, k: Key) -> Judgement | No
 
 
 def outcome(j: Judgement | None, *, for_b: bool = False) -> str:
-    """``win`` / ``tie`` / ``loss`` of A (``for_b``: of B); inconclusive and same are ties."""
-    if j is None or j.verdict != DIFFERS:
-        return "tie"
+    """``win`` / ``same`` / ``loss`` of A (``for_b``: of B) by the verdict's class; ``open`` where it is inconclusive
+    (or missing): not proven either way, never a tie."""
+    if j is None or j.verdict == INCONCLUSIVE:
+        return "open"
+    if j.verdict == SAME:
+        return "same"
     b_faster = j.ratio > 1
     return "win" if b_faster == for_b else "loss"
 
@@ -140,13 +156,14 @@ def pair_statuses(m: Matrix, pairs: Sequence[KnobPair]) -> dict[tuple[str, str],
     return {(kp.base.name, kp.other.name): pair_status(kp, m.records, m.data.points) for kp in pairs}
 
 
-def _wtl(m: Matrix, a: str, b: str, metric: str) -> tuple[int, int, int]:
-    w = t = lo = 0
-    for k in m.points(a, b):
-        j, a_is_b = _ordered(m, a, b, metric, k)
-        o = outcome(j, for_b=a_is_b)
-        w, t, lo = w + (o == "win"), t + (o == "tie"), lo + (o == "loss")
-    return w, t, lo
+OUTCOMES = ("win", "same", "loss", "open")
+
+
+def _wtl(m: Matrix, a: str, b: str, metric: str) -> tuple[int, int, int, int]:
+    """Wins, same, losses and not proven (inconclusive) of ``a`` against ``b`` over their common points."""
+    got = [outcome(j, for_b=a_is_b) for j, a_is_b in (_ordered(m, a, b, metric, k) for k in m.points(a, b))]
+    w, s, lo, o = (got.count(x) for x in OUTCOMES)
+    return w, s, lo, o
 
 
 def _ctx_counts(m: Matrix, a: str, b: str) -> tuple[int, int, int]:
@@ -164,12 +181,13 @@ def _ctx_counts(m: Matrix, a: str, b: str) -> tuple[int, int, int]:
 
 def h2h_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
     n = len(m.verdicts)
-    t = Table(["pair", "differs in", "points", "pp: wins–ties–losses", "tg: wins–ties–losses",
+    t = Table(["pair", "differs in", "points", "pp: wins–same–losses–not proven", "tg: wins–same–losses–not proven",
                "context: larger–same–smaller", "note"],
               title="Head-to-head",
-              note=(f"Wins, ties and losses of the first variant, per point, by the judge's verdict on server starts "
-                    f"(differs beyond ±{m.min_effect:.0%}; same and inconclusive count as ties); Holm's method over the "
-                    f"matrix's {n} comparisons (pairs × points × metrics). Context: at how many points the first "
+              note=(f"Wins, same, losses and not proven of the first variant, per point, by the class of the judge's "
+                    f"verdict on server starts (win / loss: differs beyond ±{m.min_effect:.0%}; same: "
+                    f"{same_within(m.min_effect)}; not proven: inconclusive, {NOT_PROVEN} — never counted as a tie); "
+                    f"Holm's method over the matrix's {n} comparisons (pairs × points × metrics). Context: at how many points the first "
                     "variant's fitted n_ctx was larger than, the same as, or smaller than the second's — the fit's "
                     "result, not a verdict (values per point below)."))
     for i, a in enumerate(m.variants):
@@ -179,7 +197,7 @@ def h2h_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
             pts = m.points(a.name, b.name)
             bad = ineffective(m, a, b, statuses)
             ctx = _ctx_counts(m, a.name, b.name)
-            cells = [f"{w}–{ti}–{lo}" for w, ti, lo in (_wtl(m, a.name, b.name, x) for x in METRICS)]
+            cells = ["–".join(map(str, _wtl(m, a.name, b.name, x))) for x in METRICS]
             cells.append("–".join(map(str, ctx)) if sum(ctx) else "–")
             note = ""
             if bad is not None:
@@ -187,7 +205,8 @@ def h2h_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
                 note = f"⚠ {knob_title(bad.knob)} did not take effect ({bad.why}): not a difference"
             t.rows.append([f"{a.name} vs {b.name}", ", ".join(diff) or "nothing", str(len(pts)), *cells, note])
             t.data.append({"a": a.name, "b": b.name, "differs_in": diff, "points": len(pts),
-                           **{x: dict(zip(("wins", "ties", "losses"), _wtl(m, a.name, b.name, x), strict=True))
+                           **{x: dict(zip(("wins", "same", "losses", "not_proven"), _wtl(m, a.name, b.name, x),
+                                          strict=True))
                               for x in METRICS}, "context": dict(zip(("larger", "same", "smaller"), ctx, strict=True)),
                            "not_taken": bad.to_dict() if bad else None})
     return t
@@ -196,9 +215,10 @@ def h2h_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table:
 def h2h_points_table(m: Matrix) -> Table:
     keys = sorted({k for (_n, k) in m.rows})
     t = Table(["pair", "metric", *[m.label(k) for k in keys]], title="Head-to-head per point",
-              note="second / first variant: the ratio of start-level centres with its 95 % CI and the judge's verdict "
-                   f"after Holm's method over the matrix's {len(m.verdicts)} comparisons (so an interval outside the band "
-                   "can still be inconclusive: the family needs stronger evidence than one comparison); below 3 starts a "
+              note="second / first variant: the ratio of start-level centres and the judge's verdict after Holm's "
+                   f"method over the matrix's {len(m.verdicts)} comparisons, with the interval that verdict used "
+                   f"({adjustment('holm', len(m.verdicts))}: each at the level Holm tested it at, so it is wider than a "
+                   "single 95 % CI and lies beyond the band exactly where the verdict is 'differs'); below 3 starts a "
                    "side: the range of start ratios, verdict marked * under the spread stated below.")
     for i, a in enumerate(m.variants):
         for b in m.variants[i + 1:]:
@@ -255,17 +275,17 @@ def placement_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table
             if len(here) < 2:
                 continue
             for v in here:
-                beaten_by = 0
-                for u in here:
-                    if u is v or ineffective(m, u, v, statuses) is not None:
-                        continue
-                    j, v_is_b = _ordered(m, v.name, u.name, metric, k)
-                    beaten_by += outcome(j, for_b=v_is_b) == "loss"
+                got = [outcome(j, for_b=v_is_b) for j, v_is_b in (
+                    _ordered(m, v.name, u.name, metric, k) for u in here
+                    if u is not v and ineffective(m, u, v, statuses) is None)]
+                where = UNRANKED if "open" in got else got.count("loss") + 1
                 place = counts.setdefault((v.name, metric), {})
-                place[beaten_by + 1] = place.get(beaten_by + 1, 0) + 1
+                place[where] = place.get(where, 0) + 1
     t = Table(["variant", "pp places", "tg places"], title="Placements",
-              note="A variant's place at a point is 1 + the number of variants the judge calls faster there (ties "
-                   "share a place; a knob that did not take effect makes no difference); counted over the points.")
+              note="A variant's place at a point is 1 + the number of variants the judge calls faster there (a verdict "
+                   f"'{same_within(m.min_effect)}' shares a place; a knob that did not take effect makes no "
+                   "difference); where a verdict against it is inconclusive its place is not proven and it is counted "
+                   "as unranked there, never 1st; counted over the points.")
     for v in m.variants:
         cells = [", ".join(f"{_ordinal(p)} ×{n}" for p, n in sorted(counts.get((v.name, x), {}).items())) or "–"
                  for x in METRICS]
@@ -275,7 +295,13 @@ def placement_table(m: Matrix, statuses: dict[tuple[str, str], Status]) -> Table
     return t
 
 
+#: a place that is not proven (a verdict against the variant there is inconclusive): sorted after every place
+UNRANKED = 1 << 20
+
+
 def _ordinal(n: int) -> str:
+    if n == UNRANKED:
+        return "unranked (not proven)"
     return f"{n}{'st' if n == 1 else 'nd' if n == 2 else 'rd' if n == 3 else 'th'}"
 
 
@@ -286,14 +312,16 @@ def _class(j: Judgement | None) -> str:
 
 
 def segments(m: Matrix, kp: KnobPair, metric: str) -> list[tuple[str, list[Key]]]:
-    """Runs of neighbouring common points whose verdict (other over base) is of one class (+, -, =, ?)."""
+    """Runs of neighbouring common points whose verdict (other over base) is of one class (+, -, =); an
+    inconclusive point (?) is a segment of its own: inconclusive points are never pooled (``judge/pooled.py``:
+    pooling assumes one common effect, which only agreeing verdicts support)."""
     out: list[tuple[str, list[Key]]] = []
     for k in m.points(kp.base.name, kp.other.name):
         j, swapped = _ordered(m, kp.base.name, kp.other.name, metric, k)
         c = _class(j)
         if swapped and c in "+-":
             c = "-" if c == "+" else "+"
-        if out and out[-1][0] == c and out[-1][1][-1][1] == k[1]:
+        if out and out[-1][0] == c and c in "+-=" and out[-1][1][-1][1] == k[1]:
             out[-1][1].append(k)
         else:
             out.append((c, [k]))
@@ -323,8 +351,8 @@ def _effect_text(m: Matrix, keys: list[Key], pe: PooledEffect) -> str:
     if pe.verdict == DIFFERS:
         return f"{pe.pct()} at {where} ({n}{pts.replace('; points', ':')})"
     if pe.verdict == SAME:
-        return f"no difference at {where} ({pe.pct()}, within ±{m.min_effect:.0%}{pts})"
-    return f"inconclusive at {where} ({pe.pct()}{pts})"
+        return f"{same_within(m.min_effect)} at {where} ({pe.pct()}{pts})"
+    return f"{NOT_PROVEN} at {where} ({pe.pct()}{pts})"
 
 
 def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, str], Status]) -> Table:
@@ -339,10 +367,12 @@ def knob_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str, s
     it = iter(flat)
     t = Table(["knob", "variants (other vs base)", "took effect?", "pp", "tg", "context (fit)"], title="Per-knob effects",
               note=("Pairs of variants that differ in exactly one knob. The effect is other / base, pooled (fixed effect, weighted by starts) "
-                    "over each run of neighbouring points whose verdicts agree, with its 95 % CI; "
+                    "over each run of neighbouring points whose verdicts agree (all 'differs' one way, or all 'same'; "
+                    f"an inconclusive point is never pooled, it stands alone as '{NOT_PROVEN}'); "
                     f"Holm's method over one family: the table's {sum(e is not None for e in flat)} pooled effects and "
-                    f"the matrix's {len(m.raw)} comparisons (so a one-point effect never claims more than the "
-                    f"head-to-head, and an interval beyond the band can still read inconclusive). 'No difference' = within ±{m.min_effect:.0%}. "
+                    f"the matrix's {len(m.raw)} comparisons ({adjustment('holm', sum(e is not None for e in flat) + len(m.raw))}; "
+                    "so a one-point effect never claims more than the head-to-head), each interval the one its verdict "
+                    f"used, at the level Holm tested it at. '{same_within(m.min_effect)}': the interval lies inside the band. "
                     "A knob that did not take effect is not reported as a difference. Context (fit): the n_ctx "
                     "llama-server fitted, other vs base, and their ratio, per point (neighbouring points that read "
                     "alike merged) — the fit's result, one value per start (every start of a point fitted the "

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..findings.drift import drift_flags
-from ..judge import MIN_EFFECT, assumptions_note, control, judge
+from ..judge import MIN_EFFECT, assumptions_note, judge
+from ..judge.adjusted import controlled
 from . import analysis as an
 from .data import ReportData, Row, Series
 from .format import fmt_int, fmt_judged, fmt_mib, fmt_speed, precision_of
@@ -85,8 +86,8 @@ def summary_table(data: ReportData, min_effect: float = MIN_EFFECT) -> Table:
 
 
 RATIO_NOTE = ("ratio = first/second (centres: geometric means of the start medians). Verdicts of the judge on "
-              "server starts: same (the 95 % CI lies within ±{e:.0%}), differs (it lies outside), inconclusive (it spans "
-              "both); {family}. With fewer than 3 starts on a side there is no CI and no p-value: the range of "
+              "server starts: same (the interval lies within ±{e:.0%}), differs (it lies outside), inconclusive (it spans "
+              "both: not proven either way); {family}. With fewer than 3 starts on a side there is no CI and no p-value: the range of "
               "start-to-start ratios is shown and the verdict (marked *) assumes a between-start spread, stated below.")
 
 
@@ -104,7 +105,7 @@ def ratio_judgements(data: ReportData, min_effect: float) -> list[tuple[str, str
                 js = {m: judge(rb.starts(m), ra.starts(m), min_effect=min_effect, prior_a=b.prior(m),
                                prior_b=a.prior(m)) for m in ("pp", "tg")}
                 cells.append((sc, label, a, b, ra, rb, js))
-    flat = control([c[6][m] for c in cells for m in ("pp", "tg")])
+    flat = controlled([c[6][m] for c in cells for m in ("pp", "tg")])
     it = iter(flat)
     return [(sc, label, a, b, ra, rb, {m: next(it) for m in ("pp", "tg")}) for sc, label, a, b, ra, rb, _js in cells]
 
@@ -115,7 +116,8 @@ def ratio_table(data: ReportData, min_effect: float) -> Table | None:
         return None
     cells = ratio_judgements(data, min_effect)
     n = sum(1 for c in cells for m in ("pp", "tg") if c[6][m] is not None)
-    family = f"Holm's method over the table's {n} comparisons" if n > 1 else "one comparison"
+    family = (f"Holm's method over the table's {n} comparisons (Holm, {n} comparisons: each interval shown is the one "
+              "its verdict used, at the level Holm tested it at)" if n > 1 else "one comparison (its 95 % CI)")
     t = Table(["scenario", "ratio", data.axis, "context", "pp", "tg", "starts (K×R)"], title="Ratios",
               note=RATIO_NOTE.format(e=min_effect, family=family))
     precision = precision_of(data)

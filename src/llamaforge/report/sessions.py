@@ -5,12 +5,16 @@ Sessions differ more than starts (between two H200 VMs the same hybrid point mov
 +54 % on Vulkan), so a claim about a machine's setup must hold in every session, not in one. For runs
 of the same plan (:func:`check_same_plan`) this builds:
 
-* **What holds across the sessions** — per pair of series and metric, per session: the ratio at the
+* **Ratios across the sessions** — per pair of series and metric, per session: the ratio at the
   first common point, its range over the points, every start of each series at that point (the run's
   own starts, its drift sentinels and its ``reproduce`` re-runs); and across sessions the ratio's
   estimate with the sessions as replicates (a 95 % CI from ≥ 3 sessions, the judge's rule);
-* **Claims that hold in every session** — the direction at every common point, every start of one
-  series beating every start of the other, the first offload with native context;
+* **Claims, session by session** — the direction from the judge's verdicts in each session (per point, Holm
+  over the session's points: "CUDA generates faster than Vulkan: judged differs at 13 of 15 points in session
+  1, 3 of 15 in session 2, …"; a point whose verdict is same or inconclusive never counts for a direction, so
+  the claim is judged in every session only where every point differs that way), and two observations (every
+  start of one series beating every start of the other, the first offload with native context), said as
+  observed, not judged;
 * **Per point** — each session's centre (with its K×R) and the spread across sessions.
 
 Series are matched across runs by their display name (backend, and pin or label where a run has several
@@ -21,8 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..judge import MIN_EFFECT, Estimate, Starts, estimate
-from ..judge.wording import number, ratio_text, span_text
+from ..findings.prose import NOT_PROVEN, in_sessions, same_within
+from ..judge import DIFFERS, INCONCLUSIVE, MIN_EFFECT, SAME, Estimate, Starts, estimate, judge
+from ..judge.adjusted import controlled
+from ..judge.wording import ratio_text, span_text
 from ..metrics import LABELS
 from ..store import Point, Store
 from . import analysis as an
@@ -102,13 +108,12 @@ def _ratios(d: ReportData, a: str, b: str, metric: str, keys: list[tuple[int, in
 
 
 def holds_table(store: Store, datas: Sequence[ReportData], min_effect: float = MIN_EFFECT) -> tuple[Table | None, list[Claim]]:
-    """The "what holds across the sessions" table and the list of claims that hold in every session (a
-    direction holds in a session where every common point's ratio clears the margin ``min_effect``)."""
+    """The "ratios across the sessions" table and the claims, session by session (a direction is judged in
+    a session where the judge calls every common point "differs" that way, Holm over the session's points)."""
     names = _common_names(datas)
     cols = [""] + [_label(d) for d in datas] + ["across sessions"]
-    t = Table(cols, title="What holds across the sessions")
+    t = Table(cols, title="Ratios across the sessions")
     claims: list[Claim] = []
-    n = len(datas)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             for metric in ("tg", "pp"):
@@ -127,7 +132,7 @@ def holds_table(store: Store, datas: Sequence[ReportData], min_effect: float = M
                 t.rows.append([f"{a} / {b} {LABELS[metric]}, every {datas[0].axis} (min – max over {len(keys)} points)",
                                *[span_text(min(r), max(r), num=a, den=b) for r in per],
                                span_text(min(min(r) for r in per), max(max(r) for r in per), num=a, den=b)])
-                claims += _direction_claims(a, b, metric, per, n, len(keys), min_effect)
+                claims += _direction_claims(datas, a, b, metric, keys, min_effect)
             keys = _keys(datas, a, b, "tg")
             if keys:
                 claims += _start_rows(store, datas, t, a, b, keys[0])
@@ -135,21 +140,44 @@ def holds_table(store: Store, datas: Sequence[ReportData], min_effect: float = M
     return (t if t.rows else None), claims
 
 
-Claim = tuple[str, int, int]   # (what, in how many sessions it held, of how many)
+Claim = tuple[str, int, int, str]   # (what, in how many sessions it was so, of how many, JUDGED or OBSERVED)
+#: a claim from the judge's verdicts / an observation of the measured starts (no verdict behind it)
+JUDGED, OBSERVED = "judged", "observed"
 
 
-def _direction_claims(a: str, b: str, metric: str, per: list[list[float]], n: int, n_keys: int,
+def session_verdicts(d: ReportData, a: str, b: str, metric: str, keys: list[tuple[int, int]],
+                     min_effect: float = MIN_EFFECT) -> list:
+    """The judge's verdicts on ``a`` over ``b`` at ``keys`` in one session (its starts; Holm over the points)."""
+    sa, sb = _series(d, a), _series(d, b)
+    js = []
+    for k in keys:
+        ra, rb = _row(sa, k), _row(sb, k)   # type: ignore[arg-type]
+        js.append(judge(rb.starts(metric), ra.starts(metric), min_effect=min_effect,  # type: ignore[union-attr]
+                        prior_a=sb.prior(metric), prior_b=sa.prior(metric)))  # type: ignore[union-attr]
+    return controlled(js)
+
+
+def _direction_claims(datas: Sequence[ReportData], a: str, b: str, metric: str, keys: list[tuple[int, int]],
                       min_effect: float = MIN_EFFECT) -> list[Claim]:
-    """"Faster" only beyond the margin: a 1.02× ratio is inside ±E, where the judge would not call it faster."""
-    edge = 1 + min_effect
-    up = sum(1 for r in per if all(v > edge for v in r))
-    down = sum(1 for r in per if all(v * edge < 1 for v in r))
+    """"Faster" only where the judge says so: per session, at how many points the verdict is "differs" that way
+    (a ratio of 1.02× inside ±E, or 1.31× whose interval reaches the band, is not "faster")."""
+    per = [session_verdicts(d, a, b, metric, keys, min_effect) for d in datas]
+    up = [sum(1 for j in js if j is not None and j.verdict == DIFFERS and j.ratio > 1) for js in per]
+    down = [sum(1 for j in js if j is not None and j.verdict == DIFFERS and j.ratio < 1) for js in per]
+    lead, other, got = (a, b, up) if sum(up) >= sum(down) else (b, a, down)
     verb = "generates" if metric == "tg" else "processes prompts"
-    lead, other, k = (a, b, up) if up >= down else (b, a, down)
-    lo = min(min(r) if lead == a else min(1 / v for v in r) for r in per)
-    return [(f"{lead} {verb} faster than {other} by more than {min_effect:.0%} at all {n_keys} common points"
-             + (f" (never by less than {number(lo)}×)" if k == n else f" (the smallest ratio in any session: {number(lo)}×)"),
-             k, n)]
+    n_keys = len(keys)
+    where = ", ".join(f"{k} of {n_keys} in {_label(d)}" for k, d in zip(got, datas, strict=True))
+    rest = []
+    for js, d in zip(per, datas, strict=True):
+        vs = [j.verdict if j is not None else INCONCLUSIVE for j in js]
+        tail = [f"{same_within(min_effect)} at {vs.count(SAME)}" if SAME in vs else "",
+                f"{NOT_PROVEN} at {vs.count(INCONCLUSIVE)}" if INCONCLUSIVE in vs else ""]
+        if any(tail):
+            rest.append(f"{_label(d)}: " + ", ".join(x for x in tail if x))
+    text = (f"{lead} {verb} faster than {other} (judged differs beyond ±{min_effect:.0%}, Holm over each session's "
+            f"{n_keys} points): at {where}" + (f" (the other points — {'; '.join(rest)})" if rest else ""))
+    return [(text, sum(1 for k in got if k == n_keys), len(datas), JUDGED)]
 
 
 def _start_rows(store: Store, datas: Sequence[ReportData], t: Table, a: str, b: str, key: tuple[int, int]) -> list[Claim]:
@@ -172,7 +200,8 @@ def _start_rows(store: Store, datas: Sequence[ReportData], t: Table, a: str, b: 
     a_wins = sum(1 for i in known if lows[a][i] > highs[b][i])
     b_wins = sum(1 for i in known if lows[b][i] > highs[a][i])
     lead, other, k = (a, b, a_wins) if a_wins >= b_wins else (b, a, b_wins)
-    return [(f"at {datas[0].axis} {x0} every {LABELS['tg']} server start of {lead} beats every start of {other}", k, n)]
+    return [(f"at {datas[0].axis} {x0} every {LABELS['tg']} server start of {lead} beats every start of {other}", k, n,
+             OBSERVED)]
 
 
 def _threshold_claims(datas: Sequence[ReportData], names: list[str]) -> list[Claim]:
@@ -185,7 +214,7 @@ def _threshold_claims(datas: Sequence[ReportData], names: list[str]) -> list[Cla
         common = max(dict.fromkeys(firsts), key=firsts.count)
         out.append((f"{name}: the first {datas[0].axis} with native context is {common}"
                     + (f" (other sessions: {', '.join(f for f in dict.fromkeys(firsts) if f != common)})"
-                       if len(set(firsts)) > 1 else ""), firsts.count(common), len(datas)))
+                       if len(set(firsts)) > 1 else ""), firsts.count(common), len(datas), OBSERVED))
     return out
 
 
@@ -232,15 +261,17 @@ def sessions_section(store: Store, datas: Sequence[ReportData], min_effect: floa
     sec = Section("sessions", f"Across {len(datas)} sessions", intro=(
         "Runs of one plan from different sessions or machines (session → server start → request). Each "
         "session's numbers are its own point centres; 'across sessions' treats the sessions as the replicates "
-        "(the judge's estimate: a 95 % CI from ≥ 3 sessions, the range of 2). A claim is listed as holding only "
-        f"where it held in every session; a backend is called faster there only by more than the margin ({min_effect:.0%})."))
+        "(the judge's estimate: a 95 % CI from ≥ 3 sessions, the range of 2). A backend is called faster in a session "
+        f"only at the points where the judge's verdict is 'differs' (beyond ±{min_effect:.0%}, Holm over the session's "
+        "points), and faster at every point only where every verdict is; the other claims are observations of the "
+        "measured starts, with no verdict behind them."))
     t, claims = holds_table(store, datas, min_effect)
     if t is not None:
         sec.tables.append(t)
-    c = Table(["claim", "held in", "verdict"], title="Claims, session by session")
-    for text, k, n in claims:
-        c.rows.append([text, f"{k} of {n} sessions", "holds in every session" if k == n else "does not hold in every session"])
-        c.data.append({"claim": text, "held": k, "sessions": n})
+    c = Table(["claim", "sessions where it is so", "basis"], title="Claims, session by session")
+    for text, k, n, basis in claims:
+        c.rows.append([text, f"{k} of {n} sessions", in_sessions(k, n, judged=basis == JUDGED)])
+        c.data.append({"claim": text, "held": k, "sessions": n, "basis": basis})
     if c.rows:
         sec.tables.append(c)
     sec.tables.append(points_table(datas, "tg"))

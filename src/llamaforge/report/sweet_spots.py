@@ -7,6 +7,7 @@ otherwise it says which points tie within ±E, or which the judge cannot tell ap
 
 from __future__ import annotations
 
+from ..findings.prose import same_within
 from ..judge import SAME
 from ..judge.wording import percent
 from . import analysis as an
@@ -28,7 +29,7 @@ def _names(ax: str, rows: list[Row]) -> str:
 def best_text(b: an.Best, ax: str) -> str:
     """The sweet spot's "best tg" cell: one point when the judge separates it from the runner-up,
     ``N=8: tg 101.3 [99.8, 102.8] (4×5), faster than the runner-up N=4 by more than 5 %``; otherwise the tie,
-    ``N=0, N=4 and N=8 tie within ±5 % (fastest centre N=8: tg …)`` — or, where a verdict is inconclusive,
+    ``N=0, N=4 and N=8: same within ±5 % (fastest centre N=8: tg …)`` (every verdict "same") — or, where a verdict is inconclusive,
     ``no single best: N=4 and N=8 are not told apart within ±5 % (…)``."""
     e = percent(b.min_effect)
     centre = f"{ax}={b.best.x_label}: tg {fmt_speed(b.best, 'tg')}"
@@ -36,7 +37,7 @@ def best_text(b: an.Best, ax: str) -> str:
         return centre
     group = _names(ax, [b.best, *(r for r, _j in b.ties)])
     if all(j.verdict == SAME for _r, j in b.ties):
-        return f"{group} tie within ±{e} (fastest centre {centre})"
+        return f"{group}: {same_within(b.min_effect)} (fastest centre {centre})"
     return f"no single best: {group} are not told apart within ±{e} (fastest centre {centre})"
 
 
