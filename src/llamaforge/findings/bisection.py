@@ -29,8 +29,13 @@ def result_lines(s: BisectSummary, subjects: dict) -> list[str]:
     if c.get("confirmed") and j:
         out.append(f"commit {str(c.get('bad'))[:12]}: {s.metric or 'tg'} "
                    f"{change(j['ratio'], j['low'], j['high'])} against {str(c.get('good'))[:12]} "
-                   f"(95 % CI, {j['a']['k']}+{j['b']['k']} starts, ABBA)")
+                   f"(95 % CI, {_shape(j['a'])} + {_shape(j['b'])} starts, ABBA: the verdict's own re-measurement)")
     return out
+
+
+def _shape(e: dict) -> str:
+    """``5×3`` (starts × requests) where stored, else the starts' count."""
+    return str(e.get("shape") or e.get("k"))
 
 
 def probe_rows(store: Store, run: Run) -> list[dict]:

@@ -116,16 +116,28 @@ def _known(v: object) -> object:
     return "?" if v is None else v
 
 
-def _endpoints(s: BisectSummary) -> list[str]:
+def _endpoints(s: BisectSummary, rows: list[dict] | None = None) -> list[str]:
+    """The endpoints as first measured (ABBA: what their verdict and "Can it be located?" used, with its K×R) and,
+    where the probe table counts more of their starts, those figures with theirs, and which one a verdict used."""
     ep = s.endpoints or {}
     if not ep.get("a"):
         return []
     a, b = ep["a"], ep["b"]
-    out = [f"Endpoints: good {a['centre']:.1f} t/s ({md_text(a.get('shape'))}), bad {b['centre']:.1f} t/s "
-           f"({md_text(b.get('shape'))}), measured ABBA: {md_text(change(ep['ratio'], ep['low'], ep['high']))} "
-           f"(**{md_text(ep.get('verdict'))}** against ±{float(ep.get('min_effect') or 0):.0%})."]
+    out = [f"Endpoints, first measured ABBA: good {a['centre']:.1f} t/s ({md_text(a.get('shape'))}), bad "
+           f"{b['centre']:.1f} t/s ({md_text(b.get('shape'))}): {md_text(change(ep['ratio'], ep['low'], ep['high']))} "
+           f"(**{md_text(ep.get('verdict'))}** against ±{float(ep.get('min_effect') or 0):.0%}; this verdict and the "
+           f"question below used these {md_text(a.get('shape'))} and {md_text(b.get('shape'))} starts)."]
     if s.feasibility_line:
         out.append(f"Can it be located? {md_text(s.feasibility_line)}.")
+    tot = {r["verdict"]: r for r in rows or [] if r["verdict"] in ("endpoint-good", "endpoint-bad")}
+    figs = [f"{side} {r['median']:.1f} t/s ({md_text((r.get('estimate') or {}).get('shape', len(r['values'])))})"
+            for side, key in (("good", "endpoint-good"), ("bad", "endpoint-bad"))
+            if (r := tot.get(key)) is not None and r["median"] is not None]
+    first = {"endpoint-good": a.get("shape"), "endpoint-bad": b.get("shape")}
+    if figs and any((tot[k].get("estimate") or {}).get("shape") != first[k] for k in tot):
+        out.append(f"The probe table's endpoint rows count every start measured for them — also the fresh starts "
+                   f"interleaved with each probe: {', '.join(figs)}. Each probe was judged against the endpoints' "
+                   "starts measured beside it (the probe's vs good / vs bad), never against these totals.")
     return out
 
 
@@ -148,7 +160,7 @@ def lead(store: Store, run: Run, plot_name: str | None = PLOT) -> str:
         out += [f"**{md_text(lines[0])}**", ""] + [f"{md_text(x)}  " for x in lines[1:]] + [""]
     else:
         out += [f"Status: {md_text(run.status)} (no result).", ""]
-    out += [*(f"{x}  " for x in _endpoints(s)), ""]
+    out += [*(f"{x}  " for x in _endpoints(s, probe_rows(store, run))), ""]
     out += [f"{_known(s.builds)} builds, {_known(s.measured)} commits measured, {_known(s.starts)} starts "
             f"(bound for a clean step: {b.max_measured if b.max_measured is not None else '?'} commits).", ""]
     if plot_name:
