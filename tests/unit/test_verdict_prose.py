@@ -214,3 +214,29 @@ def test_the_inconclusive_fraction_of_a_family_is_not_hidden():
     got = prose.counts(vs, 0.1)
     nums = [int(x) for x in re.findall(r"at (\d+)", got)]
     assert sum(nums) == len(vs) and math.isclose(nums[0], 1)
+
+
+# ------------------------------------------------------------------------------------------- the bisect report
+
+
+def test_a_bisect_series_has_one_name():
+    from llamaforge.report.data import _series_names
+
+    keys = [("dd7063675-cpu-0", "llama-bench", "dd7063675"), ("0c1e57098-cpu-0", "llama-bench", "0c1e57098")]
+    by_key = {k[0]: {"pin": k[2], "commit": k[2] + "aaaa"} for k in keys}
+    names = _series_names(keys, {}, set(), by_key, lambda key: "cpu")
+    assert names == ["CPU dd7063675", "CPU 0c1e57098"]
+
+
+def test_the_bisect_endpoints_say_their_k_by_r_and_which_the_verdict_used():
+    from llamaforge.records import BisectSummary
+    from llamaforge.report.kinds.bisect import _endpoints
+
+    est = {"centre": 678.4, "shape": "4×3"}
+    s = BisectSummary(endpoints={"a": est, "b": {"centre": 520.0, "shape": "4×3"}, "ratio": 0.77, "low": 0.74,
+                                 "high": 0.80, "verdict": "differs", "min_effect": 0.05})
+    rows = [{"verdict": "endpoint-good", "median": 661.7, "values": [], "estimate": {"shape": "12×3"}},
+            {"verdict": "endpoint-bad", "median": 519.0, "values": [], "estimate": {"shape": "11×3"}}]
+    text = " ".join(_endpoints(s, rows))
+    assert "good 678.4 t/s (4×3)" in text and "used these 4×3 and 4×3 starts" in text
+    assert "good 661.7 t/s (12×3)" in text and "never against these totals" in text
