@@ -289,7 +289,9 @@ def test_a_misled_search_is_caught_by_the_culprits_check_and_names_no_commit() -
     assert next(p for p in res.probes if p.index == 4).verdict == "bad"
     assert res.first_bad is None and res.status == "undecided"
     assert res.culprit is not None and not res.culprit["confirmed"]
-    assert "does not show there" in res.reason and res.candidates == commits[1:]
+    # its slow starts reach into the check (the script counts every start of commit 4): the check is refuted or
+    # undecided — "range a..b, undecided after K starts" — and either way no commit is named
+    assert ("does not show there" in res.reason or "undecided after" in res.reason) and res.candidates == commits[1:]
 
 
 def test_a_bad_endpoint_that_does_not_build_is_an_error_not_a_skip() -> None:

@@ -268,9 +268,11 @@ def test_the_machine_identity_keeps_a_lasting_id_without_the_boot(tmp_path):
 def test_a_step_is_refuted_when_the_interleaved_re_measurement_does_not_show_it():
     from llamaforge.history.model import Step
 
-    st = Step("a", "b", 0.86, 0.82, 0.9, 1e-4, 1e-3, 10, 10)
+    st = Step("a", "b", 0.86, 0.82, 0.9, 1e-4, 1e-3, 10, 10, between=2)
     assert st.status == "open"
     st.bisect_status, st.remeasured = "refused", {"verdict": "inconclusive", "ratio": 0.97}
+    assert st.status == "undecided"                                  # not shown, not refuted either (issue 41)
+    st.remeasured = {"verdict": "same", "ratio": 0.99}
     assert st.status == "refuted"
     st.remeasured = {"verdict": "differs", "ratio": 1.1}            # differs, but the other way
     assert st.status == "refuted"
@@ -287,7 +289,8 @@ def test_the_markdown_report_lists_levels_steps_and_the_note(tmp_path):
         md = render(load_history(store), "t | x")
     assert md.startswith("# t \\| x") and "Not re-measured" in md
     assert "| 000000000 |" in md and "95 % CI" in md and "3×3" in md
-    assert "- step (located): tg -20 % \\[-21, -19\\]" in md        # adjacent commits: the later one is the commit
+    # adjacent commits never re-measured against each other: the range, not a commit (issue 41, point 2)
+    assert "- step (unconfirmed): tg -20 % \\[-21, -19\\]" in md and "not yet re-measured" in md
 
 
 def test_a_commit_with_disturbed_starts_does_not_hide_the_other_step():

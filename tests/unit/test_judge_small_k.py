@@ -122,7 +122,7 @@ def test_launches_auto_stops_a_verdict_the_budget_cannot_settle_and_says_why():
     rng = np.random.default_rng(8)
     run = pair(lambda: [100 * math.exp(rng.normal(0, 0.15))], lambda: [100 * math.exp(rng.normal(0, 0.15))],
                Policy(max_starts=6))
-    assert run.status == UNRESOLVED and run.k == (3, 3)
+    assert run.status == UNRESOLVED and run.k == (3, 3)            # half of the 6 allowed: futile
     assert run.judgement.needs is not None and run.judgement.needs.beyond(6, FUTILITY)
     assert "needs" in run.reason and "beyond" in run.reason
     clear = pair(lambda: [100 * math.exp(rng.normal(0, 0.03))], lambda: [130 * math.exp(rng.normal(0, 0.03))],

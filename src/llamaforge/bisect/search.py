@@ -22,11 +22,12 @@ replication: every conclusion comes from start centres, through :mod:`llamaforge
    wanders) (:func:`llamaforge.judge.locate.place`) until it is clearly good or clearly bad, and on the same
    side of the starts measured beside it (else it is held open). An undecided probe gets more starts, never a guess; still undecided at the maximum,
    the search ends **undecided** between the last good and the first bad commit, with the range.
-4. **The culprit, checked.** The commit found and its parent are re-measured ABBA with fresh starts
-   until the judge shows their difference beyond the threshold and a rank test agrees (or rules it
-   out); the change is printed with its CI (``tg −8.0 % [−10.2, −5.7]``).
+4. **The culprit, checked** (:mod:`.confirm`). The commit found and its parent are re-measured ABBA with
+   fresh starts until the judge shows their difference beyond the threshold and a rank test agrees (or
+   rules it out, or the budget is spent); the change is printed with its CI (``tg −8.0 % [−10.2, −5.7]``).
    A commit whose check does not show a change in the endpoints' direction is never named: the
-   search ends undecided instead.
+   search ends undecided instead, saying which ("range a..b, undecided after 10+10 starts").
+   Two adjacent commits with the change's direction known (a history's step) are their confirmation alone.
 """
 
 from __future__ import annotations
@@ -38,24 +39,22 @@ from typing import Any
 
 from ..console import notice
 from ..errors import BuildError, LlamaforgeError
-from ..judge import DIFFERS, SAME, Judgement, Policy, Starts, estimate, judge, pair
+from ..judge import Judgement, Policy, Starts, estimate, pair
 from ..judge.locate import (
     BAD,
     GOOD,
-    RANK_TEST,
     Feasibility,
     Placement,
     SpentPolicy,
-    change,
     feasibility,
     n_probes,
     place,
     probe_alpha,
     references,
-    shift_p,
 )
 from ..judge.sequential import FAILED
 from ..metrics import FIELDS
+from .confirm import CONFIRMED, REFUTED, Confirmation, confirm
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
 #: a probe is judged against the endpoints' starts measured beside it (interleaved with its own) and this many
@@ -183,6 +182,7 @@ class _Search:
         self.probes_planned = n_probes(len(commits) - 1)
         self.alpha = probe_alpha(self.probes_planned, policy.max_starts, policy.min_starts)
         self.verdict: Judgement | None = None
+        self.confirmation: Confirmation | None = None
 
     # --------------------------------------------------------------------------- building, one start
     def attempt(self, i: int, endpoint: str | None) -> ProbeResult:
@@ -272,51 +272,38 @@ class _Search:
             rnd += 1
 
     def culprit(self, lo: ProbeResult, hi: ProbeResult, direction: int) -> bool:
-        """Re-measure ``lo`` and ``hi`` ABBA with fresh starts until the change at ``hi`` is shown (the judge's
-        verdict "differs" beyond the threshold in the endpoints' direction, and the rank test agrees at the
-        look's α), ruled out ("same", or the other direction) or the maximum; True when shown."""
-        a: list[list[float]] = []
-        b: list[list[float]] = []
-        order: list[str] = []
-        alpha, shown, j, p = self.policy.look_alpha, False, None, 1.0
-        while True:
-            if min(len(a), len(b)) >= self.policy.min_starts:
-                j = judge(a, b, min_effect=self.threshold, alpha=alpha)
-                p = shift_p(Starts.of(a), Starts.of(b), direction)
-                assert j is not None
-                shown = j.verdict == DIFFERS and j.direction == direction and p < alpha
-                if shown or j.verdict == SAME or (j.verdict == DIFFERS and j.direction != direction):
-                    break
-                if min(len(a), len(b)) >= self.policy.max_starts:
-                    break
-            for who, into in (((lo, a), (hi, b)) if len(order) % 4 == 0 else ((hi, b), (lo, a))):
-                vals = self.draw(who)
-                order.append("A" if who is lo else "B")
-                if not vals:
-                    raise BisectError(f"a start of {who.sha[:12]} gave no {self.metric} samples in the culprit's check",
-                                      "check the model and the build (try `llamaforge verify`)")
-                into.append(vals)
-        lo.starts.extend(a)
-        hi.starts.extend(b)
-        ci = judge(a, b, min_effect=self.threshold)
-        assert ci is not None
-        text = (f"{hi.sha[:12]}: {self.metric} {change(ci.ratio, ci.low, ci.high)} against {lo.sha[:12]} "
-                f"({len(a)}+{len(b)} starts, ABBA; {RANK_TEST} p = {p:.2g})")
-        self.res.culprit = {"good": lo.sha, "bad": hi.sha, "confirmed": shown, "line": text, "rank_p": p,
-                            "alpha": alpha, "judgement": ci.to_dict(), "decision": j.to_dict() if j else None,
-                            "order": "".join(order)}
-        return shown
-
+        """Re-measure ``lo`` and ``hi`` ABBA with fresh starts (:func:`.confirm.confirm`) until the change at ``hi``
+        is shown (the judge's verdict "differs" beyond the threshold in the endpoints' direction, and the rank
+        test agrees at the look's α), ruled out ("same", or the other direction), or the budget is spent;
+        True when shown. The confirmation is stored as ``culprit``."""
+        c = confirm(lo.sha, hi.sha, lambda: self.draw(lo), lambda: self.draw(hi), direction=direction,
+                    threshold=self.threshold, policy=self.policy, metric=self.metric)
+        if c.status == FAILED:
+            who = lo if c.order.endswith("A") else hi
+            raise BisectError(f"a start of {who.sha[:12]} gave no {self.metric} samples in the culprit's check",
+                              "check the model and the build (try `llamaforge verify`)")
+        lo.starts.extend(c.a)
+        hi.starts.extend(c.b)
+        self.confirmation = c
+        self.res.culprit = c.to_dict()
+        return c.confirmed
 
 def search(commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, threshold: float = 0.05,
-           metric: str = "tg", policy: Policy | None = None, on_probe: ProbeHook | None = None) -> SearchResult:
+           metric: str = "tg", policy: Policy | None = None, on_probe: ProbeHook | None = None,
+           direction: int | None = None) -> SearchResult:
     """Bisect ``commits`` = ``[good, ..., bad]`` (oldest first) for the first commit whose metric is the
     bad endpoint's (see the module doc). Raises :class:`BisectError` when an endpoint does not build or
-    its starts fail, :class:`BisectRefused` when the change cannot be located within the budget."""
+    its starts fail, :class:`BisectRefused` when the change cannot be located within the budget.
+
+    ``direction`` (+1 faster, −1 slower) with two adjacent commits: the change is known (a history's step
+    between adjacent commits), so the search is its confirmation alone (:func:`.confirm.confirm`): the
+    commit against its parent, ABBA, until the judge decides or the budget is spent."""
     if len(commits) < 2:
         raise BisectError("the range has no commits after the good one", "give a bad commit that descends from the good one")
     s = _Search(commits, build, measure, threshold=threshold, metric=metric, policy=policy or policy_for(None),
                 on_probe=on_probe)
+    if direction and len(commits) == 2:
+        return _confirm_adjacent(s, direction)
     good, bad = s.endpoints()
     s.check_feasible(good, bad)
     direction = 1 if (s.res.feasibility and s.res.feasibility.ratio > 1) else -1
@@ -345,9 +332,31 @@ def search(commits: Sequence[str], build: BuildFn, measure: MeasureFn, *, thresh
     return _finish(s, lo, hi, direction)
 
 
+def _confirm_adjacent(s: _Search, direction: int) -> SearchResult:
+    """Two adjacent commits and the change expected: the confirmation is the whole search (the endpoints'
+    record is its last look, so a history step reads it as its re-measurement)."""
+    good = s.attempt(0, "good")
+    bad = s.attempt(1, "bad")
+    s.culprit(good, bad, direction)
+    c = s.confirmation
+    assert c is not None
+    good.verdict, bad.verdict = "endpoint-good", "endpoint-bad"
+    for p in (good, bad):
+        s.on_probe(p)
+    res = s.res
+    if c.decision is not None:
+        res.endpoints = {**c.decision.to_dict(), "status": c.status, "order": c.order}
+    res.candidates = [bad.sha]
+    if c.status == CONFIRMED:
+        res.status, res.first_bad = FOUND, bad.sha
+    else:
+        res.status, res.reason = UNDECIDED, c.line()
+    return res
+
+
 def _finish(s: _Search, lo: ProbeResult, hi: ProbeResult, direction: int, *, undecided: str | None = None) -> SearchResult:
     """Check the change between ``lo`` and ``hi`` (unless they are the endpoints and nothing is named) and
-    conclude: found, skipped (a range of unbuildable commits), or undecided."""
+    conclude: found, skipped (a range of unbuildable commits), or undecided — named only when confirmed."""
     res = s.res
     res.candidates = res.commits[lo.index + 1: hi.index + 1]
     between = f"between {lo.sha[:12]} (good) and {hi.sha[:12]} (bad)"
@@ -355,10 +364,15 @@ def _finish(s: _Search, lo: ProbeResult, hi: ProbeResult, direction: int, *, und
         res.status, res.reason = UNDECIDED, f"undecided {between}: {undecided}"
         return res
     if not s.culprit(lo, hi, direction):
-        line = res.culprit["line"] if res.culprit else ""
+        c = s.confirmation
+        line = c.line() if c else ""
         res.status, res.candidates = UNDECIDED, res.commits[1:]
-        res.reason = (f"undecided: the probes point {between}, but re-measured the change does not show there "
-                      f"({line}): a probe was misjudged or the change is spread over several commits")
+        how = ("re-measured the change does not show there" if c is not None and c.status == REFUTED
+               else "its re-measurement is undecided")
+        res.reason = (f"undecided: the probes point {between}, but {how} ({line}): "
+                      + ("a probe was misjudged or the change is spread over several commits"
+                         if c is not None and c.status == REFUTED else
+                         f"the change lies in {res.commits[0][:12]}..{res.commits[-1][:12]}"))
         return res
     if undecided:
         res.status = UNDECIDED

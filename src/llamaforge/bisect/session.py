@@ -59,6 +59,8 @@ class BisectRequest:
     threads: int | None = None           # default on CPU: the physical cores (see .quiet)
     quiet: bool = True                   # --cpu-strict/--prio/--poll where llama-bench has them
     ncmoe: int = 0                       # the MoE offload of the point measured (a history step's point)
+    direction: int | None = None         # the change expected (+1 faster, −1 slower): a history step's; with
+                                         # two adjacent commits the bisect is the commit's confirmation alone
 
     def __post_init__(self) -> None:
         check_metric(self.metric)
@@ -197,7 +199,7 @@ def run_bisect(paths: Any, store: Store, req: BisectRequest, *, builder: Callabl
     try:
         with _session_lock(Path(paths.builds) / f"bisect-{req.backend}.session.lock"):
             res = search(commits, m.build, m.measure, threshold=req.threshold, metric=req.metric, policy=pol,
-                         on_probe=lambda p: m.hook(p, subjects))
+                         on_probe=lambda p: m.hook(p, subjects), direction=req.direction)
         status = "done"
     except BisectRefused as e:
         status, res = "refused", e.result

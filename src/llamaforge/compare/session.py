@@ -16,6 +16,8 @@ Holm's method over all the points and metrics of the run.
 ``--launches auto`` (the default) starts with 3 rounds and adds a round, for the points whose verdict
 is still inconclusive only, until every verdict is settled or ``--max-launches`` is reached (then
 the point is *unresolved* and says so); each look spends part of α (:mod:`llamaforge.judge.sequential`).
+From half the budget on, a point whose open verdicts the starts left could not settle even on a hopeful
+reading stops there, unresolved, with what each would need (:mod:`llamaforge.judge.needs`).
 ``--launches K`` measures exactly K rounds.
 
 Stored as a run of kind ``compare``: points labelled ``A.<round>`` / ``B.<round>`` (one stored
@@ -35,6 +37,7 @@ from typing import Any
 from ..console import console, notice
 from ..errors import LlamaforgeError
 from ..judge import INCONCLUSIVE, Policy
+from ..judge.needs import Needs
 from ..judge.sequential import DEFAULT_MAX_STARTS
 from ..records import CompareSection, CompareSide, RunPlan, build_manifest
 from ..store import Probe, Store
@@ -240,8 +243,11 @@ def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: d
             if rnd >= pol.min_starts:
                 rows = comparisons(store, run_id, req.min_effect, alpha=pol.look_alpha)
                 still = _open_points(rows, plan.points)
+                for i, why in _futile_points(rows, plan.points, still, pol, rnd).items():
+                    still.discard(i)
+                    stops[i] = {"k": rnd, "status": "unresolved", "reason": why}
                 for i in open_points:
-                    if i not in still:
+                    if i not in still and i not in stops:
                         stops[i] = {"k": rnd, "status": "resolved", "reason": "every verdict settled"}
                 open_points = [i for i in open_points if i in still]
                 if open_points and rnd < pol.max_starts:
@@ -251,6 +257,25 @@ def _measure_rounds(req: CompareRequest, plan: Any, model_path: Path, by_side: d
                     "reason": (f"still inconclusive at the maximum of {pol.max_starts} starts per side"
                                if pol.max_starts > pol.min_starts else f"--launches {pol.max_starts}")}
     return stops
+
+
+def _futile_points(rows: list[dict], points: Sequence[Any], still: set[int], pol: Policy, rnd: int) -> dict[int, str]:
+    """Open points (from half the budget on) whose every inconclusive verdict the starts left could not settle
+    (:meth:`llamaforge.judge.needs.Needs.futile`): ``--launches auto`` stops them now, unresolved, with what each
+    would need."""
+    if not (2 * rnd >= pol.max_starts and rnd < pol.max_starts):
+        return {}
+    out = {}
+    for i in still:
+        spec = points[i]
+        open_ = [r for r in rows if (r["ncmoe"], r["ngl"]) == (spec.ncmoe, spec.ngl)
+                 and (r.get("comparison") or {}).get("verdict") == INCONCLUSIVE]
+        needs = [(r["metric"], Needs.from_dict(r["comparison"]["needs"])) for r in open_
+                 if (r.get("comparison") or {}).get("needs")]
+        if open_ and len(needs) == len(open_) and all(n.futile(pol.max_starts) for _m, n in needs):
+            out[i] = (f"inconclusive at K={rnd}: " + "; ".join(f"{m} {n.text()}" for m, n in needs)
+                      + f", beyond what --max-launches {pol.max_starts} allows")
+    return out
 
 
 def _open_points(rows: list[dict], points: Sequence[Any]) -> set[int]:

@@ -18,7 +18,7 @@ from ..records import HistorySection, HistorySummary
 from ..store import Point, Run, Store
 from .model import METRICS, History, Level, Series, SeriesKey
 from .ratio import ratios
-from .steps import find_steps, pair_steps
+from .steps import pair_candidates, pair_steps, steps_and_candidates
 
 UPSTREAM = "https://github.com/ggml-org/llama.cpp/commit/"
 #: a request metric → the sample field it is read from
@@ -156,7 +156,11 @@ class _Builder:
             mine = [c for c in self.pairs if (c["machine"], c["backend"], c["model"], c["point"], c["metric"],
                                               c["setup"]) == (key.machine, key.backend, key.model, key.point,
                                                               key.metric, key.setup)]
-            s.steps = pair_steps(s, mine) if mine else find_steps(s)
+            if mine:
+                s.steps = pair_steps(s, mine)
+                s.candidates = pair_candidates(s, mine, s.steps)
+            else:
+                s.steps, s.candidates = steps_and_candidates(s)
             attach_culprits(s, self.culprits)
             out.append(s)
         return out
@@ -194,23 +198,29 @@ def remeasure_note(series: list[Series]) -> str:
 
 
 def attach_culprits(series: Series, culprits: Iterable[dict]) -> None:
-    """Join the located steps (``HistorySummary.culprits``) onto the series' steps: same machine, backend,
-    point and metric, the culprit inside the step's gap (after ``before``, at or before ``after``)."""
-    for st in series.steps:
-        before, after = series.level(st.before), series.level(st.after)
-        if st.between == 0 and before and after:
-            st.culprit, st.culprit_subject, st.culprit_url = after.sha, after.subject, after.url
-            st.bisect_status = "adjacent commits: no bisect needed"
+    """Join the located steps (``HistorySummary.culprits``) onto the series' steps and candidates: same machine,
+    backend, point and metric, the culprit inside the step's gap (after ``before``, at or before ``after``). A
+    step between adjacent commits is not located by being adjacent: its commit is named only by a confirmation
+    (``history.run --bisect`` re-measures it against its parent, :mod:`llamaforge.bisect.confirm`); until
+    then its status is ``unconfirmed``. A candidate (``Series.candidates``) whose confirmation showed the
+    change becomes a step."""
+    for st in [*series.steps, *series.candidates]:
         for c in culprits:
             if (c.get("machine"), c.get("backend"), c.get("point"), c.get("metric")) != (
                     series.key.machine, series.key.backend, series.key.point, series.key.metric):
                 continue
-            if before and after and c.get("before") == st.before and c.get("after") == st.after:
+            if c.get("before") == st.before and c.get("after") == st.after:
                 st.culprit = c.get("culprit") or st.culprit
                 st.culprit_subject = c.get("subject") or st.culprit_subject
                 st.culprit_url = _url(st.culprit, c.get("source")) if st.culprit else None
                 st.bisect_run, st.bisect_status, st.bisect_note = c.get("run"), c.get("status"), c.get("note")
                 st.remeasured = c.get("endpoints")
+                st.confirmation = c.get("confirmation")
+    shown = [st for st in series.candidates if st.culprit]
+    if shown:
+        order = {lv.sha: lv.order for lv in series.levels}
+        series.steps = sorted([*series.steps, *shown], key=lambda st: order.get(st.after, 0))
+        series.candidates = [st for st in series.candidates if not st.culprit]
 
 
 def load_history(store: Store, flt: Filter | None = None) -> History:

@@ -3,8 +3,12 @@
 change cannot be located within the starts allowed, probes judged against both ends, the culprit checked
 against its parent). Only pp and tg steps (the bisect measures t/s with llama-bench), only between two
 commits of one first-parent line (not between release pins), and each step once: a step located by an
-earlier run is not bisected again. The results are stored in the run's summary (``culprits``) and
-joined onto the steps when the history is loaded (:func:`.load.attach_culprits`)."""
+earlier run is not bisected again. A step between **adjacent** commits is not named for being adjacent: its
+commit is re-measured against its parent, ABBA, until the judge decides or the budget is spent
+(:mod:`llamaforge.bisect.confirm`, through the same bisect run with the step's direction), and named only
+when the change shows there; otherwise the step says "range a..b, undecided after K starts" or refuted.
+The results are stored in the run's summary (``culprits``, each with its ``confirmation``) and joined onto
+the steps when the history is loaded (:func:`.load.attach_culprits`)."""
 
 from __future__ import annotations
 
@@ -35,6 +39,14 @@ def _ends(res: Any) -> dict | None:
     return {k: e.get(k) for k in ("verdict", "ratio", "low", "high")} if e.get("verdict") else None
 
 
+def _confirmation(res: Any) -> dict | None:
+    """The culprit's confirmation as the step stores it: status, its sentence, starts per side, the judgement."""
+    c = getattr(res, "culprit", None) or {}
+    if not c.get("status"):
+        return None
+    return {k: c.get(k) for k in ("good", "bad", "status", "line", "k", "budget", "judgement", "order")}
+
+
 def _bisect_one(paths: Any, store: Store, series: Series, st: Step, req: Any) -> dict:
     k = series.key
     row = {"backend": k.backend, "point": k.point, "metric": k.metric, "before": st.before, "after": st.after,
@@ -47,12 +59,14 @@ def _bisect_one(paths: Any, store: Store, series: Series, st: Step, req: Any) ->
     ncmoe = int(k.point.split("=")[1]) if k.point.startswith("ncmoe=") else 0
     breq = BisectRequest(good=st.before, bad=st.after, metric=k.metric, backend=k.backend, threshold=series.min_effect,
                          model=k.model, repeats=req.repeats, max_launches=req.bisect_budget, source=row["source"],
-                         threads=req.threads, quiet=req.quiet, ncmoe=ncmoe)
-    console.print(esc(f"bisect {k.metric} step {st.change:+.0%} between {st.before[:9]} and {st.after[:9]} "
+                         threads=req.threads, quiet=req.quiet, ncmoe=ncmoe,
+                         direction=(1 if st.ratio > 1 else -1) if st.between == 0 else None)
+    console.print(esc(f"{'confirm' if st.between == 0 else 'bisect'} {k.metric} step {st.change:+.0%} between {st.before[:9]} and {st.after[:9]} "
                       f"({st.between} commits between; {k.backend}, {k.point})"))
     try:
         run_id, res = run_bisect(paths, store, breq, command="history.run --bisect")
-        row.update(run=run_id, status=res.status, culprit=res.first_bad, note=res.reason, endpoints=_ends(res))
+        row.update(run=run_id, status=res.status, culprit=res.first_bad, note=res.reason, endpoints=_ends(res),
+                   confirmation=_confirmation(res))
     except BisectRefused as e:
         row.update(status="refused", note=str(e), run=store.list_runs("bisect")[-1].id, endpoints=_ends(e.result))
     except LlamaforgeError as e:
@@ -73,7 +87,8 @@ def locate_steps(paths: Any, store: Store, run_id: str, req: Any, machine: str) 
         k = series.key
         if k.setup != req.setup or k.metric not in BISECTABLE or k.backend not in req.backends:
             continue
-        for st in series.steps:
+        # the steps, and the adjacent candidates the levels could not show (their confirmation is the test)
+        for st in [*series.steps, *(c for c in series.candidates if c.between == 0)]:
             if st.culprit or (k.backend, k.point, k.metric, st.before, st.after) in done:
                 continue
             rows.append(_bisect_one(paths, store, series, st, req))

@@ -88,7 +88,9 @@ class Level:
 @dataclass
 class Step:
     """A change between two measured commits: the segment before vs the segment after, judged at the start
-    level; ``culprit`` is the exact commit when it was located (``--bisect``) or when the two are adjacent."""
+    level; ``culprit`` is the exact commit, named only once it was re-measured against its parent and the
+    change shown there (``--bisect``: the bisect's culprit check, or for adjacent commits the confirmation
+    alone, :mod:`llamaforge.bisect.confirm`) — never because the two measured commits are adjacent."""
 
     before: str                    # the last measured commit before the step
     after: str                     # the first measured commit after it
@@ -111,6 +113,12 @@ class Step:
     bisect_note: str | None = None
     #: the bisect's interleaved (ABBA) re-measurement of the two ends: the judge's verdict and ratio
     remeasured: dict | None = None
+    #: the culprit's confirmation (:meth:`llamaforge.bisect.confirm.Confirmation.to_dict`): ``status`` confirmed |
+    #: refuted | undecided, ``line`` (its one sentence), ``k`` (starts per side), ``judgement``
+    confirmation: dict | None = None
+    #: proposed by the segmentation (or a pair's "differs" that did not survive Holm) but not shown by these
+    #: levels: not a step until a fresh re-measurement confirms it (``Series.candidates``)
+    candidate: bool = False
 
     @property
     def change(self) -> float:
@@ -118,17 +126,29 @@ class Step:
 
     @property
     def status(self) -> str:
-        """``located`` (culprit named), ``refuted`` (re-measured interleaved, the ends did not differ that way:
-        the step was drift between back-to-back measurements, or noise), ``not located`` (bisect ran but
-        stopped, or was not possible), ``between releases`` (release pins: not one first-parent line here, not
-        bisected), ``open`` (not bisected yet)."""
-        if self.remeasured and not (self.remeasured.get("verdict") == "differs"
-                                    and (self.remeasured.get("ratio", 1.0) - 1.0) * self.change > 0):
+        """``located`` (culprit named: re-measured against its parent, the change shown there), ``refuted``
+        (re-measured interleaved, the ends were the same or differed the other way: drift between back-to-back
+        measurements, or noise), ``undecided`` (re-measured, and the judge could not decide within the budget: the
+        range is said, no commit), ``not located`` (bisect ran but stopped, or was not possible), ``unconfirmed``
+        (adjacent commits never re-measured against each other: the change lies in ``before..after``, not yet
+        shown there), ``between releases`` (release pins: not one first-parent line here, not bisected),
+        ``open`` (not bisected yet), ``candidate`` (proposed, not shown by the levels: in ``Series.candidates``)."""
+        r = self.remeasured or {}
+        if r.get("verdict") == "same" or (r.get("verdict") == "differs"
+                                          and (r.get("ratio", 1.0) - 1.0) * self.change <= 0):
             return "refuted"
         if self.culprit:
             return "located"
+        if (self.confirmation or {}).get("status") == "refuted":
+            return "refuted"
+        if (self.confirmation or {}).get("status") == "undecided" or r.get("verdict") == "inconclusive":
+            return "undecided"
         if self.bisect_status:
             return "not located"
+        if self.candidate:
+            return "candidate"
+        if self.between == 0:
+            return "unconfirmed"
         return "between releases" if self.between < 0 else "open"
 
     def to_dict(self) -> dict:
@@ -150,6 +170,8 @@ class Series:
     levels: list[Level] = field(default_factory=list)     # in commit order
     steps: list[Step] = field(default_factory=list)
     min_effect: float = 0.05
+    #: change points not shown by the levels, for ``--bisect`` to re-measure (never printed as steps)
+    candidates: list[Step] = field(default_factory=list)
 
     @property
     def metric(self) -> Metric:
@@ -164,12 +186,13 @@ class Series:
     def to_dict(self) -> dict:
         return {"key": asdict(self.key), "slug": self.key.slug, "metric": asdict(self.metric),
                 "min_effect": self.min_effect, "levels": [asdict(lv) for lv in self.levels],
-                "steps": [s.to_dict() for s in self.steps]}
+                "steps": [s.to_dict() for s in self.steps], "candidates": [s.to_dict() for s in self.candidates]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Series:
         return cls(SeriesKey(**d["key"]), [Level(**lv) for lv in d.get("levels") or []],
-                   [Step.from_dict(s) for s in d.get("steps") or []], float(d.get("min_effect", 0.05)))
+                   [Step.from_dict(s) for s in d.get("steps") or []], float(d.get("min_effect", 0.05)),
+                   [Step.from_dict(s) for s in d.get("candidates") or []])
 
 
 @dataclass

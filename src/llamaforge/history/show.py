@@ -22,6 +22,13 @@ def step_line(series: Series, st: Step) -> str:
                 f"{signed_pct(r.get('high') or 1.0)}], {r.get('verdict')}): drift or noise, not a change")
     elif st.culprit:
         tail = f" → {st.culprit[:9]} {st.culprit_subject or ''}".rstrip()
+        if st.confirmation and st.confirmation.get("line"):
+            tail += f" (confirmed: {st.confirmation['line']})"
+    elif st.status == "undecided" and (st.confirmation or {}).get("line"):
+        tail = f" → {st.confirmation['line']}: no commit named"
+    elif st.status == "unconfirmed":
+        tail = (f" → the change lies in {st.before[:9]}..{st.after[:9]}, not yet re-measured against each other "
+                "(history.run --bisect confirms it)")
     elif st.bisect_status:
         tail = f" → bisect {st.bisect_status}" + (f": {st.bisect_note}" if st.bisect_note else "")
     else:

@@ -181,6 +181,22 @@ def _holm_adjusted(ps: Sequence[float]) -> list[float]:
     return out
 
 
+def candidates(levels: Sequence[Starts], found: Sequence[Boundary], *, min_effect: float = MIN_EFFECT,
+               alpha: float = ALPHA) -> list[Boundary]:
+    """The boundaries stage 1 proposes that stage 2 could not confirm from these levels (``found``: the
+    confirmed ones), each judged segment against segment between its neighbours among all of them. A
+    candidate is not a step: it is what a **fresh re-measurement** of its two commits may confirm
+    (``llamaforge.bisect.confirm``) — selected by looking at these data, it is tested on new ones, so no
+    positions penalty applies to that test. Its ``p_adjusted`` is 1 (not shown here)."""
+    if len(levels) < 2:
+        return []
+    xs = [np.asarray(s.log_centres, dtype=float) for s in levels]
+    have = {b.index for b in found}
+    cps = sorted(set(propose(xs, median_var(xs))) | have)
+    return [Boundary(c, j, p, 1.0, sb, sa, "proposed, not confirmed by these levels: re-measure to decide")
+            for c, j, p, sb, sa in _judge_all(levels, cps, min_effect, alpha) if c not in have]
+
+
 def steps(levels: Sequence[Starts], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> list[Boundary]:
     """The confirmed steps of a series of commits given as their starts (commits without starts must be
     left out by the caller)."""

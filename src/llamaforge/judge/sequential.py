@@ -124,9 +124,10 @@ def pair(draw_a: Draw, draw_b: Draw, policy: Policy, *, min_effect: float = MIN_
     the run). ``start``: continue an earlier run (its starts count). ``settled(run, judgement)``: a stricter
     rule of when the run is done (bisect's culprit check also asks a rank test), instead of "not inconclusive".
 
-    An open verdict that would need more than :data:`.needs.FUTILITY` × the maximum starts to settle
-    (:attr:`Judgement.needs`) stops now, unresolved, with that number in :attr:`PairRun.reason`: the starts
-    left cannot settle it (stopping for futility makes no verdict more likely, so α is kept)."""
+    An open verdict that, from half the maximum starts on, would need more than :data:`.needs.FUTILITY` × the
+    maximum to settle (:meth:`.needs.Needs.futile`, read hopefully) stops there, unresolved, with what it would
+    need in :attr:`PairRun.reason`: the starts left cannot settle it (stopping for futility makes no verdict more
+    likely, so α is kept; not before half the budget, where the measured ratio is too rough a guide)."""
     run = start or PairRun()
     rnd = min(run.k)
     while True:
@@ -138,8 +139,7 @@ def pair(draw_a: Draw, draw_b: Draw, policy: Policy, *, min_effect: float = MIN_
             if done:
                 run.status, run.reason = RESOLVED, f"settled at K={min(run.k)}"
                 return run
-            if min(run.k) < policy.max_starts and ja.verdict == INCONCLUSIVE and ja.needs is not None \
-                    and ja.needs.beyond(policy.max_starts):
+            if _futile(ja, min(run.k), policy):
                 run.status = UNRESOLVED
                 run.reason = (f"inconclusive at K={min(run.k)}: {ja.needs.text()}, beyond what --max-launches "
                               f"{policy.max_starts} allows")
@@ -157,6 +157,13 @@ def pair(draw_a: Draw, draw_b: Draw, policy: Policy, *, min_effect: float = MIN_
                 return run
             (run.a if side == "A" else run.b).append(vals)
         rnd += 1
+
+
+def _futile(j: Judgement, k: int, policy: Policy) -> bool:
+    """An inconclusive verdict at ``k`` starts a side (at least half of, and below, the maximum) that even a
+    hopeful reading would not settle within :data:`.needs.FUTILITY` × the maximum (:meth:`.needs.Needs.futile`)."""
+    return (2 * k >= policy.max_starts and k < policy.max_starts and j.verdict == INCONCLUSIVE
+            and j.needs is not None and j.needs.futile(policy.max_starts))
 
 
 def _open(j: Judgement, policy: Policy, need_precision: bool) -> bool:

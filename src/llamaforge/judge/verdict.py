@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from . import wording
 from .estimate import CONFIDENCE, Estimate, estimate, t_quantile
@@ -56,8 +57,24 @@ class Judgement:
     assumed: str | None = None      # the spread assumption when a side has < 3 starts
     adjusted: str | None = None     # "Holm over 30 comparisons" when the verdict was made in a family
     alpha: float = ALPHA
-    #: inconclusive only: the starts per side that would likely settle it at the measured spread (:mod:`.needs`)
-    needs: Needs | None = None
+    #: the per-start variances (log) of the two sides, summed: what :attr:`needs` is computed from
+    s2: float | None = None
+
+    @cached_property
+    def needs(self) -> Needs | None:
+        """Inconclusive only: the starts per side that would likely settle it at the measured spread
+        (:mod:`.needs`; computed when first asked: most verdicts judged are never printed)."""
+        if self.verdict != INCONCLUSIVE:
+            return None
+        if self.s2 is not None:
+            sd = math.sqrt(self.s2 / 2)
+        elif self.high > self.low > 0:       # made inconclusive in a family: the spread behind its interval
+            se = (math.log(self.high) - math.log(self.low)) / (2 * t_quantile(self.df, 1 - self.alpha))
+            sd = se * math.sqrt(1 / (1 / self.a.k + 1 / self.b.k))
+        else:
+            return None
+        return starts_to_resolve(math.log(self.ratio), sd, sd, min_effect=self.min_effect, alpha=self.alpha,
+                                 k_now=max(self.a.k, self.b.k))
 
     @property
     def small(self) -> bool:
@@ -189,12 +206,8 @@ def judge(a: Starts | Sequence[Sequence[float]], b: Starts | Sequence[Sequence[f
         df = min(df, *(x for x in (dfa, dfb) if x))
     low, high, verdict, p_diff, p_same = _decide(d, se, df, alpha, min_effect)
     assumed = "; ".join(dict.fromkeys(x for x in (asa, asb) if x)) or None
-    needs = None
-    if verdict == INCONCLUSIVE:
-        needs = starts_to_resolve(d, math.sqrt(va * sa.k), math.sqrt(vb * sb.k), min_effect=min_effect, alpha=alpha,
-                                  k_now=max(sa.k, sb.k))
     return Judgement(ea, eb, math.exp(d), math.exp(low), math.exp(high), verdict, min_effect, p_diff, p_same, df,
-                     assumed, None, alpha, needs)
+                     assumed, None, alpha, va * sa.k + vb * sb.k)
 
 
 def assumptions_note(judgements: Sequence[Judgement | None]) -> str | None:
@@ -208,16 +221,9 @@ def assumptions_note(judgements: Sequence[Judgement | None]) -> str | None:
 
 
 def with_verdict(j: Judgement, verdict: str, adjusted: str) -> Judgement:
-    """``j`` with the verdict a family gave it; one made inconclusive there gets its :attr:`Judgement.needs`
-    (from the spread behind its interval, at its own α: the family's adjustment would ask a little more)."""
-    needs = j.needs
-    if verdict == INCONCLUSIVE and needs is None and j.high > j.low > 0:
-        se = (math.log(j.high) - math.log(j.low)) / (2 * t_quantile(j.df, 1 - j.alpha))
-        k_eff = 2 / (1 / j.a.k + 1 / j.b.k)
-        sd = se * math.sqrt(k_eff / 2)
-        needs = starts_to_resolve(math.log(j.ratio), sd, sd, min_effect=j.min_effect, alpha=j.alpha,
-                                  k_now=max(j.a.k, j.b.k))
-    return replace(j, verdict=verdict, adjusted=adjusted, needs=needs)
+    """``j`` with the verdict a family gave it (its :attr:`Judgement.needs` at its own α: the family's
+    adjustment would ask a little more)."""
+    return replace(j, verdict=verdict, adjusted=adjusted)
 
 
 __all__ = ["ALPHA", "CONFIDENCE", "DIFFERS", "INCONCLUSIVE", "MIN_EFFECT", "SAME", "Judgement", "assumptions_note",
