@@ -102,10 +102,16 @@ def test_compare_measures_interleaved_and_calls_tg_worse_pp_unchanged(paths, mon
         assert tg["comparison"]["verdict"] == "differs" and verdict_word(tg["comparison"]) == "worse"
         assert tg["comparison"]["ratio"] == pytest.approx(0.8, rel=0.03) and tg["comparison"]["high"] < 0.95
         assert (tg["A"]["k"], tg["A"]["n_requests"], tg["A"]["shape"]) == (4, 24, "4×6")   # 4 starts × 6 requests
-        assert tg["comparison"]["adjusted"] == "Holm over 4 comparisons"
+        assert tg["comparison"]["adjusted"] == "Holm, 4 comparisons"
+        from llamaforge.judge import judge as judge_one
+        from llamaforge.judge.family import control
+        alone = judge_one(*(_starts_of(store, run_id, side, 0, "tg_tps") for side in "AB"))
+        held = control([alone])[0]       # the 95 % interval alone: the one stored is wider, at Holm's level
+        assert tg["comparison"]["low"] < held.low and tg["comparison"]["high"] > held.high
         assert rows[(0, "pp")]["comparison"]["verdict"] == "same"   # +0.3 %: within the ±5 % margin
         assert [p.verdict for p in store.probes(run_id)] == ["A", "B"]
         md = compare_kind.lead(store, run)
+        assert "B/A [CI: Holm, 4 comparisons]" in md and "each at the level Holm's step-down tested it at" in md
         assert "**− worse**" in md and "= same" in md and "| 2 | tg |" in md and "4×6" in md
         table = compare_table(run)
         assert table.row_count == 4
@@ -141,3 +147,9 @@ def test_requests_of_one_server_are_not_independent_samples(paths, monkeypatch) 
     c = tg["comparison"]
     assert (c["a"]["k"], c["b"]["k"], c["a"]["n_requests"]) == (3, 3, 18) and tg["A"]["shape"] == "3×6"
     assert c["verdict"] == "inconclusive" and c["low"] < 0.95 < 1.05 < c["high"]
+
+
+def _starts_of(store, run_id, side, ncmoe, field):
+    """One side's values per server start at a point (what the judge is given)."""
+    return [g for p in sorted(store.points(run_id), key=lambda q: q.label)
+            if p.label.startswith(side + ".") and p.ncmoe == ncmoe for g in p.launch_groups(field) if g]

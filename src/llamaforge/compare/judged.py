@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..findings.comparison import verdict_word
-from ..judge import INCONCLUSIVE, Policy, Starts, control, estimate, judge
+from ..judge import INCONCLUSIVE, Policy, Starts, estimate, judge
+from ..judge.adjusted import controlled
 from ..judge.wording import is_far, ratio_text
 from ..metrics import FIELDS
 from ..records import CompareSummary
@@ -46,7 +47,8 @@ def comparisons(store: Store, run_id: str, min_effect: float = 0.05, *, alpha: f
 def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: float = 0.05, *,
                   alpha: float | None = None) -> list[dict]:
     """Per point (ncmoe, ngl) and metric: the two sides' estimates and the judge's verdict on B relative to A,
-    with Holm's method over every point and metric (each side's server starts are its replicates)."""
+    with Holm's method over every point and metric (each side's server starts are its replicates); the interval
+    kept is the one the verdict used, at the level Holm tested it at, named in ``adjusted``."""
     keys = sorted({(p.ncmoe, p.ngl) for p in [*pts_a, *pts_b]})
     cells = []
     for ncmoe, ngl in keys:
@@ -54,7 +56,7 @@ def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: fl
             ga, gb = _groups(pts_a, ncmoe, ngl, fname), _groups(pts_b, ncmoe, ngl, fname)
             kw = {"alpha": alpha} if alpha is not None else {}
             cells.append((ncmoe, ngl, metric, ga, gb, judge(ga, gb, min_effect=min_effect, **kw)))
-    judged = control([c[5] for c in cells])
+    judged = controlled([c[5] for c in cells])   # each interval the one its verdict used (Holm's level)
     return [{"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
              "comparison": j.to_dict() if j else None}
             for (ncmoe, ngl, metric, ga, gb, _j), j in zip(cells, judged, strict=True)]

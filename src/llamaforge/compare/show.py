@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..console import console, esc, notice
-from ..findings.comparison import compare_note, fmt_cmp, fmt_side
+from ..findings.comparison import ci_header, compare_note, fmt_cmp, fmt_side
 from ..records import CompareSection, CompareSide, CompareSummary
 from ..store import Run, Store
 
@@ -16,12 +16,13 @@ _VERDICT = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "sam
 
 
 def compare_table(run: Run) -> Table:
-    """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A, p, mark)."""
+    """The rich table of a stored compare run (medians with 95 % CI and n, ratio B/A with the interval its verdict
+    used, p, mark)."""
     c = run.plan.compare or CompareSection()
     a, b = c.a or CompareSide(), c.b or CompareSide()
     t = Table(title=esc(f"compare {run.id}: A = {a.text()} vs B = {b.text()}"))
-    for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)", "B/A [95 % CI]",
-                "p (starts)", "verdict"):
+    for col in ("ncmoe", "metric", "A t/s (starts×req)", "B t/s (starts×req)",
+                ci_header(run.summary_as(CompareSummary)), "p (starts)", "verdict"):
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for r in run.summary_as(CompareSummary).comparisons:
         ratio, p, verdict = fmt_cmp(r["comparison"])

@@ -57,13 +57,32 @@ def _ratio(ratio: float, low: float, high: float, interval: str = "ci") -> str:
     return ratio_text(ratio, low, high, interval=interval, decimals=3, unit="")
 
 
+def adjustment(s: CompareSummary) -> str | None:
+    """The adjustment the stored intervals were made at (``Holm, 4 comparisons``), or None: a run stored before
+    intervals were kept at Holm's level (or a family of one) shows 95 % intervals."""
+    for r in s.comparisons:
+        a = (r.get("comparison") or {}).get("adjusted")
+        if a:
+            return str(a)
+    return None
+
+
+def ci_header(s: CompareSummary) -> str:
+    """The ratio column's name: the interval the verdicts used (``B/A [CI: Holm, 4 comparisons]``)."""
+    a = adjustment(s)
+    return f"B/A [CI: {a}]" if a else "B/A [95 % CI]"
+
+
 def compare_note(s: CompareSummary) -> str:
     """How a compare run's verdicts were reached, in one paragraph (terminal and report)."""
     e = float(s.min_effect if s.min_effect is not None else 0.05)
+    a = adjustment(s)
+    ci = (f"with the CI its verdict used ({a}: each at the level Holm's step-down tested it at, wider than 95 %)"
+          if a else "with its 95 % CI")
     launches = s.launches
     how = (f"--launches auto: rounds added while a verdict was open, up to {launches.get('max_launches')} starts per "
            "side, each look at α/2" if isinstance(launches, dict) else f"{launches or 'fixed'} server start(s) per side")
     return (f"Judged on server starts (requests of one start are not independent): B/A of the start-level centres "
-            f"with its 95 % CI; same = the CI lies within ±{e:.0%}, better/worse = it lies outside, inconclusive = it "
+            f"{ci}; same = the CI lies within ±{e:.0%}, better/worse = it lies outside, inconclusive = it "
             f"spans both; Holm's method over all points and metrics; {how}. With fewer than 3 starts a side, no CI or "
             "p-value: the range of start ratios, and the verdict assumes a between-start spread.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...findings.comparison import compare_note, fmt_cmp, fmt_side
+from ...findings.comparison import ci_header, compare_note, fmt_cmp, fmt_side
 from ...mdtext import md_code, md_text
 from ...records import CompareSection, CompareSide, CompareSummary
 from ...store import Run, Store
@@ -33,7 +33,7 @@ def lead(store: Store, run: Run) -> str:
             f"requests per server start, launches {md_text(c.rounds)} ({md_text(c.interleave or 'interleaved')}), "
             f"minimum effect {float(s.min_effect if s.min_effect is not None else 0.05):.0%}", "",
             "| ncmoe | metric | A t/s (starts×requests) | B t/s (starts×requests) "
-            "| B/A [95 % CI] | p (on starts) | verdict |",
+            f"| {ci_header(s)} | p (on starts) | verdict |",
             "|---:|---|---:|---:|---:|---:|---|"]
     for r in s.comparisons:
         ratio, p, verdict = fmt_cmp(r["comparison"])
