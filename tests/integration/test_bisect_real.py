@@ -118,6 +118,8 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
     assert res.endpoints["verdict"] == "differs" and res.endpoints["ratio"] < 0.8
     c = run.summary.culprit
     assert c["confirmed"] and c["good"] == fx.commits[SLOW_INDEX - 1] and c["judgement"]["high"] < 0.95
+    # the confirmation (bisect/confirm.py, issue 41): fresh starts of the commit and its parent, ABBA
+    assert c["status"] == "confirmed" and c["order"].startswith("ABBA") and min(c["k"]) >= 3 and "ABBA" in c["line"]
     assert all(p.k >= 3 for p in res.probes if p.verdict != "skip")
     # quieter starts recorded: physical cores, and the scheduling options this llama-bench has
     quiet = run.plan.bisect.quiet
