@@ -240,3 +240,19 @@ def test_the_index_and_the_ratio_page_render_without_console_messages(site, tmp_
     assert ratios.console == [], ratios.console
     assert trace_points(ratios.dom, "ratio") == len(h.ratios[0].rows)
     assert "<img" not in index.dom + ratios.dom
+
+
+def test_a_steps_confirmation_is_said_on_the_site_and_an_unconfirmed_one_names_no_commit():
+    from llamaforge.history.site import _step_view
+
+    rng = random.Random(41)
+    s = Series(SeriesKey("m", "cpu", "tiny", "ncmoe=0", "tg", "server"), _levels(rng, [100, 100, 80, 80], [3] * 4))
+    a, b = s.levels[1], s.levels[2]
+    line = "tg −20 % [−24, −16] against its parent, 5+5 fresh starts interleaved (ABBA)"
+    confirmed = Step(a.sha, b.sha, 0.8, 0.76, 0.84, 1e-5, 1e-4, 6, 6, culprit=b.sha,
+                     confirmation={"status": "confirmed", "line": line})
+    view = _step_view(confirmed, s, {})
+    assert view["culprit"] == b.sha and f"confirmed: {line}" in view["bisect_status"]
+    unconfirmed = Step(a.sha, b.sha, 0.8, 0.76, 0.84, 1e-5, 1e-4, 6, 6)       # adjacent, never re-measured
+    view = _step_view(unconfirmed, s, {})
+    assert view["culprit"] is None and view["bisect_status"].startswith("unconfirmed")

@@ -191,7 +191,9 @@ def _step_view(st: Step, s: Series, where: dict[str, dict[str, Any]]) -> dict[st
         "culprit_subject": st.culprit_subject or "",
         "bisect_status": st.status + (f" (bisect: {st.bisect_status})" if st.bisect_status else "")
         + (f"; re-measured interleaved: {_pct(st.remeasured.get('ratio') or 1.0)} % {st.remeasured.get('verdict')}"
-           if st.remeasured else ""),
+           if st.remeasured else "")
+        + (f"; {(st.confirmation or {}).get('status')}: {st.confirmation['line']}"
+           if (st.confirmation or {}).get("line") else ""),
         "bisect_note": st.bisect_note or "", "bisect_run": st.bisect_run or "",
     }
 
