@@ -25,6 +25,7 @@ llamaforge's one error line and exits 2, under ``inv`` and the ``llamaforge`` pr
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -106,7 +107,7 @@ def install() -> None:
     machine.handle = patched_handle
     machine.complete_context = patched_complete_context
     machine.see_value = _cast_or_refuse(machine.see_value, lambda self: self.flag)
-    machine.see_positional_arg = _cast_or_refuse(machine.see_positional_arg, _next_positional)
+    machine.see_positional_arg = _refuse_option_like(_cast_or_refuse(machine.see_positional_arg, _next_positional))
     machine._llamaforge_help_fix = True
 
 
@@ -114,11 +115,37 @@ def _next_positional(machine: Any) -> Any:
     return next((a for a in machine.context.positional_args if a.value is None), None)
 
 
+def _refuse_option_like(method: Any) -> Any:
+    """A positional value that looks like an option (``model.twin -m``: ``-m`` taken as the source file, then
+    "no model file at -m") is refused in one line saying so."""
+
+    def patched(self: Any, value: Any) -> None:
+        if isinstance(value, str) and len(value) > 1 and value.startswith("-") and not _NUMBER.fullmatch(value):
+            from .console import print_error
+            from .errors import ConfigError
+
+            arg = _next_positional(self)
+            name = max(getattr(arg, "names", None) or ("value",), key=len).replace("_", "-")
+            task = getattr(self.context, "name", None) or "the task"
+            print_error(ConfigError(f"{task}: {value!r} looks like an option, not the {name.upper()} it expects (no such option)",
+                                    f"see `llamaforge {task} --help` for its options; a file whose name starts "
+                                    f"with '-': write ./{value}"))
+            sys.exit(ERROR_EXIT.get(task, 2))
+        method(self, value)
+
+    return patched
+
+
+_NUMBER = re.compile(r"-[0-9][0-9.e_]*")
+
+
 def _cast_or_refuse(method: Any, argument: Any) -> Any:
     """``method(machine, value)``, with a value Invoke cannot cast to the option's type refused in one line."""
 
     def patched(self: Any, value: Any) -> None:
         arg = argument(self)
+        if getattr(arg, "kind", None) in (int, float) and isinstance(value, str) and not value.isascii():
+            refuse_value(arg, value, ERROR_EXIT.get(getattr(self.context, "name", None) or "", 2))   # int("３") is 3
         try:
             method(self, value)
         except ValueError:

@@ -46,6 +46,8 @@ def as_int(value: Any, what: str, *, minimum: int | None = None, maximum: int | 
     need = "a whole number" + (f" {rng}" if rng else "")
     if isinstance(value, bool):
         raise ConfigError(f"{what} {value!r} is not a whole number", _fix(what, need, example))
+    if not isinstance(value, int) and not str(value).isascii():     # int("３") is 3: a full-width digit is no number here
+        raise ConfigError(f"{what} {value!r} is not a whole number (ASCII digits only)", _fix(what, need, example))
     try:
         n = value if isinstance(value, int) else int(str(value).strip().replace("_", ""), 10)
     except ValueError:
@@ -57,14 +59,19 @@ def as_int(value: Any, what: str, *, minimum: int | None = None, maximum: int | 
 
 
 def as_float(value: Any, what: str, *, minimum: float | None = None, positive: bool = False,
-             example: str | None = None) -> float:
+             example: str | None = None, maximum: float | None = None) -> float:
     """``value`` as a finite float (``> 0`` with ``positive``, ``≥ minimum``), or a ConfigError with the fix."""
     need = "a number > 0" if positive else (f"a number ≥ {minimum:g}" if minimum is not None else "a number")
+    if maximum is not None:
+        need += f" and ≤ {maximum:g}"
+    if not isinstance(value, int | float) and not str(value).isascii():
+        raise ConfigError(f"{what} {value!r} is not a number (ASCII digits only)", _fix(what, need, example))
     try:
         x = float(str(value).strip())
     except ValueError:
         raise ConfigError(f"{what} {value!r} is not a number", _fix(what, need, example)) from None
-    if not math.isfinite(x) or (positive and x <= 0) or (minimum is not None and x < minimum):
+    if not math.isfinite(x) or (positive and x <= 0) or (minimum is not None and x < minimum) or \
+            (maximum is not None and x > maximum):
         raise ConfigError(f"{what} {value!r} is out of range", _fix(what, need, example))
     return x
 
@@ -87,6 +94,9 @@ def parse_effect(value: Any, *, option: str = "--min-effect", default: float = 0
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
     text = str(value).strip()
+    if not text.isascii():
+        raise ConfigError(f"{option} {value!r} is not a number (ASCII digits only)",
+                          f"give a fraction or a percent, e.g. {option} 0.05 or {option} 5%")
     percent = text.endswith("%")
     try:
         v = float(text[:-1].strip() if percent else text)

@@ -359,3 +359,72 @@ def test_the_shipped_pins_still_parse():
     from llamaforge.paths import shipped_pins_file
 
     assert load_pins(shipped_pins_file()).pins
+
+
+# ---- Misleading answers (7 of 372 inputs) and the BrokenPipe of `--help | head` -------------------------
+
+@pytest.fixture
+def cli_ws(tmp_path, monkeypatch):
+    import shutil
+
+    from models_fake import tiny_moe_gguf
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "pins.toml", tmp_path / "pins.toml")
+    (tmp_path / "results").mkdir()
+    for k, v in {"LLAMAFORGE_WORKSPACE": tmp_path, "LLAMAFORGE_RESULTS": tmp_path / "results",
+                 "LLAMAFORGE_CACHE": tmp_path / "cache", "LLAMAFORGE_BUILD_ROOT": tmp_path / "builds"}.items():
+        monkeypatch.setenv(k, str(v))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, str(tiny_moe_gguf(tmp_path / "tiny.gguf"))
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["model.twin", "-m"], "'-m' looks like an option"),
+    (["model.twin", "--src", "{gguf}", "-m"], "'-m' looks like an option"),
+    (["model.twin", "--src", "{gguf}", "--out", "-m"], "--out '-m' looks like an option"),
+    (["bench", "--model", "{gguf}", "--repeats", "３"], "--repeats '３' is not a whole number"),
+    (["bench", "--model", "{gguf}", "--ncmoe", "１:３"], "bad --ncmoe range '１:３'"),
+    (["bench", "--model", "{gguf}", "--ngl", "٣"], "bad --ngl value '٣'"),
+    (["compare", "--base", "default", "--min-effect", "５%"], "--min-effect '５%' is not a number"),
+    (["bench", "--model", "{gguf}", "--vram-budget", "1e6"], "--vram-budget '1e6' is out of range"),
+    (["bench", "--model", "{gguf}", "--depths", "-5"], "--depths values must be ≥ 0"),
+    (["bench", "--model", "{gguf}", "--ngl", "1,1,1"], "--ngl 1,1,1 names 1 more than once"),
+    (["bench", "--model", "{gguf}", "--ncmoe", "0:2,2"], "--ncmoe 0:2,2 names 2 more than once"),
+    (["bench", "--ncmoe", "5:1"], "bad --ncmoe range '5:1': the end is before the start"),
+    (["bench", "--ngl", "0:99999999999"], "goes beyond the largest --ngl accepted"),
+    (["fitmap", "--ncmoe", "5:1"], "bad --ncmoe range '5:1'"),
+], ids=lambda v: "-".join(v) if isinstance(v, list) else None)
+def test_a_misleading_answer_is_now_one_clear_line(cli_ws, argv, said):
+    from test_cli_battery import run_cli
+
+    _ws, gguf = cli_ws
+    code, out, err = run_cli([a.replace("{gguf}", gguf) for a in argv])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert said in lines[0], lines[0]
+    assert not (_ws / "-m").exists()
+
+
+def test_an_upper_case_https_scheme_is_a_url(cli_ws, monkeypatch):
+    """``HTTPS://`` is ``https://`` (RFC 3986: schemes are case-insensitive): it is downloaded, not "no model"."""
+    from llamaforge.models import refs
+    from llamaforge.paths import Paths
+
+    seen = []
+    monkeypatch.setattr(refs, "download", lambda url, dest, **kw: seen.append(url) or dest)
+    monkeypatch.setattr(refs, "_cached_or_fetch", lambda dest, sha, ref, url, fetch: fetch(sha))
+    for ref in ("HTTPS://example.org/m.gguf", "Https://example.org/m.gguf", "HTTP://example.org/m.gguf#sha256=" + "a" * 64):
+        refs.resolve_model(ref, Paths.discover() if hasattr(Paths, "discover") else __import__(
+            "llamaforge.commands._common", fromlist=["paths"]).paths())
+    assert [u.split("://")[0] for u in seen] == ["https", "https", "http"]
+    assert seen[0] == "https://example.org/m.gguf"
+
+
+def test_help_piped_into_head_ends_quietly():
+    """``llamaforge --help | head -1`` ended in a BrokenPipeError traceback (fixed in issue 40; kept here)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(f"{sys.executable} -m llamaforge --help | head -1", shell=True, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert r.stdout.strip() and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr

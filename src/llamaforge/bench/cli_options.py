@@ -92,7 +92,7 @@ def _int(o: Option, v: Any) -> int:
 
 
 def _float(o: Option, v: Any) -> float:
-    return as_float(v, o.flag, positive=True, example=o.example)
+    return as_float(v, o.flag, positive=True, example=o.example, maximum=o.maximum)
 
 
 def _launches(o: Option, v: Any) -> str | int | LaunchOptions:
@@ -192,7 +192,7 @@ _ROWS = [
     _row("n_predict", "tokens generated per request (default 128; the seed used 6144 — see the docs)", _int,
          default=128, minimum=1, maximum=10_000_000, host=True),
     _row("vram_budget", "emulate a smaller card: GiB of VRAM to leave usable per device (needs NVML)", _float,
-         host=True),
+         maximum=4096, example="--vram-budget 24", host=True),
     _row("fitt", "llama.cpp's -fitt margin in MiB per device (default: llama.cpp's 1024)", _int, minimum=0, host=True),
     _row("extra", "extra llama-server / llama-bench arguments, e.g. \"-fa on\"", _extra, host=True),
     _row("resume", "continue run RUN (id, name or unique id prefix): measure only its missing launches (same order)"),

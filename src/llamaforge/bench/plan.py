@@ -123,7 +123,7 @@ def check_plan(plan: Plan) -> Plan:
 
 # ------------------------------------------------------------------------------ parsing options
 
-_INT = r"-?\d+"
+_INT = r"-?[0-9]+"     # ASCII digits only: "３" (full-width) is no number here
 MAX_VALUE = 100_000   # no option takes a layer/depth/ctx value beyond this when the model does not bound it
 MAX_POINTS = 4096     # values per option: a sweep of more points is a typo, not a plan
 
@@ -164,7 +164,7 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
                 raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
             bounded(part, a, b, step)
             values.extend(range(a, b + 1, step))
-        elif re.fullmatch(r"\d+-\d+", part):
+        elif re.fullmatch(r"[0-9]+-[0-9]+", part):
             a, b = (int(x) for x in part.split("-"))
             if b < a:
                 raise BenchError(f"bad {what} range {part!r}: the end is before the start", fix)
@@ -176,9 +176,14 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
         else:
             raise BenchError(f"bad {what} value {part!r}", fix)
     out = sorted(set(values))
+    if len(out) < len(values):    # "1,1,1" measured one point three times over
+        seen: set[int] = set()
+        dup = next(v for v in values if v in seen or seen.add(v))    # type: ignore[func-returns-value]
+        raise BenchError(f"{what} {spec} names {dup} more than once", f"give each value once, e.g. {what} "
+                         + ",".join(str(v) for v in out[:4]))
     if len(out) > MAX_POINTS:
         raise BenchError(f"{what} {spec} has {len(out)} values", f"give at most {MAX_POINTS} values in 0..{hi}")
-    if what == "--ncmoe" and out and out[0] < 0:
+    if what != "--ngl" and out and out[0] < 0:     # -ngl -1 is llama.cpp's "all layers"; nothing else is negative
         raise BenchError(f"{what} values must be ≥ 0 (got {out[0]})", fix)
     if upper is not None and out and out[-1] > upper:
         raise BenchError(f"{what} {spec} goes beyond the model's {upper} layers (largest value {out[-1]})",

@@ -32,7 +32,16 @@ from .autosweep import auto_axis, resume_auto, run_auto
 from .cli_options import BenchOptions
 from .external import external_build
 from .fitmap import run_fitmap
-from .plan import FitOptions, Plan, Timeouts, make_plan, make_points, read_facts, resolve_model
+from .plan import (
+    FitOptions,
+    Plan,
+    Timeouts,
+    make_plan,
+    make_points,
+    parse_int_list,
+    read_facts,
+    resolve_model,
+)
 from .stored import local_builds, stored_plan
 from .sweep import run_sweep
 
@@ -58,11 +67,20 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
                      seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
 
 
+def check_ranges(o: BenchOptions) -> None:
+    """``--ncmoe`` / ``--ngl`` as written (a reversed or huge range), before anything says the model is missing:
+    the model bounds them again once it is read."""
+    for what, spec in (("--ncmoe", o.ncmoe), ("--ngl", o.ngl)):
+        if spec is not None and str(spec).strip() and str(spec).strip().lower() != "auto":
+            parse_int_list(str(spec), what=what)
+
+
 def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str:
     """``bench``: measure the sweep ``o`` asks for (or continue ``o.resume``) into ``store``; the run id."""
     if o.resume:
         return _resume(p, store, o)
     if not o.model:
+        check_ranges(o)      # a reversed or huge range is said first, not hidden behind the missing model
         raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
     auto = _auto_options(o)
     variant_builds = _variant_builds(p, o, auto)

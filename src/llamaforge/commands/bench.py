@@ -96,6 +96,9 @@ def fitmap(c, model=None, backends="cpu", pins=None, ncmoe=None, ngl=None, vram_
 
     options = bench_options(**task_values("fitmap", locals()), repeats=1, launches=1)
     if not model:      # before the store is opened (or created)
+        from ..bench.start import check_ranges
+
+        check_ranges(options)    # a reversed or huge range is said first, not hidden behind the missing model
         raise BenchError("no model given", "pass --model PATH")
     p = paths()
     with Store(p.store_db) as store:

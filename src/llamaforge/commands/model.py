@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..console import console, esc
 from ..console import info as say
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from ..models import gguf_info, presets
 from ..models.limits import SYNTH_MAX_LAYERS
 from ..models.refs import download_record, resolve_model
@@ -164,10 +164,19 @@ def synth(c, preset, mix="q4_k_m", out=None, seed=0, type_override=None, layers=
          f"in {r.seconds:.1f} s ({r.gib_per_s:.2f} GiB/s)")
 
 
+def _not_option_like(*pairs: tuple[str, object]) -> None:
+    """``--out -m`` wrote a file named ``-m``: a file value that looks like an option is refused in one line."""
+    for flag, value in pairs:
+        if isinstance(value, str) and len(value) > 1 and value.startswith("-"):
+            raise ConfigError(f"{flag} {value!r} looks like an option, not a file name",
+                              f"give {flag} a file; a file whose name starts with '-': {flag} ./{value}")
+
+
 @lf_task(help={"src": "a GGUF file (only its header is read)", "out": "output file",
                "seed": "random seed", "force": "overwrite an existing output file"})
 def twin(c, src, out, seed=0, force=False):
     """Write a synthetic twin of a GGUF: same metadata, tensors, shapes and types; random data."""
+    _not_option_like(("--src", src), ("--out", out))
     r = twin_model(Path(src), Path(out), seed=as_int(seed, "--seed", minimum=0, maximum=SEED_MAX), overwrite=force)
     say(f"wrote [bold]{esc(r.path)}[/]: {_gib(r.file_bytes)}, {r.tensor_count} tensors, {r.params / 1e9:.2f} B params "
          f"in {r.seconds:.1f} s")

@@ -39,6 +39,12 @@ from .vocab import find_vocab_dir
 SCHEMES = ("synth:", "hf:", "pypi:", "https://", "http://")
 
 
+def lower_scheme(ref: str) -> str:
+    """``HTTPS://host/x`` → ``https://host/x``: URL schemes are case-insensitive (RFC 3986, 3.1); the rest is kept."""
+    head, sep, rest = ref.partition("://")
+    return head.lower() + sep + rest if sep and head.lower() in ("https", "http") else ref
+
+
 def split_hash(ref: str) -> tuple[str, str | None]:
     """``URL#sha256=HEX`` -> (URL, HEX)."""
     base, sep, frag = ref.partition("#")
@@ -131,7 +137,7 @@ def _resolve_hf(ref: str, paths: Paths, progress: bool) -> Path:
 
 def resolve_model(ref: str, paths: Paths, *, vocab_dir: Path | None = None, progress: bool = True) -> Path:
     """Turn a model reference into a local GGUF path, generating or downloading it if needed."""
-    ref = str(ref).strip()
+    ref = lower_scheme(str(ref).strip())
     if ref.startswith("synth:"):
         parts = ref[len("synth:"):].split(":")
         if not parts[0] or len(parts) > 2:
