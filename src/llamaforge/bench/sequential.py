@@ -2,7 +2,7 @@
 
 After the plan's first K starts per point (3), each round asks the judge (:func:`llamaforge.judge.point_stop`)
 which points still need a start: a point whose 95 % CI is wider than ``--precision``, or that takes part
-in an inconclusive comparison the run's conclusions need — the same point on two builds (CUDA vs
+in an inconclusive comparison the run's conclusions need, and that more starts could settle — the same point on two builds (CUDA vs
 Vulkan at ncmoe 0), judged at the per-look α of :class:`~llamaforge.judge.Policy`. Those points get one
 more start each, interleaved (:func:`~.sweep.measure_points` over just them); the others stop. At
 ``--max-launches`` an open point stops **unresolved**. Every point records where and why it stopped
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from ..findings.labels import is_sentinel
 from ..judge import INCONCLUSIVE, Policy, Starts, estimate, judge, point_stop
-from ..judge.sequential import Stop
+from ..judge.sequential import UNRESOLVED, Stop
 from ..metrics import FIELDS, pick_test
 from ..store import Point, Store
 from ..variants.build import series_label
@@ -51,9 +51,13 @@ def _point_of(items: Sequence[Item], points: Sequence[Point]) -> dict[int, Point
 
 
 def open_comparisons(items: Sequence[Item], have: dict[int, Point], policy: Policy,
-                     min_effect: float) -> dict[int, list[str]]:
-    """Per item: the inconclusive comparisons it takes part in (the same point and engine on two builds)."""
+                     min_effect: float) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """Per item: the inconclusive comparisons it takes part in (the same point and engine on two builds) that
+    more starts could still settle: one whose verdict would need far more starts than ``--max-launches`` allows
+    even if the truth were a standard error kinder than measured (:meth:`llamaforge.judge.needs.Needs.futile`)
+    holds no point open; it is said in the point's stop as what it would need. Returns (open, beyond the budget)."""
     out: dict[int, list[str]] = {}
+    futile: dict[int, list[str]] = {}
     groups: dict[tuple, list[int]] = {}
     for i, (_b, spec, e) in enumerate(items):
         if i in have and have[i].status == "ok":
@@ -66,9 +70,14 @@ def open_comparisons(items: Sequence[Item], have: dict[int, Point], policy: Poli
                                alpha=policy.look_alpha)
                     if jd is not None and jd.verdict == INCONCLUSIVE:
                         what = f"{_who(items[i][0])}/{_who(items[j][0])} {metric}"
+                        needs = jd.needs
+                        if needs is not None and needs.futile(policy.max_starts):
+                            futile.setdefault(i, []).append(f"{what} {needs.text()}")
+                            futile.setdefault(j, []).append(f"{what} {needs.text()}")
+                            continue
                         out.setdefault(i, []).append(what)
                         out.setdefault(j, []).append(what)
-    return out
+    return out, futile
 
 
 def _who(build: object) -> str:
@@ -78,13 +87,18 @@ def _who(build: object) -> str:
 def stops(items: Sequence[Item], points: Sequence[Point], policy: Policy, min_effect: float) -> dict[int, Stop]:
     """Where every measured, ok item stands (failed points are not extended)."""
     have = _point_of(items, points)
-    opened = open_comparisons(items, have, policy, min_effect)
+    opened, beyond = open_comparisons(items, have, policy, min_effect)
     out = {}
     for i, p in have.items():
         if p.status != "ok":
             continue
         est = estimate(_starts(p, "tg")) or estimate(_starts(p, "pp"))
-        out[i] = point_stop(est, policy, open_comparisons=opened.get(i, []))
+        st = point_stop(est, policy, open_comparisons=opened.get(i, []))
+        if beyond.get(i) and not st.more:    # precise enough, but a comparison it is in cannot settle in the budget
+            st = dataclasses.replace(st, status=UNRESOLVED, reason=f"{st.reason}; inconclusive, and more starts than "
+                                     f"--max-launches {policy.max_starts} allows would not settle it: "
+                                     + "; ".join(beyond[i]))
+        out[i] = st
     return out
 
 
