@@ -35,9 +35,12 @@ RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069
 
 TEXT = {"osc52": "\x1b]52;c;aGVsbG8=\x07", "clear": "\x1b[2J", "c1": "x\x9b31mred", "bidi": "ab\u202ecd",
         "newline": "a\nb", "non-utf8": "\udcff\udcfe"}     # the last: argv bytes ff fe, as Python decodes them
-INTS = {"word": "abc", "negative": "-7", "huge": "9" * 30, "float": "1.5", "exp": "1e999"}
-FLOATS = {"word": "abc", "negative": "-7", "nan": "nan", "inf": "inf", "huge": "1e999"}
-SPECS = {"word": "abc", "negative": "-5", "huge-range": "0:99999999999999999999999", "huge": "9" * 30}
+# issue 41 (third review): full-width and Arabic-Indic digits are no numbers; a list value given twice is refused
+INTS = {"word": "abc", "negative": "-7", "huge": "9" * 30, "float": "1.5", "exp": "1e999", "fullwidth": "\uff13",
+        "arabic-indic": "\u0663"}
+FLOATS = {"word": "abc", "negative": "-7", "nan": "nan", "inf": "inf", "huge": "1e999", "fullwidth": "\uff11.\uff15"}
+SPECS = {"word": "abc", "negative": "-5", "huge-range": "0:99999999999999999999999", "huge": "9" * 30,
+         "fullwidth": "\uff10:\uff12", "reversed": "5:1"}
 # paths: {file} an ordinary file, {dir} a folder, {ro} a read-only folder, {full} a full filesystem
 OUT_FILES = {"dir": "{dir}", "dev-full": "/dev/full", "under-file": "{file}/x", "read-only": "{ro}/x",
              "full": "{full}/x"}
