@@ -182,6 +182,8 @@ REPEATS_15 = 1
 
 @pytest.mark.slow
 @pytest.mark.measures
+#: full tier: statistical power at a 15 % step; the default tier checks the capability with the test named
+@pytest.mark.full(covered_by=["tests/integration/test_bisect_real.py::test_bisect_names_the_slowdown_commit_and_skips_the_broken_one"])
 def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_bpe_model):
     fx = make_fixture(cpu_build.source_dir, variant=SPIN15)
     _unpublish(lf_paths, fx.commits[4])          # the first probe: a real incremental build every run

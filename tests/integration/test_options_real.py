@@ -54,6 +54,8 @@ def test_llama_bench_without_ncmoe_takes_the_ot_form(cpu_build, tiny_model, stor
     assert p.measured("tg_tps", "tg4") and p.measured("pp_tps", "pp128")
 
 
+#: full tier: the -ot form on lavapipe; the default tier checks the capability with the test named
+@pytest.mark.full(covered_by=["tests/integration/test_options_real.py::test_llama_bench_without_ncmoe_takes_the_ot_form"])
 def test_ot_form_places_exactly_what_ncmoe_places(vulkan_build, tiny_model, store):
     """On the Vulkan device (lavapipe) the model weights left on the device must be the same with
     ``--n-cpu-moe 2`` and with its ``-ot`` form, and less than with no experts on the CPU."""

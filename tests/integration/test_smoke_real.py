@@ -160,6 +160,8 @@ def _cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
                           timeout=timeout, env=dict(os.environ))
 
 
+#: full tier: the defaults on lavapipe; the default tier checks the capability with the test named
+@pytest.mark.full(covered_by=["tests/integration/test_bench_real.py::test_the_shared_cpu_and_vulkan_sweep_measured_every_point"])
 def test_cpu_and_lavapipe_sweep_with_default_prompt_and_ubatch_has_no_failed_point(lf_paths, cpu_build, vulkan_build,
                                                                                    tiny_model, tmp_path):
     """`inv bench --model synth:tiny-qwen35moe --backends cpu,vulkan --ncmoe 2` with default prompt

@@ -22,7 +22,9 @@ _RECORD = "import json, sys\nwith open(sys.argv[1], 'a') as f:\n    f.write(json
 _PROBE = '''import json, os
 _out = {"selected": {}, "deselected": {}}
 def _info(item):
-    return {"fixtures": sorted(getattr(item, "fixturenames", ())), "marks": sorted({m.name for m in item.iter_markers()})}
+    full = item.get_closest_marker("full")
+    return {"fixtures": sorted(getattr(item, "fixturenames", ())), "marks": sorted({m.name for m in item.iter_markers()}),
+            "covered_by": list(full.kwargs.get("covered_by", ())) if full else []}
 def pytest_deselected(items):
     _out["deselected"].update({it.nodeid: _info(it) for it in items})
 def pytest_collection_finish(session):
@@ -91,6 +93,12 @@ def test_the_default_tier_leaves_out_every_full_test_and_the_full_tier_runs_ever
     assert pin <= full_marked, f"tests using pin_build without @pytest.mark.full: {sorted(pin - full_marked)}"
     assert got["selected"] and not set(got["selected"]) & full_marked
     assert set(got["deselected"]) == full_marked, "the default tier's slow phase leaves out exactly the full tests"
+    # a full test that needs no cold build of its own names the default-tier tests that check its capability on real
+    # llama.cpp (every capability keeps a real test in the run CI waits on); each name is a test the default tier runs
+    for t in sorted(full_marked - pin):
+        cover = every[t]["covered_by"]
+        assert cover, f"{t} is full without pin_build: give @pytest.mark.full(covered_by=[...default-tier tests...])"
+        assert all(c in got["selected"] for c in cover), (t, [c for c in cover if c not in got["selected"]])
     # and the full tier's `-m slow` (asserted above) selects them all: every test of tests/integration is slow
     assert all("slow" in i["marks"] for i in every.values()), [t for t, i in every.items() if "slow" not in i["marks"]]
 
