@@ -56,7 +56,7 @@ def test_verdict_line_counts_and_names_the_differing_point():
     assert v.n_ok == 2
     assert v.line().startswith("2/3 points reproduce (same within ±5%), 1 differ; Vulkan ncmoe 0 differs by +50% (tg [1.")
     assert [p.status for p in v.points if p.name == "Vulkan ncmoe 0"] == ["differs"]
-    assert v.family == "Holm over 6 comparisons"
+    assert v.family == "Holm, 6 comparisons"
 
 
 def test_the_terminal_table_has_a_row_per_point_and_metric_with_its_verdict():

@@ -13,7 +13,8 @@ def reproduction_section(data: ReportData) -> Section | None:
         "`llamaforge reproduce` re-measured points of a sweep with the same builds, model and options. Each metric "
         "is judged on server starts (re-run over first run): same within the margin (the ratio's CI lies inside "
         "it), differs (outside), inconclusive (it spans both: the starts cannot tell, which is no pass). A point "
-        "reproduces when pp and tg are both the same; the family of all verdicts is controlled with Holm's method. "
+        "reproduces when pp and tg are both the same; the family of all verdicts is controlled with Holm's method, and "
+        "each change's interval is the one its verdict used (at the level Holm's step-down tested it at). "
         "Conditions: GPU 0's SM clock and the host's load average (medians while the point was measured) and the "
         "telemetry flags, first run / re-run."))
     for v in data.reproductions:

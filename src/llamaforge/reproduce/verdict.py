@@ -24,7 +24,9 @@ from dataclasses import dataclass, field, replace
 from ..errors import BenchError
 from ..findings.conditions import describe_point
 from ..findings.labels import display_name, is_sentinel
-from ..judge import DIFFERS, SAME, Judgement, Spread, Starts, control, judge, pooled
+from ..judge import DIFFERS, SAME, Judgement, Spread, Starts, judge, pooled
+from ..judge.adjusted import controlled
+from ..judge.adjusted import note as adjustment
 from ..machine import launch_machines, mixed_note
 from ..metrics import pick_test
 from ..store import Point, Run, Store
@@ -180,7 +182,7 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
         pending.append((a, c, name))
     raw = [judge(_starts(a, m), _starts(c, m), min_effect=min_effect, prior_a=prior_a.get((a.build_key, m)),
                  prior_b=prior_b.get((c.build_key, m))) for a, c, _n in pending for m in ("pp", "tg")]
-    judged = iter(control(raw))
+    judged = iter(controlled(raw))   # each interval the one its verdict used (Holm's level)
     for a, c, name in pending:
         checks = [MetricCheck(m, next(judged)) for m in ("pp", "tg")]
         checks = [m for m in checks if m.judgement is not None]
@@ -194,7 +196,7 @@ def check_points(parent: list[Point], child: list[Point], backend_of: dict[str, 
             for a in sorted(by_key.values(), key=lambda p: (backend_of.get(p.build_key, ""), p.ncmoe, p.ngl, p.engine))
             if a.key not in measured]
     n = sum(1 for j in raw if j is not None)
-    family = f"Holm over {n} comparisons" if n > 1 else "one comparison"
+    family = adjustment("holm", n) if n > 1 else "one comparison"
     return Verdict(parent_id, child_id, out, left, min_effect, family)
 
 
