@@ -175,12 +175,7 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
             values.append(int(part))
         else:
             raise BenchError(f"bad {what} value {part!r}", fix)
-    out = sorted(set(values))
-    if len(out) < len(values):    # "1,1,1" measured one point three times over
-        seen: set[int] = set()
-        dup = next(v for v in values if v in seen or seen.add(v))    # type: ignore[func-returns-value]
-        raise BenchError(f"{what} {spec} names {dup} more than once", f"give each value once, e.g. {what} "
-                         + ",".join(str(v) for v in out[:4]))
+    out = _once_each(values, spec, what)
     if len(out) > MAX_POINTS:
         raise BenchError(f"{what} {spec} has {len(out)} values", f"give at most {MAX_POINTS} values in 0..{hi}")
     if what != "--ngl" and out and out[0] < 0:     # -ngl -1 is llama.cpp's "all layers"; nothing else is negative
@@ -188,6 +183,17 @@ def parse_int_list(spec: str | int | None, *, what: str = "--ncmoe", upper: int 
     if upper is not None and out and out[-1] > upper:
         raise BenchError(f"{what} {spec} goes beyond the model's {upper} layers (largest value {out[-1]})",
                          f"use values in 0..{upper}, e.g. {what} 0:{upper}")
+    return out
+
+
+def _once_each(values: list[int], spec: str | int, what: str) -> list[int]:
+    """``values`` sorted, refused in one line when one is given twice ("1,1,1" would measure one point three times)."""
+    out = sorted(set(values))
+    if len(out) < len(values):
+        seen: set[int] = set()
+        dup = next(v for v in values if v in seen or seen.add(v))    # type: ignore[func-returns-value]
+        raise BenchError(f"{what} {spec} names {dup} more than once", f"give each value once, e.g. {what} "
+                         + ",".join(str(v) for v in out[:4]))
     return out
 
 
