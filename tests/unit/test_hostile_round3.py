@@ -230,7 +230,9 @@ def test_a_damaged_run_is_skipped_from_the_listing_with_one_notice(crafted_ws, m
     store.close()
     monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(crafted_ws))
     monkeypatch.setenv("LLAMAFORGE_RESULTS", str(crafted_ws / "results"))
-    monkeypatch.setenv("COLUMNS", "250")          # the run id whole on one line of the table, whatever the terminal
+    from llamaforge.console import console
+
+    monkeypatch.setattr(console, "_width", 250)    # the run id whole on one line of the table, whatever the terminal
     code, out, err = run_cli(["runs"])
     assert code == 0 and good in out, err
     assert [ln for ln in err.splitlines() if ln.strip()] == [next(ln for ln in err.splitlines() if "skipped 1 damaged runs" in ln)]
