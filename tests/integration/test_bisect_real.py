@@ -143,6 +143,8 @@ def test_bisect_names_the_slowdown_commit_and_skips_the_broken_one(lf_paths, cpu
 SMALL_LAUNCHES = 10
 
 
+#: full tier: a 7 % step, found or refused; the default tier checks the capability with the tests named
+@pytest.mark.full(covered_by=["tests/integration/test_bisect_real.py::test_bisect_names_the_slowdown_commit_and_skips_the_broken_one"])
 @pytest.mark.slow
 @pytest.mark.measures
 def test_bisect_small_slowdown_is_found_or_refused_up_front(lf_paths, cpu_build, tiny_model):
@@ -222,6 +224,9 @@ def test_bisect_15_percent_slowdown_is_found(lf_paths, cpu_build, tiny_bpe_model
     assert j["low"] <= e["high"] and e["low"] <= j["high"], (j, e)
 
 
+#: full tier: compare of the planted slowdown in the library; the default tier checks the capability with the tests named
+@pytest.mark.full(covered_by=["tests/integration/test_installed_real.py::test_inside_a_llama_cpp_checkout_compare_and_bisect_take_its_revisions",
+                              "tests/integration/test_regression_workflow_real.py::test_the_workflow_tracks_the_newest_commit_against_the_last_good_one"])
 @pytest.mark.slow
 @pytest.mark.measures
 def test_compare_marks_the_planted_slowdown_worse_and_renders(lf_paths, cpu_build, tiny_model, tmp_path):

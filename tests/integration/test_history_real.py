@@ -79,6 +79,9 @@ def _check_site(hist, tg, tmp_path: Path) -> None:  # noqa: ANN001
             assert f"<code>{st.culprit[:9]}</code>" in page.dom and f"<code>{st.culprit[:9]}</code>" in index.dom
 
 
+#: full tier: two steps found, each culprit confirmed (minutes); the default tier checks the capability with the tests named
+@pytest.mark.full(covered_by=["tests/integration/test_fleet_real.py::test_history_on_two_hosts_is_one_series_per_machine_and_continue_pulls_nothing_new",
+                              "tests/integration/test_bisect_real.py::test_bisect_names_the_slowdown_commit_and_skips_the_broken_one"])
 @pytest.mark.slow
 @pytest.mark.measures
 def test_history_finds_both_steps_names_both_commits_and_continue_measures_only_new(lf_paths, cpu_build, tiny_model,

@@ -32,6 +32,36 @@ def _table(sec, title):
     return next(t for t in sec.tables if t.title == title)
 
 
+def test_a_cpu_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build, tiny_model, tmp_path):
+    """The default tier's variant matrix: three CPU variants of one build (seconds, where lavapipe's five take
+    minutes) — the runtime knob read back from llama.cpp's log, the ineffective one flagged, the matrix tables."""
+    cpu = VARIANTS[:3]
+    r = _run(tmp_path, "bench", "--model", str(tiny_model), *[a for v in cpu for a in ("--variant", v)],
+             "--ncmoe", "4", "--repeats", "1", "--prompt-tokens", "32", "--n-predict", "4", "--threads", "2",
+             "--launches", "2", "--name", "cpu-matrix")
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, out[-4000:]
+    assert "KV offload did not take effect" in out, out[-3000:]
+    with Store(tmp_path / "llamaforge.sqlite") as store:
+        run = store.get_run("cpu-matrix")
+        pts = {p.label: p for p in store.points(run.id)}
+        assert set(pts) == {v.split("=")[0] for v in cpu} and len({p.build_key for p in pts.values()}) == 1
+        assert all(p.status == "ok" and len(p.launches) == 2 for p in pts.values())
+        on, off = pts["cpu-fa-on"].extra["observed"], pts["cpu-fa-off"].extra["observed"]
+        assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
+        assert pts["cpu-nkvo"].extra["observed"]["kv_buffers"] == ["CPU"]
+        sec = matrix_section(rdata.load(store, run.id))
+    assert sec is not None
+    h2h = {(d["a"], d["b"]): d for d in _table(sec, "Head-to-head").data}
+    assert len(h2h) == 3 and h2h[("cpu-fa-on", "cpu-nkvo")]["not_taken"]["knob"] == "--kv-offload"
+    knobs = {d["knob"]: d for d in _table(sec, "Per-knob effects").data}
+    assert knobs["--flash-attn"]["status"]["status"] == "took"
+    assert knobs["--kv-offload"]["status"]["status"] == "not taken" and knobs["--kv-offload"]["tg"] == []
+
+
+#: full tier: five variants on two builds, lavapipe's among them (minutes); the default tier runs the CPU matrix
+@pytest.mark.full(covered_by=["tests/integration/test_variants_real.py::"
+                              "test_a_cpu_variant_matrix_flags_the_knob_that_did_not_take_effect"])
 def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build, vulkan_build, tiny_model, tmp_path):
     r = _run(tmp_path, "bench", "--model", str(tiny_model), *[a for v in VARIANTS for a in ("--variant", v)],
              "--ncmoe", "4", "--repeats", "1", "--prompt-tokens", "32", "--n-predict", "4", "--threads", "2",
