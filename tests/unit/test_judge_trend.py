@@ -65,3 +65,21 @@ def test_the_rule_is_written_once():
                  and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)}
         assert ("trend", "breaks") in calls, rel
     assert an.anomalies.__kwdefaults__["min_effect"] == trend.MIN_EFFECT
+
+
+def test_an_anomalys_interval_is_the_one_the_screen_kept_it_at():
+    """Benjamini–Hochberg keeps an anomaly at α·R/m, not at 5 %: its interval is printed at that level (the
+    false-coverage-rate interval), wider than the 95 % one, and says so (issue 41, point 1)."""
+    from llamaforge.judge import Starts, judge
+
+    curves = _curves(7)
+    rng = random.Random(3)
+    curves["a"][6] = [100.0 / 1.6 * 1.5 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(3)]   # a 50 % spike
+    inputs = [trend.SeriesInput(s, "tg", {x: Starts.of([[v] for v in vals]) for x, vals in pts.items()})
+              for s, pts in curves.items()]
+    found = [b for b in trend.breaks(inputs) if (b.series, b.x) == ("a", 6)]
+    assert found, "the planted spike is an anomaly"
+    b = found[0]
+    alone = judge(inputs[0].points[b.neighbour], inputs[0].points[6])
+    assert b.judgement.low < alone.low and b.judgement.high > alone.high
+    assert "Benjamini–Hochberg" in b.judgement.adjusted and "FCR-adjusted" in b.judgement.adjusted

@@ -86,3 +86,28 @@ def controlled(judgements: Sequence[Judgement | None], *, alpha: float | None = 
     levels = iter(verdict_levels([j.verdict for j in after], [j.p_differs for j in present],
                                  [j.p_same for j in present], a))
     return [None if j is None else replace(at_level(j, next(levels)), adjusted=note("holm", m)) for j in out]
+
+
+def selected_intervals(after: Sequence[Judgement | None], p_differs: Sequence[float], selected: Sequence[bool], *,
+                       method: str, alpha: float) -> list[Judgement | None]:
+    """A screen's judgements (``after``: the family's verdicts, :func:`.family.control` with ``method``) with the
+    interval of each ``selected`` one (a claim the screen reports, e.g. an anomaly) at the level it was kept at:
+    Holm's level for its rank, or for Benjamini–Hochberg α·R/m over the R claims of the m comparisons — the
+    false-coverage-rate interval of Benjamini and Yekutieli (2005), which is what a 95 % interval chosen for being
+    far from 1 does not give. ``p_differs``: the p-values the family was controlled on, in the order of ``after``
+    (present entries only)."""
+    present = [j for j in after if j is not None]
+    m = len(present)
+    if m <= 1:
+        return list(after)
+    r = sum(1 for j, s in zip(after, selected, strict=True) if j is not None and s)
+    levels = iter(holm_levels(p_differs, alpha) if method == "holm" else [alpha * max(r, 1) / m] * m)
+    name = f"{note(method, m)}, {'FCR-adjusted' if method != 'holm' else 'at its level'}"
+    out: list[Judgement | None] = []
+    for j, s in zip(after, selected, strict=True):
+        if j is None:
+            out.append(None)
+            continue
+        level = next(levels)
+        out.append(replace(at_level(j, level), adjusted=name) if s else j)
+    return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .adjusted import selected_intervals
 from .family import control
 from .spread import Spread
 from .starts import Starts
@@ -90,6 +91,13 @@ def breaks(inputs: Sequence[SeriesInput], *, min_effect: float = MIN_EFFECT,
                 j = judge(pts[nb], pts[x], min_effect=min_effect, prior_a=si.prior, prior_b=si.prior)
                 tests.append((si, x, nb, j))
     controlled = control([t[3] for t in tests], method=method, direction=1) if method else [t[3] for t in tests]
+    if method:    # each anomaly's interval at the level the screen kept it at (not the 95 % one it was picked by)
+        present = [t[3] for t in tests if t[3] is not None]
+        if present:
+            p_faster = [1.0 if j.ratio <= 1 else j.p_differs for j in present]
+            controlled = selected_intervals(controlled, p_faster,
+                                            [j is not None and j.verdict == DIFFERS and j.ratio > 1 for j in controlled],
+                                            method=method, alpha=present[0].alpha)
     by_point: dict[tuple[str, str, int], list[tuple[int, Judgement | None]]] = {}
     for (si, x, nb, _j), j in zip(tests, controlled, strict=True):
         by_point.setdefault((si.name, si.metric, x), []).append((nb, j))
