@@ -73,6 +73,8 @@ def _sweep(plan: Plan, build, store: Store, run: str | None = None) -> tuple[str
     return run, d
 
 
+#: full tier: the gap's factors measured one by one (a minute); the default tier measures both engines at two points
+@pytest.mark.full(covered_by=["tests/integration/test_replication_real.py::test_engine_both_then_reproduce_a_subset"])
 def test_the_gap_decomposes_into_judged_factors(cpu_build, tiny_model, tmp_path):
     facts = read_facts(tiny_model)
     plan = make_plan(model_ref=str(tiny_model), model_path=tiny_model, model_facts=facts,
