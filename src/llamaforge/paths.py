@@ -103,12 +103,17 @@ def read_paths_table(file: Path) -> dict[str, Path]:
     return out
 
 
+def _settings_files(workspace: Path | None) -> list[Path]:
+    """The settings files whose ``[paths]`` count, the first that names a place winning: the workspace's, the user's."""
+    return ([workspace / CONFIG_FILE] if workspace else []) + [config_dir() / USER_CONFIG_FILE]
+
+
 def _configured(key: str, workspace: Path | None) -> Path | None:
     """Where ``key`` was moved to: its environment variable, else the workspace's, else the user's ``[paths]``."""
     env = os.environ.get(PATH_KEYS[key])
     if env:
         return Path(env).expanduser()
-    for file in ([workspace / CONFIG_FILE] if workspace else []) + [config_dir() / USER_CONFIG_FILE]:
+    for file in _settings_files(workspace):
         found = read_paths_table(file).get(key)
         if found is not None:
             return found
@@ -117,9 +122,8 @@ def _configured(key: str, workspace: Path | None) -> Path | None:
 
 def _settings_state(workspace: Path | None) -> tuple:
     """What the cache folder depends on, cheaply: the variables and the settings files' identities (a stat each)."""
-    files = ([workspace / CONFIG_FILE] if workspace else []) + [config_dir() / USER_CONFIG_FILE]
     stats = []
-    for file in files:
+    for file in _settings_files(workspace):
         try:
             st = file.stat()
             stats.append((str(file), st.st_mtime_ns, st.st_size, st.st_ino))
