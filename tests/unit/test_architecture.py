@@ -211,11 +211,11 @@ def test_function_local_imports_are_edges():
 
 
 
-def _tree(root: Path, files: dict[str, str]) -> dict[str, Path]:
+def _tree(root: Path, files: dict[str, str], pkg: str = "pkg") -> dict[str, Path]:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    return _modules(root, "pkg")
+    return _modules(root, pkg)
 
 
 def test_a_package_init_is_an_edge_and_the_cycle_is_named_with_its_path(tmp_path):
@@ -298,14 +298,17 @@ def test_smoke_and_verify_do_not_climb_into_bench():
     assert not bad, "; ".join(bad)
 
 
-#: the pure halves of the features: what the judge says about a stored compare run, and the verdict on a re-run
-PURE_FEATURE_PARTS = ("compare.judged", "reproduce.verdict")
+#: the pure halves of the features: what the judge says about a stored compare run (``fleet compare`` reads it
+#: without the session). The verdict on a re-run is :mod:`llamaforge.findings.reproduction` (issue 42).
+PURE_FEATURE_PARTS = ("compare.judged",)
 #: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
-#: judge (its trend rule included), what stored runs say (``findings/``, the pure feature parts), the variant
-#: matrix's pure readers, and formatting foundations
-REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", *PURE_FEATURE_PARTS, "variants.model",
+#: judge (its trend rule included), what stored runs say (``findings/``), the variant matrix's pure readers, and
+#: formatting foundations — no feature package (issue 42: no exception for a feature's "pure half")
+REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", "variants.model",
                      "variants.status", "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics",
                      "machine")
+#: the feature packages ``report/`` never loads, directly or not — not even their ``__init__``
+REPORT_NEVER_LOADS = ("reproduce", "compare", "bisect", "history", "fleet", "bench", "builds", "commands", "cli")
 #: modules that measure, build, fetch or start processes: nothing the report, ``findings/`` or a pure feature part
 #: loads, directly or not (``compare/`` and ``reproduce/`` have ``__init__``s that import nothing, so their pure
 #: halves load without their measuring halves)
@@ -315,17 +318,24 @@ MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasur
              "variants.check")
 
 
-def _is_package(mod: str) -> bool:
-    return MODULES[mod].name == "__init__.py"
+def _is_package(mod: str, modules: dict[str, Path] | None = None) -> bool:
+    return (MODULES if modules is None else modules)[mod].name == "__init__.py"
 
 
-def report_imports_outside(graph: dict[str, dict[str, str]]) -> list[str]:
+def report_imports_outside(graph: dict[str, dict[str, str]], modules: dict[str, Path] | None = None) -> list[str]:
     """``report.x → y`` for every import of ``report/`` outside :data:`REPORT_MAY_IMPORT` (a package whose
     ``__init__`` imports nothing, such as ``variants``, is fine to pass through)."""
     return sorted(f"{m.removeprefix(PKG + '.')} {kind} {t.removeprefix(PKG + '.')}"
                   for m in graph if _under(m, ("report",)) for t, kind in graph[m].items()
                   if t != PKG and not _under(t, REPORT_MAY_IMPORT)
-                  and not (kind == INIT and _is_package(t) and not graph[t]))
+                  and not (kind == INIT and _is_package(t, modules) and not graph[t]))
+
+
+def features_loaded_by_report(graph: dict[str, dict[str, str]]) -> list[str]:
+    """``report.x loads y (imported by z)`` for every module of :data:`REPORT_NEVER_LOADS` that ``report/`` loads."""
+    return sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} (imported by {v.removeprefix(PKG + '.')})"
+                  for m in graph if _under(m, ("report",)) for t, v in _reaches(graph, m).items()
+                  if _under(t, REPORT_NEVER_LOADS))
 
 
 def measuring_loaded_by(graph: dict[str, dict[str, str]], roots: tuple[str, ...]) -> list[str]:
@@ -349,8 +359,49 @@ def test_the_report_imports_only_records_the_judge_trend_and_formatting():
     ``bench.adaptive``, ``bench.schedule``, the sweep …), and nothing it loads is one."""
     graph = import_graph(type_checking=True)
     assert not report_imports_outside(graph), "report/ imports: " + "; ".join(report_imports_outside(graph))
+    features = features_loaded_by_report(graph)
+    assert not features, "report/ loads feature packages (move what it needs to findings/ or the judge): " + "; ".join(
+        features)
     found = measuring_loaded_by(graph, ("report", "findings", "judge", *PURE_FEATURE_PARTS))
     assert not found, "measuring modules loaded by report/, findings/, judge/ or a pure feature part: " + "; ".join(found)
+
+
+#: a miniature llamaforge for the planted-import tests below: a report module, the store, findings/, reproduce/
+_MINI = {f"{PKG}/__init__.py": "", f"{PKG}/store.py": "Store = 1\n", f"{PKG}/report/__init__.py": "",
+         f"{PKG}/findings/__init__.py": "", f"{PKG}/findings/labels.py": "x = 1\n",
+         f"{PKG}/findings/reproduction.py": "def verdict_for():\n    return 1\n",
+         f"{PKG}/reproduce/__init__.py": "", f"{PKG}/reproduce/verdict.py": "def verdict_for():\n    return 1\n",
+         f"{PKG}/bench/__init__.py": "", f"{PKG}/bench/sweep.py": "y = 1\n"}
+
+
+def test_a_planted_function_level_upward_import_in_the_report_fails_the_rules(tmp_path):
+    """Issue 42: the rules read the source, so an upward import hidden inside a function (as
+    ``report/data.py`` once imported ``reproduce.verdict``) is an edge like any other and fails them; the same
+    report reading the verdict from ``findings/`` passes."""
+    hidden = ("from ..store import Store\n\n\ndef reproductions():\n"
+              "    from ..reproduce.verdict import verdict_for\n    return verdict_for()\n")
+    mods = _tree(tmp_path, {**_MINI, f"{PKG}/report/data.py": hidden}, PKG)
+    graph = import_graph(mods, type_checking=True)
+    assert report_imports_outside(graph, mods) == ["report.data → reproduce.verdict"]
+    assert features_loaded_by_report(graph) == ["report.data loads reproduce (imported by report.data)",
+                                                "report.data loads reproduce.verdict (imported by report.data)"]
+    (tmp_path / PKG / "report" / "data.py").write_text(
+        "from ..findings.reproduction import verdict_for\nfrom ..store import Store\n")
+    graph = import_graph(mods, type_checking=True)
+    assert report_imports_outside(graph, mods) == [] and features_loaded_by_report(graph) == []
+
+
+def test_a_planted_upward_import_in_a_package_init_fails_the_rules(tmp_path):
+    """A package ``__init__`` runs before any module of it: ``findings/__init__`` importing the sweep (even inside a
+    function) makes every report module that reads ``findings/`` load the sweep, and the rules name the path."""
+    init = "def late():\n    from ..bench.sweep import y\n    return y\n"
+    mods = _tree(tmp_path, {**_MINI, f"{PKG}/findings/__init__.py": init,
+                            f"{PKG}/report/data.py": "from ..findings.labels import x\n"}, PKG)
+    graph = import_graph(mods, type_checking=True)
+    assert graph[f"{PKG}.report.data"][f"{PKG}.findings"] == INIT
+    assert "report.data loads bench.sweep (imported by findings)" in measuring_loaded_by(graph, ("report",))
+    assert "findings loads bench.sweep (imported by findings)" in measuring_loaded_by(graph, ("findings",))
+    assert "report.data loads bench (imported by findings)" in features_loaded_by_report(graph)
 
 
 def test_a_feature_package_init_that_imports_its_session_makes_its_pure_part_measuring():

@@ -14,10 +14,10 @@ from llamaforge import machine
 from llamaforge.bench import sweep
 from llamaforge.bench.display import print_run
 from llamaforge.bench.plan import Plan
+from llamaforge.findings.reproduction import check_points
 from llamaforge.records import LaunchRecord, MachineRecord
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
-from llamaforge.reproduce.verdict import check_points
 from llamaforge.store import Point, Sample, Store
 
 FIXTURE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "store-v1-h200.sqlite"

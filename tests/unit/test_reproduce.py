@@ -9,12 +9,12 @@ import pytest
 import run_fake
 
 from llamaforge.errors import BenchError
+from llamaforge.findings.reproduction import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.judge import judge
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.reproduce.remeasure import reproduce, select_points
 from llamaforge.reproduce.show import verdict_table
-from llamaforge.reproduce.verdict import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.store import Point, Sample
 
 
@@ -220,7 +220,7 @@ def _rebuilt_run(store, first_id: str, tg_factor: float, *, dup_backend: bool = 
 
 
 def test_against_matches_rebuilt_builds_by_backend_without_measuring(tmp_path):
-    from llamaforge.reproduce.verdict import verdict_between
+    from llamaforge.findings.reproduction import verdict_between
 
     store, first = run_fake.build(tmp_path)
     n = len(store.points(first))   # the failed point failed the same way in both: that reproduces too

@@ -175,9 +175,9 @@ def reproduce(c, run, points=None, min_effect="5%", allow_busy=False, against=No
     With --against RUN2 nothing is measured: RUN2 (e.g. the same sweep in another session) is judged against RUN.
 
     Example: llamaforge reproduce 20261130-101500-ab12 --points 0,4"""
+    from ..findings.reproduction import verdict_between
     from ..reproduce.remeasure import reproduce as reproduce_run
     from ..reproduce.show import print_verdict
-    from ..reproduce.verdict import verdict_between
 
     given = convert(task_values("reproduce", locals()))
     effect = given["min_effect"]

@@ -10,6 +10,7 @@ cannot disagree, and :mod:`llamaforge.report` reads only records, the judge, tre
 * :mod:`.conditions` — the measuring conditions a point's telemetry shows (throttled, loaded, shared);
 * :mod:`.comparison` — a stored comparison's texts: sides, ratios, verdict words, how it was judged;
 * :mod:`.bisection` — a stored bisection's probes and result lines;
+* :mod:`.reproduction` — the verdict on a re-run (``reproduce``, ``--against``): does each point reproduce;
 * :mod:`.runs` — the runs a run is made of (a fleet run's host runs).
 
 This ``__init__`` imports nothing, so loading one of them loads no other.

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
+from ..findings.reproduction import verdict_for
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..metrics import LABELS, pick_test
 from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFacts, RunPlan
@@ -176,7 +177,7 @@ class ReportData:
     native_ctx: int | None
     full_attn_layers: list[int]
     probes: list[Probe]
-    reproductions: list[dict] = field(default_factory=list)   # reproduce.Verdict.to_dict(), this run as either side
+    reproductions: list[dict] = field(default_factory=list)   # findings.reproduction.Verdict.to_dict(), this run as either side
     axis: str = "ncmoe"
 
     @property
@@ -392,8 +393,6 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
 
 def _reproductions(store: Store, run: Run) -> list[dict]:
     """Verdicts of ``llamaforge reproduce`` where this run is the first run or the re-run."""
-    from ..reproduce.verdict import verdict_for
-
     pairs: list[tuple[Run, Run]] = []
     if run.parent_run:
         with contextlib.suppress(StoreError):

@@ -4,7 +4,7 @@ The new run uses the stored plan (model, options, engine, the same ``-fitt`` mar
 checked like ``--extra``) and the very builds of the first run, by build key from this machine's build
 root (a stored folder is never run; an external build only from ``--bin-dir``), is stored as a sweep with
 ``parent_run`` = the first run (and ``plan["reproduces"]``), and is judged point by point by
-:mod:`llamaforge.reproduce.verdict` (the verdict: a pure function of the two stored runs, which the
+:mod:`llamaforge.findings.reproduction` (the verdict: a pure function of the two stored runs, which the
 report reads too).
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchError
+from ..findings.reproduction import MIN_EFFECT, Verdict, sweep_run, verdict_for
 from ..records import SweepSummary
 from ..store import Run, Store
-from .verdict import MIN_EFFECT, Verdict, sweep_run, verdict_for
 
 
 def select_points(plan_points: list, points: str | None, n_layers: int | None) -> list:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..console import console, esc, info
-from .verdict import Verdict
+from ..findings.reproduction import Verdict
 
 
 def verdict_table(v: Verdict) -> Table:

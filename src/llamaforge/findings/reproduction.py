@@ -13,8 +13,9 @@ A point **reproduces** when every metric is the same, **differs** when one diffe
 with Holm's method. The one-line verdict reads ``3/16 points reproduce (same within ±5 %), 1 differs,
 12 inconclusive; Vulkan ncmoe 0 differs by +50 % (tg)``.
 
-A pure function of the stored runs: the re-measuring is :mod:`llamaforge.reproduce.remeasure`'s, and the report
-reads the same verdicts (:func:`verdict_for`).
+A pure function of the stored runs, so it lives with what stored runs say (``findings/``): the re-measuring is
+:mod:`llamaforge.reproduce.remeasure`'s, the terminal's table :mod:`llamaforge.reproduce.show`'s, and the report
+reads the same verdicts (:func:`verdict_for`) without loading the ``reproduce`` package.
 """
 
 from __future__ import annotations
