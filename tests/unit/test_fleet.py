@@ -345,7 +345,8 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
         assert (c["A"]["machine"], c["B"]["machine"]) == ("box-a", "box-b") and c["A"]["run"].endswith(".box-a")
         fleet = store.get_run(c["fleet_run"])
         assert fleet.plan.bench_args == ["--model=synth:tiny", "--pins=default", "--ncmoe=0", "--repeats=2",
-                                            "--launches=4", "--engine=server"]
+                                            "--launches=4", "--engine=server", "--prompt-tokens=2500",
+                                            "--n-predict=128"]   # the options table's defaults, given
         rows = {r["metric"]: r for r in run.summary.comparisons}
         tg, pp = rows["tg"]["comparison"], rows["pp"]["comparison"]
         assert (rows["tg"]["A"]["k"], rows["tg"]["A"]["n_requests"], rows["tg"]["A"]["shape"]) == (4, 8, "4×2")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..bench.cli_options import LAUNCH_HELP, parse_launches
 from ..console import console, esc, info, notice, print_error
 from ..errors import LlamaforgeError
+from ..options.table import convert, help_for, parse_launches, task_values
 from ..pathsafe import under
 from ..store import Store
-from ..values import parse_effect
-from ._common import as_float, as_int, lf_task, paths, pins_or_empty, writable_dir
+from ._common import as_float, lf_task, paths, pins_or_empty, writable_dir
 
 
 def _source(value) -> str | None:  # noqa: ANN001
@@ -24,28 +23,12 @@ def _source(value) -> str | None:  # noqa: ANN001
     return str(value)
 
 
-def _int(value, what: str) -> int:  # noqa: ANN001
-    return as_int(value, what)
-
-
-@lf_task(positional=["base", "head"], help={
-    "base": "A: a revision of the llama.cpp checkout you are in (branch, tag, sha, HEAD, WORKTREE), else a pin name or "
-            "commit (the baseline)",
-    "head": "B: as A (compared against A; default: same as A, for two backends)",
-    "backend": "backend of both sides (default cpu)",
-    "base_backend": "backend of A (overrides --backend)", "head_backend": "backend of B (overrides --backend)",
-    "model": "model: a .gguf path, synth:PRESET, hf:..., pypi:..., URL (default synth:tiny-qwen35moe)",
-    "ncmoe": "offload points as in bench: 0:40:2, 0,2,5-8, 12 (default 0)",
-    "repeats": "requests per server start (default 3; each start also has a discarded warm-up)",
-    "launches": LAUNCH_HELP["launches"] + "; starts per side, ABBA-interleaved",
-    "max_launches": LAUNCH_HELP["max_launches"],
-    "rounds": "the old name of --launches K",
-    "min_effect": "the margin of the verdicts: within it 'same', beyond it 'better'/'worse' (0.05 or 5%; default 5%)",
-    "engine": "server (default) or llama-bench",
-    "prompt_tokens": "prompt length (default 2500)", "n_predict": "generated tokens per request (default 128)",
-    "threads": "-t for llama.cpp",
-    "source": "a llama.cpp checkout whose revisions A and B are (default: the one you are in), or where commits not "
-              "in the mirror come from (git:URL or path:DIR)",
+@lf_task(positional=["base", "head"], help=help_for(
+    "compare",
+    base="A: a revision of the llama.cpp checkout you are in (branch, tag, sha, HEAD, WORKTREE), else a pin name or "
+         "commit (the baseline)",
+    head="B: as A (compared against A; default: same as A, for two backends)",
+    base_backend="backend of A (overrides --backend)", head_backend="backend of B (overrides --backend)", **{
     "base_host": "measure A on this fleet host (fleet.toml); with --head-host: one build on two machines",
     "head_host": "measure B on this fleet host (with --base-host)",
     "fleet": "the fleet file (default: fleet.toml next to pins.toml)",
@@ -56,10 +39,10 @@ def _int(value, what: str) -> int:  # noqa: ANN001
     "base_variant": "A as a variant: NAME=BACKEND[@PIN][:ENV=V ... ARGS] or a NAME from variants.toml (its backend, "
                     "environment and arguments; its @PIN, else --base)",
     "head_variant": "B as a variant (as --base-variant; its @PIN, else --head, else --base)",
-})
+}))
 def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=None, model="synth:tiny-qwen35moe",
             ncmoe="0", repeats=3, launches="auto", max_launches=None, rounds=None, min_effect="5%", engine="server",
-            prompt_tokens=None, n_predict=None, threads=None, source=None, base_host=None, head_host=None, fleet=None,
+            prompt_tokens=2500, n_predict=128, threads=None, source=None, base_host=None, head_host=None, fleet=None,
             fail_on_worse=False, fail_on_inconclusive=False, base_variant=None, head_variant=None):
     """Compare two commits (or two backends of one commit): build both, measure them interleaved
     (A B B A ...) in server starts at the same points, and judge each metric on the starts: the ratio B/A
@@ -77,19 +60,18 @@ def compare(c, base, head=None, backend="cpu", base_backend=None, head_backend=N
     from ..compare.session import CompareRequest, run_compare
     from ..compare.show import print_compare
 
+    given = convert(task_values("compare", locals()))    # every value checked before anything runs
     p = paths()
     source = _source(source)
-    lo = parse_launches(rounds if rounds is not None else launches, max_launches)
+    lo = parse_launches(given["rounds"] if rounds is not None else given["launches"], given["max_launches"])
     va, vb = _side_variants(p, base_variant, head_variant, base_backend or head_backend or base_host or head_host)
     a_ref, b_ref = (va.pin if va and va.pin else base), (vb.pin if vb and vb.pin else head or base)
     req = CompareRequest(
         base=_make_side("A", a_ref, va.backend if va else (base_backend or backend), source),
         head=_make_side("B", b_ref, vb.backend if vb else (head_backend or backend), source),
-        model=model, points=make_points(ncmoe), repeats=_int(repeats, "--repeats"), rounds=lo.fixed,
-        max_launches=lo.policy.max_starts, min_effect=parse_effect(min_effect), engine=engine,
-        prompt_tokens=_int(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
-        n_predict=_int(n_predict, "--n-predict") if n_predict else None,
-        threads=_int(threads, "--threads") if threads else None)
+        model=model, points=make_points(ncmoe), repeats=given["repeats"], rounds=lo.fixed,
+        max_launches=lo.policy.max_starts, min_effect=given["min_effect"], engine=engine,
+        prompt_tokens=given["prompt_tokens"], n_predict=given["n_predict"], threads=given["threads"])
     if base_host or head_host:
         run_id = _compare_hosts(p, req, str(ncmoe), base_host, head_host, fleet)
     else:
@@ -197,25 +179,12 @@ def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | N
     return run_id
 
 
-@lf_task(help={
-    "good": "a revision where the metric was good (older): of the llama.cpp checkout you are in (branch, tag, sha, "
-            "HEAD), else a commit or pin",
-    "bad": "a later revision on the same first-parent line where it is bad (WORKTREE: the uncommitted state)",
-    "metric": "tg (generation t/s) or pp (prompt processing t/s)",
-    "backend": "backend to build and measure (default cpu)",
-    "threshold": "minimum effect: the endpoints must differ by more than this (default 5%)",
-    "model": "model (default synth:tiny-qwen35moe)",
-    "repeats": "llama-bench requests inside one start (default 3); starts are the unit of replication",
-    "max_launches": "most starts (llama-bench processes) per commit (default 10); a change that needs more is "
-                    "refused up front with the number it would take",
-    "source": "a llama.cpp checkout whose revisions --good and --bad are (default: the one you are in), or where the "
-              "commits come from when not in the mirror: path:DIR or git:URL",
-    "n_predict": "generated tokens per tg sample (default 32)",
-    "threads": "-t for llama-bench (default on cpu: the physical cores)",
-    "quiet_starts": "on cpu add --cpu-strict 1 --prio 2 --poll 50 where llama-bench has them (default on; "
-                    "--no-quiet-starts: none)",
-    "out": "folder for the plot and the Markdown (default results/reports/<run id>)",
-})
+@lf_task(help=help_for(
+    "bisect",
+    good="a revision where the metric was good (older): of the llama.cpp checkout you are in (branch, tag, sha, "
+         "HEAD), else a commit or pin",
+    bad="a later revision on the same first-parent line where it is bad (WORKTREE: the uncommitted state)",
+    out="folder for the plot and the Markdown (default results/reports/<run id>)"))
 def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synth:tiny-qwen35moe", repeats=3,
            max_launches=None, source=None, n_predict=32, threads=None, quiet_starts=True, out=None):
     """Find the first commit that made --metric worse between --good and --bad (first-parent
@@ -229,16 +198,15 @@ def bisect(c, good, bad, metric="tg", backend="cpu", threshold="5%", model="synt
     from ..bisect import BisectRequest, print_result, run_bisect
     from ..report import write_report
 
+    given = convert(task_values("bisect", locals()), check_group=False)   # checked before anything runs
     p = paths()
     if out is not None:
         writable_dir(out, "--out")     # before the endpoints are built and measured
     good, bad, source = _checkout_range(p, good, bad, _source(source))
-    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend,
-                        threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
-                        model=model, repeats=_int(repeats, "--repeats"),
-                        max_launches=_int(max_launches, "--max-launches") if max_launches is not None else None,
-                        source=source, n_predict=_int(n_predict, "--n-predict"),
-                        threads=_int(threads, "--threads") if threads else None, quiet=bool(quiet_starts))
+    req = BisectRequest(good=good, bad=bad, metric=metric, backend=backend, threshold=given["threshold"],
+                        model=model, repeats=given["repeats"], max_launches=given["max_launches"],
+                        source=source, n_predict=given["n_predict"], threads=given["threads"],
+                        quiet=given["quiet_starts"])
     with Store(p.store_db) as store:
         run_id, _res = run_bisect(p, store, req, command=" ".join(sys.argv))
         print_result(store, run_id)
@@ -259,17 +227,9 @@ def _checkout_range(p, good: str, bad: str, source: str | None) -> tuple[str, st
     return g, b, str(co.spec)
 
 
-@lf_task(name="bisect-run", error_exit=128, help={
-    "metric": "tg or pp",
-    "backend": "backend to build (default cpu)",
-    "good_value": "t/s of a known good commit", "bad_value": "t/s of a known bad commit",
-    "reference": "instead of good/bad values: a reference t/s; bad when clearly more than --threshold below it",
-    "threshold": "with --reference (default 5%)",
-    "source": "the llama.cpp checkout git bisect drives (default: the current directory)",
-    "model": "model (default synth:tiny-qwen35moe)", "repeats": "llama-bench requests per start (default 3)",
-    "max_launches": "most starts of the commit (default 10); still undecided then: exit 125 (skip)",
-    "n_predict": "generated tokens per tg sample (default 32)",
-})
+@lf_task(name="bisect-run", error_exit=128, help=help_for(
+    "bisect-run", good_value="t/s of a known good commit", bad_value="t/s of a known bad commit",
+    reference="instead of good/bad values: a reference t/s; bad when clearly more than --threshold below it"))
 def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, reference=None, threshold="5%",
                source=".", model="synth:tiny-qwen35moe", repeats=3, max_launches=None, n_predict=32):
     """For `git bisect run`: build the current checkout (HEAD of --source) in place, measure it in
@@ -281,13 +241,12 @@ def bisect_run(c, metric="tg", backend="cpu", good_value=None, bad_value=None, r
     from ..bisect import BisectRequest, bisect_run_once
 
     try:
+        given = convert(task_values("bisect-run", locals()), check_group=False)
         req = BisectRequest(good="HEAD", bad="HEAD", metric=metric, backend=backend, model=model,
-                            repeats=_int(repeats, "--repeats"), n_predict=_int(n_predict, "--n-predict"),
-                            max_launches=_int(max_launches, "--max-launches") if max_launches is not None else None)
+                            repeats=given["repeats"], n_predict=given["n_predict"], max_launches=given["max_launches"])
         out = bisect_run_once(paths(), Path(source), req, good_value=_num(good_value, "--good-value"),
                               bad_value=_num(bad_value, "--bad-value"), reference=_num(reference, "--reference"),
-                              threshold=parse_effect(threshold, option="--threshold", allow_zero=False),
-                              command=" ".join(sys.argv))
+                              threshold=given["threshold"], command=" ".join(sys.argv))
     except LlamaforgeError as e:
         print_error(e)
         sys.exit(128)

@@ -6,45 +6,33 @@ from __future__ import annotations
 import sys
 
 from ..console import info
+from ..options.table import convert, help_for, task_values
 from ..values import parse_effect
-from ._common import as_float, as_int, csv_list, lf_task, paths, pins, writable_dir
+from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
-#: ``history.run``'s help; ``fleet.history`` shows the same texts where its options mean the same
-RUN_HELP = {
-    "range": "OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
-    "every": "with --range: every N-th commit (and always the newest); default 1",
-    "releases": "the release pins of pins.toml (built from their sdists)",
-    "commits": "comma-separated commits",
-    "source": "where commits come from when not in the mirror: path:DIR or git:URL",
-    "backend": "comma-separated backends, each a series of its own (default cpu)",
-    "model": "model (default synth:tiny-qwen35moe)",
-    "ncmoe": "comma-separated -ncmoe points (default 0)",
-    "engine": "server (pp, tg, time to first token, memory; default) or llama-bench (pp, tg)",
-    "repeats": "requests inside one start (default 3); the start is the unit of replication",
-    "prompt_tokens": "prompt tokens per request (default 512)", "n_predict": "generated tokens (default 64)",
-    "threads": "-t (default on cpu: the physical cores)",
-    "quiet_starts": "llama-bench on cpu: --cpu-strict/--prio/--poll where it has them (default on)",
-    "min_launches": "starts per commit and point at least (default 3)",
-    "max_launches": "at most (default 10): more only while a commit cannot be told from the previous one",
-    "precision": "wanted interval half-width (default 5%)",
-    "min_effect": "the smallest change that counts as a step (default 5%)",
-    "continue": "only what is new since this machine's last run of the series (and what an interrupted run left)",
-    "bisect": "locate every step not located yet to its commit (noise-aware bisect)",
-    "vram_budget": "emulate a smaller card: GiB of VRAM left usable per device (needs NVML)",
-    "ctx": "-c for every start (default: llama.cpp fits the context)",
-    "bisect_max_launches": "starts per commit a step's bisect may use (default: --max-launches); it stops early "
-                           "where the change is clear and refuses up front when even this is too few",
-}
+#: ``history.run``'s help (the table's, :mod:`llamaforge.options.table`, and its own options'); ``fleet.history``
+#: shows the same texts where its options mean the same
+RUN_HELP = help_for(
+    "history.run",
+    range="OLDER..NEWER: the first-parent line between two commits (NEWER may be a branch of --source)",
+    every="with --range: every N-th commit (and always the newest); default 1",
+    releases="the release pins of pins.toml (built from their sdists)",
+    commits="comma-separated commits",
+    bisect="locate every step not located yet to its commit (noise-aware bisect)",
+    bisect_max_launches="starts per commit a step's bisect may use (default: --max-launches); it stops early "
+                        "where the change is clear and refuses up front when even this is too few",
+    **{"continue": "only what is new since this machine's last run of the series (and what an interrupted run left)"})
 
 
 @lf_task(name="run", help=RUN_HELP)
 def run(c, range=None, every=1, releases=False, commits=None, source=None, backend="cpu",  # noqa: A002
         model="synth:tiny-qwen35moe", ncmoe="0", engine="server", repeats=3, prompt_tokens=512, n_predict=64,
-        threads=None, quiet_starts=True, min_launches=3, max_launches=10, precision="5%", min_effect="5%",
+        threads=None, quiet_starts=True, min_launches=3, max_launches=None, precision=None, min_effect="5%",
         continue_=False, bisect=False, bisect_max_launches=None, vram_budget=None, ctx=None):
     """Build and measure llama.cpp commits into a performance history (one series per machine, backend, model,
     point and metric): every commit in sequential server starts, failures recorded and skipped; with
     --bisect each step found is located to its commit. Then prints the series and their steps."""
+    from ..bench.plan import parse_int_list
     from ..config import SourceSpec
     from ..history.load import load_history
     from ..history.run import HistoryRequest, run_history
@@ -52,22 +40,18 @@ def run(c, range=None, every=1, releases=False, commits=None, source=None, backe
     from ..history.show import print_history
     from ..store import Store
 
+    given = convert(task_values("history.run", locals()), check_group=False)   # checked before anything runs
     sel = Selection(range=range, every=as_int(every, "--every"), releases=bool(releases),
                     commits=tuple(csv_list(commits, what="commit")) if commits else (),
                     source=SourceSpec.parse(source, where="--source") if source else None)
     req = HistoryRequest(
         selection=sel, backends=tuple(csv_list(backend, what="backend")), model=model,
-        ncmoe=tuple(as_int(x, "--ncmoe", minimum=0) for x in csv_list(ncmoe, what="ncmoe")), engine=engine,
-        repeats=as_int(repeats, "--repeats"), prompt_tokens=as_int(prompt_tokens, "--prompt-tokens"),
-        n_predict=as_int(n_predict, "--n-predict"), threads=as_int(threads, "--threads", minimum=1) if threads else None,
-        quiet=bool(quiet_starts), min_starts=as_int(min_launches, "--min-launches"),
-        max_starts=as_int(max_launches, "--max-launches"),
-        precision=parse_effect(precision, option="--precision", allow_zero=False),
-        min_effect=parse_effect(min_effect, option="--min-effect", allow_zero=False), resume=bool(continue_),
-        bisect=bool(bisect),
-        bisect_max_starts=as_int(bisect_max_launches, "--bisect-max-launches", minimum=3) if bisect_max_launches else None,
-        vram_budget=as_float(vram_budget, "--vram-budget", positive=True) if vram_budget else None,
-        ctx=as_int(ctx, "--ctx", minimum=1) if ctx else None)
+        ncmoe=tuple(parse_int_list(str(ncmoe), what="--ncmoe")), engine=engine,
+        **{k: given[k] for k in ("repeats", "prompt_tokens", "n_predict", "threads", "vram_budget", "ctx")},
+        quiet=given["quiet_starts"], min_starts=given["min_launches"], resume=bool(continue_), bisect=bool(bisect),
+        **{k: v for k, v in (("max_starts", given["max_launches"]), ("precision", given["precision"])) if v is not None},
+        min_effect=parse_effect(min_effect, option="--min-effect", allow_zero=False),
+        bisect_max_starts=as_int(bisect_max_launches, "--bisect-max-launches", minimum=3) if bisect_max_launches else None)
     p = paths()
     with Store(p.store_db) as store:
         out = run_history(p, pins(), store, req, command=" ".join(sys.argv))

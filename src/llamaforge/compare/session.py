@@ -39,12 +39,17 @@ from ..errors import LlamaforgeError
 from ..judge import INCONCLUSIVE, Policy
 from ..judge.needs import Needs
 from ..judge.sequential import DEFAULT_MAX_STARTS
-from ..records import CompareSection, CompareSide, RunPlan, build_manifest
+from ..records import (
+    DEFAULT_N_PREDICT,
+    DEFAULT_PROMPT_TOKENS,
+    DEFAULT_REPEATS,
+    CompareSection,
+    CompareSide,
+    RunPlan,
+    build_manifest,
+)
 from ..store import Probe, Store
 from .judged import comparisons, summarize_run
-
-#: requests per server start (each start also has its discarded warm-up)
-DEFAULT_REPEATS = 3
 
 
 class CompareError(LlamaforgeError):
@@ -76,8 +81,8 @@ class CompareRequest:
     min_effect: float = 0.05
     max_launches: int = DEFAULT_MAX_STARTS
     engine: str = "server"
-    prompt_tokens: int | None = None
-    n_predict: int | None = None
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS         # the options table's defaults (llamaforge.options.table)
+    n_predict: int = DEFAULT_N_PREDICT
     threads: int | None = None
     extra_args: list[str] = field(default_factory=list)
 
@@ -138,7 +143,7 @@ def _build_revision(paths: Any, side: Side, opts: Any) -> Any:
 
 
 def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
-    from ..bench.plan import DEFAULT_N_PREDICT, DEFAULT_PROMPT_TOKENS, make_plan, read_facts
+    from ..bench.plan import make_plan, read_facts
 
     try:
         facts = read_facts(model_path)
@@ -146,8 +151,8 @@ def _plan(req: CompareRequest, model_path: Path, builds: Sequence[Any]) -> Any:
         facts = {}
     return make_plan(model_ref=req.model, model_path=model_path, model_facts=facts, points=list(req.points),
                      backends=sorted({b.backend for b in builds}), pins=[req.base.ref, req.head.ref], engine=req.engine,
-                     repeats=req.per_round, prompt_tokens=req.prompt_tokens or DEFAULT_PROMPT_TOKENS,
-                     n_predict=req.n_predict or DEFAULT_N_PREDICT, threads=req.threads, extra_args=list(req.extra_args),
+                     repeats=req.per_round, prompt_tokens=req.prompt_tokens,
+                     n_predict=req.n_predict, threads=req.threads, extra_args=list(req.extra_args),
                      build_keys=[b.key for b in builds])
 
 
