@@ -47,9 +47,6 @@ from ..redact import redact_url
 from .argcheck import check_extra
 
 ENGINES = ("server", "llama-bench", "both")   # both: llama-server, then llama-bench as a cross-check
-#: server starts per point for ``llamaforge bench`` (the Plan default stays 1 for callers that
-#: replicate themselves, such as compare's rounds and bisect's probes)
-DEFAULT_LAUNCHES = 2
 
 
 @runtime_checkable

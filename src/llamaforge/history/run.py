@@ -36,8 +36,10 @@ from ..errors import BenchError, BuildError, ConfigError, SourceError
 from ..files import file_lock
 from ..judge import Policy, Starts, judge, point_stop
 from ..judge.estimate import estimate
+from ..judge.sequential import DEFAULT_MAX_STARTS, DEFAULT_MIN_STARTS, DEFAULT_PRECISION
 from ..judge.verdict import DIFFERS, INCONCLUSIVE, MIN_EFFECT
 from ..llamacpp.options import build_options
+from ..options.table import default_of
 from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
 from .load import Filter, load_history, machine_of, metric_starts
@@ -45,8 +47,6 @@ from .model import METRICS
 from .select import Chosen, Selection, choose
 
 ENGINES = ("server", "llama-bench")
-#: the pp/tg requests of one start (history defaults: small enough for a CPU nightly)
-DEFAULT_PROMPT, DEFAULT_PREDICT = 512, 64
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,14 @@ class HistoryRequest:
     ncmoe: tuple[int, ...] = (0,)
     engine: str = "server"
     repeats: int = 3
-    prompt_tokens: int = DEFAULT_PROMPT
-    n_predict: int = DEFAULT_PREDICT
+    # the pp/tg requests of one start: history.run's own defaults in the options table (a series' key holds them)
+    prompt_tokens: int = default_of("history.run", "prompt_tokens")
+    n_predict: int = default_of("history.run", "n_predict")
     threads: int | None = None
     quiet: bool = True
-    min_starts: int = 3
-    max_starts: int = 10
-    precision: float = 0.05
+    min_starts: int = DEFAULT_MIN_STARTS
+    max_starts: int = DEFAULT_MAX_STARTS
+    precision: float = DEFAULT_PRECISION
     min_effect: float = MIN_EFFECT
     resume: bool = False                 # --continue
     bisect: bool = False
