@@ -302,11 +302,11 @@ def test_smoke_and_verify_do_not_climb_into_bench():
 #: without the session). The verdict on a re-run is :mod:`llamaforge.findings.reproduction` (issue 42).
 PURE_FEATURE_PARTS = ("compare.judged",)
 #: what ``report/`` may import (every edge: local, ``TYPE_CHECKING``, a package ``__init__`` it runs): records, the
-#: judge (its trend rule included), what stored runs say (``findings/``), the variant matrix's pure readers, and
-#: formatting foundations — no feature package (issue 42: no exception for a feature's "pure half")
+#: judge (its trend rule included), what stored runs say (``findings/``), the variant matrix's pure readers, the
+#: backends' declarations (labels, order, colours: ``backends/``, a floor) and formatting foundations — no feature package (issue 42: no exception for a feature's "pure half")
 REPORT_MAY_IMPORT = ("report", "records", "store", "judge", "findings", "variants.model",
                      "variants.status", "variants.took", "errors", "console", "files", "mdtext", "visible", "metrics",
-                     "machine")
+                     "machine", "backends")
 #: the feature packages ``report/`` never loads, directly or not — not even their ``__init__``
 REPORT_NEVER_LOADS = ("reproduce", "compare", "bisect", "history", "fleet", "bench", "builds", "commands", "cli")
 #: modules that measure, build, fetch or start processes: nothing the report, ``findings/`` or a pure feature part
@@ -547,3 +547,89 @@ def test_bench_has_no_unexplained_function_local_imports():
     found = [f"{path.relative_to(SRC)}:{n}" for mod, path in MODULES.items()
              if mod == pkg or mod.startswith(pkg + ".") for n in unexplained_local_imports(mod, path)]
     assert not found, "function-local imports without a start-up reason: " + ", ".join(found)
+
+
+#: the backend floor: one object per backend (``backends/``), standing on the foundations and the llama.cpp floor
+BACKENDS_PKG = "backends"
+BACKENDS_MAY_LOAD = (BACKENDS_PKG, *FLOOR_MAY_LOAD, FLOOR, "paths", "gpu", "config", "values", "pathsafe",
+                     "workspace")
+
+
+def test_the_backends_floor_loads_only_foundations_and_the_llamacpp_floor():
+    """Issue 42: ``backends/`` declares what differs per backend; builds, verify, doctor, bench and the report ask
+    it. Importing it — everything it loads, ``__init__``s and ``TYPE_CHECKING`` names included — loads no builds,
+    bench, variants or report module, so the report may read a backend's label, order and colour."""
+    graph = import_graph(type_checking=True)
+    mods = [m for m in MODULES if _under(m, (BACKENDS_PKG,))]
+    assert mods, "no backends package"
+    bad = sorted(f"{m.removeprefix(PKG + '.')} loads {t.removeprefix(PKG + '.')} (imported by {via.removeprefix(PKG + '.')})"
+                 for m in mods for t, via in _reaches(graph, m).items()
+                 if t != PKG and not _under(t, BACKENDS_MAY_LOAD))
+    assert not bad, "the backends floor climbs up: " + "; ".join(bad)
+
+
+def _backend_names() -> frozenset[str]:
+    from llamaforge import backends
+
+    # "rocm": llama.cpp's name for what llamaforge calls hip (a table once listed it as a backend of its own)
+    return frozenset({*backends.names(), "rocm"})
+
+
+def _names_in(node: ast.AST, names: frozenset[str]) -> bool:
+    """``node`` is a backend name (a string constant, any case), or a tuple/list/set of nothing but backend names."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.strip().lower() in names
+    if isinstance(node, ast.Tuple | ast.List | ast.Set) and node.elts:
+        return all(_names_in(e, names) for e in node.elts)
+    return False
+
+
+def _pattern_names(pattern: ast.pattern, names: frozenset[str]) -> bool:
+    if isinstance(pattern, ast.MatchValue):
+        return _names_in(pattern.value, names)
+    if isinstance(pattern, ast.MatchOr):
+        return any(_pattern_names(p, names) for p in pattern.patterns)
+    if isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
+        return _pattern_names(pattern.pattern, names)
+    return False
+
+
+def backend_name_comparisons(tree: ast.AST, names: frozenset[str] | None = None) -> list[int]:
+    """Lines where ``tree`` compares something with a backend's name: ``x == "cuda"``, ``b in ("cuda", "vulkan")``,
+    ``"vulkan" in caps``, ``name != "cpu"``, ``case "cuda":``. Only ``backends/`` may: elsewhere the code asks the
+    backend object (``backends.get(name).offloads``, ``.device_kind``, ``.cmake_flags(…)``)."""
+    names = _backend_names() if names is None else names
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(_names_in(side, names) for side in (node.left, *node.comparators)):
+            out.add(node.lineno)
+        elif isinstance(node, ast.match_case) and _pattern_names(node.pattern, names):
+            out.add(node.pattern.lineno)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("code", ['if backend == "cuda":\n    pass\n', 'ok = build.backend != "Vulkan"\n',
+                                  'if b in ("cuda", "vulkan"):\n    pass\n', 'x = "cpu" == name\n',
+                                  'match name:\n    case "metal" | "sycl":\n        pass\n'])
+def test_the_backend_name_finder_sees_a_planted_comparison(code: str, tmp_path: Path):
+    """Issue 42's acceptance: a planted ``if backend == "cuda"`` outside ``backends/`` is found (and so fails
+    :func:`test_no_backend_name_is_compared_outside_the_backends_package`)."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f(backend, build, b, name):\n" + "".join(f"    {ln}\n" for ln in code.splitlines()))
+    assert backend_name_comparisons(ast.parse(planted.read_text())), code
+
+
+def test_the_backend_name_finder_leaves_other_comparisons_alone():
+    """Capability keys among other keys and other strings are not backend names."""
+    code = ('k not in ("devices", "cuda_archs", "vulkan")\nkind == "gpu"\nb.offloads\n'
+            'match x:\n    case "fitted":\n        pass\n')
+    assert backend_name_comparisons(ast.parse(code)) == []
+
+
+def test_no_backend_name_is_compared_outside_the_backends_package():
+    """Issue 42, deliverable 3: every backend's knowledge is its own object's (``src/llamaforge/backends/``); no
+    module elsewhere branches on a backend's name."""
+    found = [f"{path.relative_to(SRC)}:{n}" for mod, path in MODULES.items() if not _under(mod, (BACKENDS_PKG,))
+             for n in backend_name_comparisons(parse(path))]
+    assert not found, ("backend names compared outside backends/ (ask the backend object instead: "
+                       "llamaforge.backends.get(name)): " + ", ".join(found))

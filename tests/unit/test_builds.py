@@ -5,27 +5,22 @@ from pathlib import Path
 
 import pytest
 
-from llamaforge.builds.backends import (
-    BACKENDS,
-    FlagOptions,
-    cmake_flags,
-    get_backend,
-    parse_backends,
-    problems,
-)
+from llamaforge.backends import FlagOptions, known
+from llamaforge.backends import get as get_backend
+from llamaforge.backends import parse as parse_backends
+from llamaforge.backends.toolchain import Tool, Toolchain
+from llamaforge.backends.vulkan import VulkanHeaders, inspect_vulkan_headers, parse_glslc_support
 from llamaforge.builds.builder import (
     MANIFEST,
     MANIFEST_VERSION,
     first_error,
     make_key,
-    parse_glslc_support,
     read_manifest,
     write_json_atomic,
 )
-from llamaforge.builds.toolchain import Tool, Toolchain, VulkanHeaders, inspect_vulkan_headers
 from llamaforge.builds.verify import diagnose
 from llamaforge.errors import ConfigError, ToolchainError
-from llamaforge.findings.labels import DISPLAY_NAMES, display_name
+from llamaforge.findings.labels import display_name
 from llamaforge.llamacpp.devices import parse_devices, parse_version, parse_vulkan_lines
 
 
@@ -66,7 +61,7 @@ def test_manifest_is_a_cache_hit_only_when_complete(tmp_path: Path):
 
 
 def test_every_backend_has_the_name_reports_give_it():
-    assert set(DISPLAY_NAMES) == set(BACKENDS)
+    assert all(b.label for b in known())
     assert (display_name("hip"), display_name(" CUDA "), display_name("npu"), display_name(None)) == ("ROCm", "CUDA", "npu", "?")
 
 
@@ -77,15 +72,15 @@ def test_unknown_backend_lists_the_known_ones():
 
 
 def test_cuda_without_nvcc_or_archs_is_a_toolchain_error(monkeypatch):
-    monkeypatch.setattr("llamaforge.builds.backends.gpu_visible", lambda: False)
+    monkeypatch.setattr("llamaforge.backends.cuda.gpu_visible", lambda: False)
     with pytest.raises(ToolchainError) as e:
-        cmake_flags(get_backend("cuda"), _tc(nvcc=None), FlagOptions())
+        get_backend("cuda").cmake_flags(_tc(nvcc=None), FlagOptions())
     assert "nvcc" in e.value.message
     nvcc = Tool("nvcc", "/usr/local/cuda/bin/nvcc", "13.0")
     with pytest.raises(ToolchainError) as e:
-        cmake_flags(get_backend("cuda"), _tc(nvcc=nvcc), FlagOptions())
+        get_backend("cuda").cmake_flags(_tc(nvcc=nvcc), FlagOptions())
     assert "--cuda-archs" in e.value.fix
-    flags = cmake_flags(get_backend("cuda"), _tc(nvcc=nvcc), FlagOptions(cuda_archs="90"))
+    flags = get_backend("cuda").cmake_flags(_tc(nvcc=nvcc), FlagOptions(cuda_archs="90"))
     assert flags["CMAKE_CUDA_ARCHITECTURES"] == "90" and flags["GGML_CUDA"] == "ON"
 
 
@@ -106,7 +101,7 @@ def test_too_old_vulkan_headers_are_detected_before_cmake(tmp_path: Path):
     old = inspect_vulkan_headers(_headers(tmp_path / "old", 239, False, True))
     assert old is not None and old.version == "1.3.239" and not old.ok
     glslc = Tool("glslc", "/usr/bin/glslc", "2023.2")
-    probs = problems(get_backend("vulkan"), _tc(glslc=glslc, vulkan_headers=None, vulkan_seen=[old]))
+    probs = get_backend("vulkan").build_problems(_tc(glslc=glslc, vulkan_headers=None, vulkan_seen=[old]))
     assert any("too old" in p and "fetch-vulkan-headers" in f for p, f in probs)
     new = inspect_vulkan_headers(_headers(tmp_path / "new", 309, True, True))
     assert new.ok
@@ -116,7 +111,7 @@ def test_vulkan_flags_point_cmake_at_the_found_headers_and_glslc(tmp_path: Path)
     inc = _headers(tmp_path, 309, True, True)
     vh = VulkanHeaders(inc, "1.3.309", True, True, None)
     glslc = Tool("glslc", "/opt/glslc", "2025.2")
-    flags = cmake_flags(get_backend("vulkan"), _tc(glslc=glslc, vulkan_headers=vh), FlagOptions())
+    flags = get_backend("vulkan").cmake_flags(_tc(glslc=glslc, vulkan_headers=vh), FlagOptions())
     assert flags["GGML_VULKAN"] == "ON" and flags["Vulkan_INCLUDE_DIR"] == str(inc)
     assert flags["Vulkan_GLSLC_EXECUTABLE"] == "/opt/glslc" and flags["BUILD_SHARED_LIBS"] == "OFF"
 

@@ -67,7 +67,7 @@ def test_effective_flags_are_the_build_types(tmp_path):
 
 
 def test_a_tree_that_builds_its_web_ui_by_default_gets_it_off(tmp_path):
-    from llamaforge.builds.backends import source_flags
+    from llamaforge.builds.source_flags import source_flags
 
     (tmp_path / "CMakeLists.txt").write_text('option(LLAMA_BUILD_UI        "llama: build the embedded Web UI"   ON)\n')
     assert source_flags(tmp_path) == {"LLAMA_BUILD_UI": "OFF"}

@@ -72,8 +72,8 @@ def test_log_on_a_real_full_filesystem(tmp_path):
 
 
 def test_build_step_with_an_unwritable_log_is_a_clear_build_error(tmp_path):
+    from llamaforge.backends import get as get_backend
     from llamaforge.builds import builder
-    from llamaforge.builds.backends import get_backend
     from llamaforge.errors import BuildError
 
     r = proc.run(_loud(tmp_path), timeout=_TIMEOUT, log_path=Path("/dev/full"))

@@ -17,10 +17,12 @@ from types import SimpleNamespace
 import pytest
 
 from fakes import FakeBuild, fake_binaries
+from llamaforge.backends import FlagOptions
+from llamaforge.backends import get as get_backend
+from llamaforge.backends.base import NO_AMX_FLAGS
 from llamaforge.bench import adjust
 from llamaforge.bench.plan import Plan, make_plan, make_points
 from llamaforge.builds import hostcpu
-from llamaforge.builds.backends import NO_AMX_FLAGS, FlagOptions, cmake_flags, get_backend
 from llamaforge.builds.builder import find_build, make_key
 from llamaforge.builds.doctor import amx_gcc_warning, parse_gcc_major
 from llamaforge.builds.manifest import MANIFEST, MANIFEST_VERSION
@@ -315,12 +317,12 @@ def test_doctor_warns_about_amx_cpus_with_gcc_before_13():
 
 
 def test_no_amx_build_flags_really_turn_amx_off_in_gcc():
-    from llamaforge.builds.toolchain import discover
+    from llamaforge.backends.toolchain import discover
 
     tc = discover(backends=("cpu",))
-    flags = cmake_flags(get_backend("cpu"), tc, FlagOptions(no_amx=True))
+    flags = get_backend("cpu").cmake_flags(tc, FlagOptions(no_amx=True))
     assert {k: flags[k] for k in NO_AMX_FLAGS} == NO_AMX_FLAGS
-    assert "CMAKE_C_FLAGS" not in cmake_flags(get_backend("cpu"), tc, FlagOptions())
+    assert "CMAKE_C_FLAGS" not in get_backend("cpu").cmake_flags(tc, FlagOptions())
     gcc = shutil.which("gcc")
     if not gcc:
         pytest.skip("no gcc")

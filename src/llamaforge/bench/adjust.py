@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..builds.backends import is_cpu_vulkan_name
+from ..backends import find as find_backend
 from ..console import notice
 from ..llamacpp.quirks import lacking, recorded
 from ..variants.build import variant_args
@@ -54,15 +54,10 @@ class Runtime:
 
 
 def is_cpu_vulkan(build: BuildLike) -> bool:
-    """A Vulkan build whose device is the CPU (lavapipe/llvmpipe, SwiftShader), from its verification."""
-    if build.backend != "vulkan":
-        return False
-    m = build.manifest or {}
-    caps = m.get("capabilities") or {}
-    if "vulkan_cpu_device" in caps:
-        return bool(caps["vulkan_cpu_device"])
-    devs = (m.get("verification") or {}).get("devices") or []
-    return any(is_cpu_vulkan_name(str(d.get("name", ""))) for d in devs)
+    """A Vulkan build whose device is the CPU (lavapipe/llvmpipe, SwiftShader), from its verification (what
+    its backend says: :meth:`~llamaforge.backends.Backend.cpu_device`)."""
+    backend = find_backend(build.backend)
+    return backend is not None and backend.cpu_device(build.manifest or {})
 
 
 def compute(build: BuildLike, plan: Plan) -> Runtime:

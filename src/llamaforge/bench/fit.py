@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..backends import find as find_backend
 from ..console import notice
 from ..errors import BenchError
 from ..gpu import free_vram_mib
 from .plan import BuildLike, FitOptions, Plan
-
-#: backends without device memory: a VRAM budget means nothing to them
-NO_GPU_BACKENDS = ("cpu",)
-
 
 #: llama.cpp's own default ``-fitt`` margin (MiB per device)
 LLAMA_DEFAULT_FIT_MARGIN_MIB = 1024
@@ -33,13 +30,19 @@ def budget_margins(free_mib: Sequence[float], budget_gib: float) -> list[int]:
     return [max(0, int(f - budget + LLAMA_DEFAULT_FIT_MARGIN_MIB)) for f in free_mib]
 
 
+def _offloads(name: str) -> bool:
+    """Whether a backend has device memory (a VRAM budget means nothing to those that run on the CPU)."""
+    backend = find_backend(name)
+    return backend is None or backend.offloads
+
+
 def resolve_fit(fit: FitOptions, backends: Sequence[str]) -> FitOptions:
     """Turn ``vram_budget_gib`` into per-device ``-fitt`` margins (see :func:`budget_margins`)."""
     if fit.vram_budget_gib is None or fit.margins_mib is not None:
         return fit
     if fit.fitt_mib is not None:
         raise BenchError("--vram-budget and --fitt both set the fit margin", "give only one of them")
-    if all(b in NO_GPU_BACKENDS for b in backends):
+    if not any(_offloads(b) for b in backends):
         fit.notice = "--vram-budget ignored: only CPU builds in this run"
         notice(fit.notice)
         return fit
@@ -62,6 +65,6 @@ def fitt_for(build: BuildLike, plan: Plan) -> str | None:
     """The ``-fitt`` argument for a build (budget-derived margins only apply to GPU backends)."""
     if plan.fit.fitt_mib is not None:
         return str(plan.fit.fitt_mib)
-    if plan.fit.margins_mib and build.backend not in NO_GPU_BACKENDS:
+    if plan.fit.margins_mib and _offloads(build.backend):
         return plan.fit.target()
     return None

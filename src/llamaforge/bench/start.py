@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..backends import get as get_backend
 from ..builds import find_build
-from ..builds.backends import get_backend
 from ..builds.verify import ensure_runnable
 from ..console import warning
 from ..errors import BenchError

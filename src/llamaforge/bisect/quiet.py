@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..backends import find as find_backend
+
 #: (option, value) in the order they are added; see the module doc
 QUIET_OPTIONS: tuple[tuple[str, str], ...] = (("--cpu-strict", "1"), ("--prio", "2"), ("--poll", "50"))
 
@@ -64,14 +66,16 @@ class QuietRequest:
 
 def settings(req: QuietRequest, bench_options: Iterable[str] | None, *, cores: int | None = None) -> Quiet:
     """The settings for a build whose llama-bench lists ``bench_options`` (``None``: not known, nothing added)."""
+    backend = find_backend(req.backend)
+    on_cpu = backend is not None and not backend.offloads
     if req.threads:
         threads, src = req.threads, "--threads"
-    elif req.enabled and req.backend == "cpu":
+    elif req.enabled and on_cpu:
         threads = cores if cores is not None else physical_cores()
         src = "physical cores" if threads else "llama.cpp default"
     else:
         threads, src = None, "llama.cpp default"
-    if not (req.enabled and req.backend == "cpu"):
+    if not (req.enabled and on_cpu):
         return Quiet(threads, src, enabled=req.enabled)
     have = set(bench_options or ())
     args: list[str] = []

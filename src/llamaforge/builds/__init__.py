@@ -1,5 +1,5 @@
-"""Builds of llama.cpp: toolchain discovery (``toolchain``), per-backend CMake flags
-(``backends``), cached keyed builds (``builder``) and the doctor report (``doctor``)."""
+"""Builds of llama.cpp: cached keyed builds (``builder``), verification (``verify``, ``smoke``) and the doctor
+report (``doctor``). What differs per backend (CMake flags, tools, checks) is :mod:`llamaforge.backends`."""
 
 from .builder import BuildOptions, build, find_build, list_builds
 from .manifest import Build

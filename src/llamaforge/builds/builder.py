@@ -35,6 +35,9 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import proc
+from ..backends import Backend, FlagOptions
+from ..backends import get as get_backend
+from ..backends.toolchain import Toolchain, discover
 from ..config import Pin
 from ..console import console, esc, notice
 from ..errors import BuildError
@@ -43,19 +46,13 @@ from ..llamacpp.options import probe_build
 from ..paths import Paths
 from ..redact import redact_text
 from . import cmake_tree, verify
-from .backends import (
-    TARGETS_OPTIONAL,
-    TARGETS_REQUIRED,
-    Backend,
-    FlagOptions,
-    cmake_flags,
-    get_backend,
-    source_flags,
-)
 from .hostcpu import is_native, native_cpu, runs_here
 from .integrity import binary_problems, source_evidence
 from .manifest import MANIFEST, MANIFEST_VERSION, Build, read_manifest
-from .toolchain import Toolchain, discover
+from .source_flags import source_flags
+
+TARGETS_REQUIRED = ("llama-server", "llama-bench")
+TARGETS_OPTIONAL = ("llama-fit-params",)
 
 
 @dataclass
@@ -147,24 +144,6 @@ def _available_targets(cmake: str, out: Path, env: dict[str, str]) -> set[str]:
     return names
 
 
-def parse_glslc_support(configure_log: str, cmake_cache: str) -> dict[str, bool]:
-    """Vulkan shader features the build's glslc supports (configure output, or CMakeCache on older commits)."""
-    names = {"GL_KHR_cooperative_matrix": "coopmat", "GL_NV_cooperative_matrix2": "coopmat2",
-             "GL_EXT_integer_dot_product": "integer_dot", "GL_EXT_bfloat16": "bf16"}
-    out: dict[str, bool] = {}
-    for ext, key in names.items():
-        m = re.search(rf"{re.escape(ext)} (not )?supported by glslc", configure_log)
-        if m:
-            out[key] = m.group(1) is None
-    for line in cmake_cache.splitlines():
-        m = re.match(r"GGML_VULKAN_(\w+)_GLSLC_SUPPORT:\w+=(\w+)", line)
-        if m:
-            key = {"COOPMAT": "coopmat", "COOPMAT2": "coopmat2", "INTEGER_DOT": "integer_dot", "BFLOAT16": "bf16"}.get(
-                m.group(1), m.group(1).lower())
-            out.setdefault(key, m.group(2).upper() in ("ON", "TRUE", "1"))
-    return out
-
-
 class _NinjaProgress:
     """Turns ninja's ``[n/m]`` lines into a rich progress bar."""
 
@@ -192,7 +171,7 @@ def build(paths: Paths, pin: Pin, backend: Backend | str, opts: BuildOptions | N
     backend = get_backend(backend) if isinstance(backend, str) else backend
     tc = toolchain or discover(nvcc=opts.nvcc, glslc=opts.glslc, vulkan_include=opts.vulkan_include,
                                backends=(backend.name,))
-    flags = cmake_flags(backend, tc, opts)   # raises ToolchainError with the fix
+    flags = backend.cmake_flags(tc, opts)   # raises ToolchainError with the fix
     tree = tree or checkout(pin, paths)
     evidence = source_evidence(tree)      # a dirty worktree is refused before anything is reused or built
     for name, value in source_flags(tree.path).items():   # e.g. no npm-built web UI; a --define still wins
@@ -264,14 +243,14 @@ def _configure_argv(tc: Toolchain, backend: Backend, src: Path, out: Path, flags
         cfg += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tc.ninja.path}"]
     if tc.ccache:
         cfg += [f"-DCMAKE_C_COMPILER_LAUNCHER={tc.ccache.path}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={tc.ccache.path}"]
-        if backend.name == "cuda":
-            cfg += [f"-DCMAKE_CUDA_COMPILER_LAUNCHER={tc.ccache.path}"]
+        cfg += [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={tc.ccache.path}" for lang in backend.launcher_languages]
     return cfg + [f"-D{k}={v}" for k, v in sorted(flags.items())]
 
 
-def _targets(cmake: str, out: Path, env: dict[str, str], log: Path) -> list[str]:
-    """The targets to build: the required ones (an error if the commit lacks one) and the optional ones it has."""
-    targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL]
+def _targets(cmake: str, out: Path, env: dict[str, str], log: Path, backend: Backend) -> list[str]:
+    """The targets to build: the required ones (an error if the commit lacks one) and the optional ones it has
+    (the backend's own among them, e.g. rpc-server)."""
+    targets = [t for t in TARGETS_REQUIRED + TARGETS_OPTIONAL + backend.extra_targets]
     avail = _available_targets(cmake, out, env)
     if avail:
         missing = [t for t in TARGETS_REQUIRED if t not in avail]
@@ -293,15 +272,7 @@ def _binaries(d: Path, out: Path, targets: list[str]) -> dict:
 
 def _build_capabilities(backend: Backend, log: Path, cache_txt: str) -> dict:
     """What the build itself tells about the backend (glslc features, CUDA archs), from its log and CMake cache."""
-    caps: dict = {"backend": backend.name}
-    if backend.name == "vulkan":
-        caps["vulkan_glslc"] = parse_glslc_support(log.read_text(errors="replace"), cache_txt)
-    if backend.name == "cuda":
-        caps["cuda_archs"] = cmake_tree.cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES")
-        native = cmake_tree.cache_value(cache_txt, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
-        if native:
-            caps["cuda_archs_native"] = native
-    return caps
+    return {"backend": backend.name, **backend.build_capabilities(log.read_text(errors="replace"), cache_txt)}
 
 
 def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, tc: Toolchain, tree, flags: dict,
@@ -328,7 +299,7 @@ def _build_locked(paths: Paths, pin: Pin, backend: Backend, opts: BuildOptions, 
     t_cfg = time.monotonic() - t0
     _check_step("configure", backend, r, log)
     cmake_tree.record(out, cfg)
-    targets = _targets(cfg[0], out, env, log)
+    targets = _targets(cfg[0], out, env, log, backend)
     t1 = time.monotonic()
     with Progress(TextColumn("[bold blue]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:

@@ -1,15 +1,15 @@
-"""``llamaforge doctor``: which backends this machine can build and run, and why not (with fixes)."""
+"""``llamaforge doctor``: which backends this machine can build and run, and why not (with fixes). Each backend's
+checks are its own (:meth:`~llamaforge.backends.Backend.doctor_checks`); this module adds the host's (gcc × AMX)."""
 
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 
 from .. import proc
-from .backends import BACKENDS, FlagOptions, problems
+from ..backends import FlagOptions, HostFacts, known
+from ..backends.toolchain import Toolchain, discover
 from .hostcpu import has_amx, native_cpu
-from .toolchain import Toolchain, discover
 
 
 @dataclass
@@ -20,30 +20,6 @@ class BackendStatus:
     devices: list[str] = field(default_factory=list)
     reasons: list[tuple[str, str]] = field(default_factory=list)   # (problem, fix)
     tested: bool = True
-
-
-def vulkan_devices() -> list[dict[str, str]]:
-    """Devices ``vulkaninfo --summary`` reports: [{name, type, driver}] (empty when unavailable)."""
-    exe = shutil.which("vulkaninfo")
-    if not exe:
-        return []
-    r = proc.run([exe, "--summary"], timeout=60)
-    out: list[dict[str, str]] = []
-    cur: dict[str, str] = {}
-    for line in r.output.splitlines():
-        m = re.match(r"\s+(deviceType|deviceName|driverName)\s*=\s*(.*)", line)
-        if m:
-            cur[m.group(1)] = m.group(2).strip()
-            if m.group(1) == "driverName":
-                out.append({"name": cur.get("deviceName", "?"), "type": cur.get("deviceType", "?"), "driver": cur["driverName"]})
-                cur = {}
-    return out
-
-
-def nvidia_gpus() -> list[str]:
-    from ..gpu import device_names
-
-    return device_names()
 
 
 def gcc_major(cc_path: str | None) -> int | None:
@@ -73,35 +49,20 @@ def amx_gcc_warning(cpu: dict, gcc: int | None) -> tuple[str, str] | None:
             "or use gcc >= 13 (CC/CXX)")
 
 
+def host_facts(tc: Toolchain) -> HostFacts:
+    """What the backends that run on this CPU report beside their own checks (an AMX CPU × gcc < 13)."""
+    warn = amx_gcc_warning(native_cpu(), gcc_major(tc.cc.path if tc.cc else None))
+    return HostFacts(cpu_warnings=(warn,) if warn else ())
+
+
 def check(tc: Toolchain | None = None) -> list[BackendStatus]:
+    """Every backend: can it be built here (its build problems), can it run (its doctor checks), and why not."""
     tc = tc or discover()
+    host = host_facts(tc)
     out = []
-    for name, b in BACKENDS.items():
-        reasons = problems(b, tc, FlagOptions(cuda_archs="x"))   # archs: judged under "run" below
-        st = BackendStatus(name, not reasons, None, reasons=list(reasons), tested=b.tested)
-        if name == "cpu":
-            st.can_run = True
-            warn = amx_gcc_warning(native_cpu(), gcc_major(tc.cc.path if tc.cc else None))
-            if warn:
-                st.reasons.append(warn)
-        elif name == "cuda":
-            gpus = nvidia_gpus()
-            st.devices = gpus
-            st.can_run = bool(gpus)
-            if not gpus:
-                st.reasons.append(("no NVIDIA GPU visible (NVML)",
-                                   "run on a machine with an NVIDIA GPU and driver; building still works with --cuda-archs"))
-        elif name == "vulkan":
-            devs = vulkan_devices()
-            st.devices = [f"{d['name']} [{d['type'].replace('PHYSICAL_DEVICE_TYPE_', '').lower()}]" for d in devs]
-            st.can_run = bool(devs)
-            if not devs:
-                st.reasons.append(("no Vulkan device (vulkaninfo)",
-                                   "apt-get install mesa-vulkan-drivers vulkan-tools (lavapipe), or a GPU driver"))
-            elif all("CPU" in d["type"] for d in devs):
-                st.reasons.append(("only a CPU Vulkan device (lavapipe): slow, for tests",
-                                   "llamaforge runs it with GGML_VK_VISIBLE_DEVICES=0 automatically"))
-        else:
-            st.reasons.append(("declared but untested by llamaforge", b.note or "see llama.cpp's build docs"))
-        out.append(st)
+    for b in known():
+        reasons = b.build_problems(tc, FlagOptions(cuda_archs="x"))   # archs: judged under "run" below
+        run = b.doctor_checks(tc, host)
+        out.append(BackendStatus(b.name, not reasons, run.can_run, run.devices, [*reasons, *run.reasons],
+                                 tested=b.tested))
     return out

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..backends import Backend
 from ..config import Pin
 from ..paths import Paths
 from ..sources.localrepo import Checkout, source_tree
-from .backends import Backend
 from .builder import BuildOptions, build
 from .manifest import Build
 

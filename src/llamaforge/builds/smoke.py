@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
+from ..backends import find as find_backend
 from ..console import console, esc, notice, verbose_enabled
 from ..errors import LlamaforgeError
 from ..llamacpp.llamabench import parse_results
@@ -193,7 +194,8 @@ def run_bench(binary: Path, model: Path, env: dict[str, str], extra: list[str], 
 
 def _cpu_moe_layers(build: Any, model: Path) -> int | None:
     """For GPU backends: the model's layer count, so llama-bench runs every expert on the CPU."""
-    if build.backend == "cpu":
+    backend = find_backend(build.backend)
+    if backend is not None and not backend.offloads:
         return None
     try:
         from ..models import model_facts
@@ -268,7 +270,8 @@ def _not_tried(build: Any, first: Attempt, q: Quirk, lacking: dict[str, list[str
     """Why ``q`` cannot be tried on this build (None: it can). llama-server must take it (bench's
     default engine, and the part a retry can prove); a llama-bench that cannot is left out of the
     retry only when llama-server crashed too (else the retry would prove nothing)."""
-    if q.backends is not None and build.backend not in q.backends:
+    backend = find_backend(build.backend)
+    if backend is not None and q not in backend.quirks:
         return f"quirk {q.name} not tried: not for {build.backend} builds"
     if "llama-server" in lacking:
         return f"quirk {q.name} not tried: this build's llama-server lacks {' '.join(lacking['llama-server'])}"

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import proc
+from ..backends import Backend
+from ..backends import get as get_backend
 from ..console import notice
 from ..errors import BuildError, VerifyError
 from ..llamacpp.devices import Device, list_devices, parse_cuda_lines, parse_version, parse_vulkan_lines
-from .backends import BACKENDS, is_cpu_vulkan_name
 
 
 @dataclass
@@ -58,20 +59,37 @@ def diagnose(backend: str, expected_commit: str, version: dict, devices: list[De
     elif got == "unknown" or not (expected_commit.startswith(got) or got.startswith(expected_commit[:len(got)])):
         problems.append(f"the binary reports commit {got}, but the pin is {expected_commit[:9]}")
         fixes.append("rebuild with `llamaforge build --rebuild` (a stale or foreign binary)")
-    prefix = BACKENDS[backend].device_prefix
+    b = get_backend(backend)
+    prefix = b.device_prefix
     if prefix:
         mine = [d for d in devices if d.backend == prefix]
         others = [d for d in devices if d.backend != prefix]
         if not mine and others:
             seen = ", ".join(f"{d.backend}{d.index} ({d.name})" for d in others)
             problems.append(f"built for {prefix} but the binary sees only {seen}")
-            fixes.append(f"this is not a {backend} build: check the CMake flags (GGML_{backend.upper()}=ON) and that you run the binary you built")
+            fixes.append(f"this is not a {backend} build: check the CMake flags ({b.switches}) and that you run the binary you built")
         elif not mine:
             problems.append(f"the {prefix} build sees no device")
-            fixes.append({"cuda": "check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
-                          "vulkan": "install a Vulkan driver (apt-get install mesa-vulkan-drivers for lavapipe; the NVIDIA/AMD driver for GPUs) and check `vulkaninfo --summary`"}.get(
-                              backend, "check the driver for this backend"))
+            fixes.append(b.no_device_fix)
     return problems, fixes
+
+
+def _hidden_devices(backend: Backend, lister: Path, env: dict[str, str], devices: list[Device],
+                    listing: str) -> tuple[dict[str, str], list[Device], str, bool]:
+    """A build that sees none of its devices is listed again with the environment that shows the ones llama.cpp
+    hides (a CPU Vulkan device: ``GGML_VK_VISIBLE_DEVICES=0``); where that helps, its environment becomes the
+    build's runtime environment (and is said). Returns (env, devices, listing, retried)."""
+    prefix = backend.device_prefix
+    extra = backend.hidden_device_env(env)
+    if not extra or any(d.backend == prefix for d in devices):
+        return env, devices, listing, False
+    env2 = {**env, **extra}
+    devs2, listing2 = list_devices(lister, env2)
+    if not any(d.backend == prefix for d in devs2):
+        return env, devices, listing, False
+    shown = " ".join(f"{k}={v}" for k, v in extra.items())
+    notice(f"only a CPU {prefix} device is present ({devs2[0].name}); using it with {shown}")
+    return env2, devs2, listing2, True
 
 
 def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, smoke: bool = True,
@@ -89,15 +107,8 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
     # `Device 0: ..., compute capability 9.0`), which llama-server keeps quiet about
     lister = build.binary("llama-bench")
     devices, listing = list_devices(lister, env)
-    prefix = BACKENDS[build.backend].device_prefix
-    cpu_vulkan = False
-    if build.backend == "vulkan" and not any(d.backend == prefix for d in devices) and "GGML_VK_VISIBLE_DEVICES" not in env:
-        env2 = dict(env, GGML_VK_VISIBLE_DEVICES="0")
-        devs2, listing2 = list_devices(lister, env2)
-        if any(d.backend == prefix for d in devs2):
-            notice(f"only a CPU Vulkan device is present ({devs2[0].name}); using it with GGML_VK_VISIBLE_DEVICES=0")
-            env, devices, listing = env2, devs2, listing2
-            cpu_vulkan = True
+    backend = get_backend(build.backend)
+    env, devices, listing, retried = _hidden_devices(backend, lister, env, devices, listing)
     problems, fixes = diagnose(build.backend, build.commit, version, devices)
     # --version only echoes the LLAMA_BUILD_COMMIT llamaforge injected; what proves the build is
     # the pinned commit is the recorded source tree (build.integrity), and its binaries' sha256
@@ -117,8 +128,7 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
         caps["vulkan_devices"] = vk
         caps["vulkan"] = {"matrix_cores": vk[0].get("matrix_cores"), "int_dot": vk[0].get("int_dot"),
                           "fp16": vk[0].get("fp16"), "bf16": vk[0].get("bf16")}
-    if build.backend == "vulkan":
-        caps["vulkan_cpu_device"] = cpu_vulkan or any(is_cpu_vulkan_name(d.name) for d in devices)
+    caps.update(backend.verify_capabilities([d.name for d in devices], retried))
     cu = parse_cuda_lines(listing)
     if cu:
         caps["cuda_devices"] = cu

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from rich.table import Table
 
+from ..backends import find as find_backend
+from ..backends import parse as parse_backends
 from ..builds import BuildOptions, list_builds
 from ..builds import build as do_build
-from ..builds.backends import parse_backends
 from ..console import console, esc
 from ..errors import ConfigError, VerifyError
 from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
@@ -44,8 +45,8 @@ def init(c, force=False):
 @lf_task
 def doctor(c):
     """Which backends this machine can build and run, and why not (each with the fix)."""
+    from ..backends.toolchain import discover
     from ..builds.doctor import check
-    from ..builds.toolchain import discover
 
     _print_places()
     tc = discover()
@@ -141,14 +142,8 @@ def _print_builds(builds) -> None:
     for b in builds:
         ver = b.manifest.get("verification") or {}
         caps = b.capabilities
-        capstr = []
-        if "vulkan" in caps:
-            v = caps["vulkan"]
-            capstr.append(f"matrix cores: {v.get('matrix_cores')} | int dot: {v.get('int_dot')}")
-        if caps.get("vulkan_glslc"):
-            capstr.append("glslc: " + (", ".join(k for k, on in caps["vulkan_glslc"].items() if on) or "none"))
-        if caps.get("cuda_archs"):
-            capstr.append(f"archs: {caps['cuda_archs']}")
+        backend = find_backend(b.backend)
+        capstr = backend.describe_capabilities(caps) if backend else []
         devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
         smoke = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[yellow]skipped[/]"}.get(
             b.manifest.get("smoke") or "", "[dim]not run[/]")

@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..backends import get as get_backend
+from ..backends import known
+from ..backends import parse as parse_backends
 from ..bench.cli_options import bench_options, convert, help_for, parse_launches
 from ..builds import BuildOptions
 from ..builds import build as do_build
-from ..builds.backends import parse_backends
 from ..builds.doctor import check
 from ..console import console, esc, notice
 from ..errors import BenchError, LlamaforgeError, ModelError
@@ -21,10 +23,11 @@ from ._common import csv_list, lf_task, paths, pins, writable_dir
 
 
 def available_backends() -> list[str]:
-    """cpu always; vulkan when it can be built and a Vulkan device exists; cuda with nvcc and a GPU."""
-    out = ["cpu"]
+    """The backends whose ``demo`` is "always" (cpu), and those whose ``demo`` is "if-available" where they can
+    be built and run here: vulkan when a Vulkan device exists, cuda with nvcc and a GPU."""
+    out = [b.name for b in known() if b.demo == "always"]
     for st in check():
-        if st.backend not in ("cuda", "vulkan"):
+        if get_backend(st.backend).demo != "if-available":
             continue
         if st.can_build and st.can_run:
             out.append(st.backend)
@@ -59,7 +62,7 @@ def demo(c, backends=None, model="synth:tiny-qwen35moe", ncmoe=None, repeats=2, 
         try:
             builds.append(do_build(p, pin, name, BuildOptions()))
         except LlamaforgeError as e:
-            if explicit or name == "cpu":
+            if explicit or get_backend(name).demo == "always":
                 raise
             notice(f"skipping {name}: {e}")
     t_build = time.monotonic() - t0

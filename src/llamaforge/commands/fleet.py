@@ -38,7 +38,7 @@ def _failures(outcomes, what: str) -> None:  # noqa: ANN001
 
 def _check_backends(backends: str | None, hosts) -> None:  # noqa: ANN001
     """Backend names are checked here, before any host is contacted."""
-    from ..builds.backends import parse_backends
+    from ..backends import parse as parse_backends
 
     if backends is not None:
         parse_backends(csv_list(backends, what="backend"))

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: backend → how reports and exports name it (llama-bench's "backends" names); every backend of
-#: :data:`llamaforge.builds.backends.BACKENDS` has one
-DISPLAY_NAMES: dict[str, str] = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "hip": "ROCm", "sycl": "SYCL",
-                                 "metal": "Metal"}
+from ..backends import label as backend_label
 
 
 def display_name(backend: str | None) -> str:
-    """``cuda`` → ``CUDA``, ``hip`` → ``ROCm`` (llama.cpp's own names); an unknown backend as given, or ``?``."""
-    return DISPLAY_NAMES.get((backend or "").strip().lower()) or backend or "?"
+    """How reports and exports name a backend: its :attr:`~llamaforge.backends.Backend.label` (llama.cpp's own
+    names: ``cuda`` → ``CUDA``, ``hip`` → ``ROCm``); an unknown backend as given, or ``?``."""
+    return backend_label(backend)
 
 
 SENTINEL_LABEL = "sentinel"

@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..builds.backends import BACKENDS
+from ..backends import names as backend_names
 from ..config import read_config_text
 from ..errors import ConfigError
 from ..variants.icd import refused_why
@@ -225,8 +225,8 @@ def _host(name: str, body: object, where: str) -> FleetHost:
     if isinstance(backends, str) or not isinstance(backends, list):
         raise ConfigError(f"{w}.backends must be a list", "e.g. backends = [\"cuda\", \"vulkan\"]")
     for b in backends:
-        if b not in BACKENDS:
-            raise ConfigError(f"{w}.backends: unknown backend {b!r}", f"use some of: {', '.join(BACKENDS)}")
+        if b not in backend_names():
+            raise ConfigError(f"{w}.backends: unknown backend {b!r}", f"use some of: {', '.join(backend_names())}")
     identity = _text(body["identity"], f"{w}.identity", fix="give a key file, e.g. ~/.ssh/id_ed25519") \
         if "identity" in body else None
     sysp = body.get("system_site_packages", False)

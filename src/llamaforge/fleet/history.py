@@ -65,7 +65,7 @@ def history_args(options: dict[str, Any], backend: str, threads: int | None = No
 def check_history_options(options: dict[str, Any], backend: str) -> Any:
     """Every value checked here as ``history.run`` checks it (a ``HistoryRequest``), before any host is
     contacted; the host checks again. ``--source``'s path and the range's commits are the host's."""
-    from ..builds.backends import parse_backends
+    from ..backends import parse as parse_backends
     from ..config import SourceSpec
     from ..history.run import HistoryRequest
     from ..history.select import Selection

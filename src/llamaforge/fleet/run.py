@@ -112,7 +112,7 @@ def _start_fleet_run(store: Store, fleet: Fleet, hosts: list[FleetHost], backend
 def check_stored_bench_args(run_id: str, plan: RunPlan) -> None:
     """A resumed fleet run's stored host command lines, checked as data (a store is data): only options
     ``fleet.bench`` passes (never ``--bin-dir``), ``--extra`` through the allow-list, backends by name."""
-    from ..builds.backends import parse_backends
+    from ..backends import parse as parse_backends
 
     fix = "start a new fleet run with `inv fleet.bench` (a store is data: its host command lines are checked)"
     args = plan.bench_args

@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
+from ..backends import rank as backend_rank
 from ..judge import judge
 from ..judge.wording import ratio_text
 from .model import RatioRow, RatioSeries, Series
 
-#: which backend is the numerator: the first of a pair in this order ("cuda/vulkan 1.6×" is the gap)
-ORDER = ("cuda", "rocm", "hip", "metal", "sycl", "vulkan", "cpu")
-
 
 def _rank(backend: str) -> int:
-    return ORDER.index(backend) if backend in ORDER else len(ORDER)
+    """Which backend is the numerator: the first of a pair in the backends' order (``rank``: "cuda/vulkan 1.6×"
+    is the gap)."""
+    return backend_rank(backend)
 
 
 def ratio_series(a: Series, b: Series) -> RatioSeries:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import backends
 from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..findings.reproduction import verdict_for
@@ -28,14 +29,14 @@ from ..metrics import LABELS, pick_test
 from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFacts, RunPlan
 from ..store import Point, Probe, Run, Store
 
-BACKEND_ORDER = ("cuda", "vulkan", "cpu")
+
 class ReportError(LlamaforgeError):
     """A run cannot be reported (no points, nothing measured, bad output folder)."""
 
 
 def backend_rank(backend: str | None) -> int:
-    b = (backend or "").lower()
-    return BACKEND_ORDER.index(b) if b in BACKEND_ORDER else len(BACKEND_ORDER)
+    """Where a backend's series go (GPU backends first, the CPU last): the backends' own order."""
+    return backends.rank(backend)
 
 
 @dataclass

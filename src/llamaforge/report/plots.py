@@ -31,11 +31,11 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from ..backends import find as find_backend  # noqa: E402
 from ..files import atomic_path  # noqa: E402
 from .adaptive import interpolated  # noqa: E402
 from .data import MemSplit, ReportData, Row, Series  # noqa: E402
 
-BACKEND_COLORS = {"cuda": "#4c9a2a", "vulkan": "#c0392b", "cpu": "#2c6fbb"}
 EXTRA_COLORS = ["#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000", "#1f618d"]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 PART_STYLES = {"model": "--", "context": ":", "compute": "-."}
@@ -51,12 +51,18 @@ class Plot:
     caption: str
 
 
+def backend_color(name: str) -> str | None:
+    """A backend's own colour (:attr:`~llamaforge.backends.Backend.color`), None for those without one."""
+    backend = find_backend(name)
+    return backend.color if backend else None
+
+
 def _styles(series: list[Series]) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     used: set[str] = set()
     extra = iter(EXTRA_COLORS * 4)
     for i, s in enumerate(series):
-        c = BACKEND_COLORS.get(s.backend.lower())
+        c = backend_color(s.backend)
         if c is None or c in used:
             c = next(extra)
         used.add(c)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backends import find as find_backend
 from ..records import BuildManifest, Environment
 from . import analysis as an
 from .data import ReportData, Series
@@ -12,7 +13,8 @@ from .sections import Section, Table
 def device_bandwidth(s: Series, env: Environment) -> tuple[str, float | None]:
     """(device name, memory bandwidth GB/s or None) for a series' backend, from the run's env: the CPU's
     measured RAM bandwidth, or the theoretical bandwidth of the NVIDIA GPU the build's device names."""
-    if s.backend.lower() == "cpu":
+    backend = find_backend(s.backend)
+    if backend is not None and not backend.offloads:
         return env.cpu_bandwidth()
     devs = BuildManifest.from_json(s.build or {}).device_names()
     gpu = next((g for g in env.gpus for d in devs if g.name and g.name in d), None)

@@ -46,8 +46,8 @@ def run_builds(store: Store, paths: Any, run: Run, bin_dir: str | None = None) -
 
 def _given_build(store: Store, run: Run, keys: list[str], bin_dir: str) -> list:
     """``--bin-dir``: the run's one external build, from the folder the user named (it must be that build)."""
+    from ..backends import get as get_backend
     from ..bench.external import external_build
-    from ..builds.backends import get_backend
 
     ext = [k for k in keys if (store.get_build(k) or {}).get("external")]
     if len(ext) != 1:

@@ -80,8 +80,8 @@ def _flags_match(build: Any, defines: dict[str, str], contested: set[str]) -> bo
 def find_variant_build(paths: Any, v: Variant, contested: set[str], *, allow_broken: bool = False) -> Any:
     """The build of ``v``: :func:`~llamaforge.builds.find_build` without defines in play, else the newest
     build of that backend and pin whose recorded CMake flags match (see the module doc)."""
+    from ..backends import get as get_backend
     from ..builds import find_build, list_builds
-    from ..builds.backends import get_backend
     from ..builds.hostcpu import runs_here
     from ..builds.verify import ensure_runnable
     from ..config import load_pins
