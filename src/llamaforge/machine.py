@@ -63,17 +63,17 @@ def identify(root: Path = Path("/"), *, nvml_module: Any = None, env: Mapping[st
         parts.append(("host", host))
     digest = hashlib.sha256("\n".join(f"{k}={v}" for k, v in parts).encode()).hexdigest()[:12]
     lasting = [(k, v) for k, v in parts if k != "boot_id"]
-    extra = {"stable": hashlib.sha256("\n".join(f"{k}={v}" for k, v in lasting).encode()).hexdigest()[:12]} \
-        if lasting and lasting != parts else {}
-    return MachineRecord(id=digest, host=host, parts=[k for k, _v in parts], extra=extra)
+    stable = hashlib.sha256("\n".join(f"{k}={v}" for k, v in lasting).encode()).hexdigest()[:12] \
+        if lasting and lasting != parts else None
+    return MachineRecord(id=digest, host=host, parts=[k for k, _v in parts], stable=stable)
 
 
 def stable_id(rec: MachineRecord | None) -> str | None:
     """The id without the boot: what stays the same across reboots of one machine (its OS install and GPUs;
-    ``extra.stable``), else the id itself. A history kept across nights compares machines by this."""
+    ``stable``), else the id itself. A history kept across nights compares machines by this."""
     if rec is None:
         return None
-    return str(rec.extra.get("stable") or rec.id) if rec.id else None
+    return str(rec.stable or rec.id) if rec.id else None
 
 
 @functools.cache

@@ -10,8 +10,9 @@ and ``env["cpu"]``, which no writer produced, and was "unknown" in every real ru
   :data:`VERSION_KEY` = :data:`RECORD_VERSION`; ``from_json`` reads it (absent: version 0, a store
   written before records) and applies each record's migration ladder (``MIGRATIONS[i]`` takes a
   dict from version ``i`` to ``i + 1``) before reading the fields.
-- Keys a record does not know are kept in its ``extra`` and written back unchanged, so a record
-  round-trips what an older or newer writer stored (another module's new plan key is not lost).
+- Keys a record does not know are kept in its ``unknown`` and written back unchanged, so a record
+  round-trips what an older or newer writer stored (another module's new plan key is not lost). ``unknown``
+  is never read by key: a key some module reads is a typed field of its record.
 - :func:`field_table` is the field → type table (in the spirit of llama-bench's one field list):
   adding a stored field is one edit to its dataclass.
 """
@@ -47,27 +48,28 @@ def _pos(x: Any) -> float | None:
 
 @dataclass
 class Record:
-    """Base of every stored record: typed fields, unknown keys kept in ``extra``."""
+    """Base of every stored record: typed fields, unknown keys kept in ``unknown``."""
 
     #: JSON key of a field whose Python name differs (``self_`` → ``"self"``)
     KEYS: ClassVar[dict[str, str]] = {}
     #: the migration ladder of this record: MIGRATIONS[i] takes version i to i + 1
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = ()
 
-    #: the stored keys this record does not know, written back unchanged (keyword-only: last in ``__init__``)
-    extra: dict = field(default_factory=dict, kw_only=True)
+    #: the stored keys this version does not know (an older or newer writer's), written back unchanged and never
+    #: read by key: a key that is read is a typed field (keyword-only: last in ``__init__``)
+    unknown: dict = field(default_factory=dict, kw_only=True)
 
     def to_json(self) -> dict:
         """The record as stored, without the version key (see the module function :func:`to_json`)."""
         out: dict[str, Any] = {}
         for f in _fields(type(self)):
             v = getattr(self, f.name)
-            if f.name == "extra":
+            if f.name == "unknown":
                 continue
             if v is None and f.name not in self._present:
                 continue        # an absent optional field stays absent
             out[self.KEYS.get(f.name, f.name)] = _dump(v)
-        out.update(self.extra)
+        out.update(self.unknown)
         return out
 
     @classmethod
@@ -85,13 +87,13 @@ class Record:
         kw: dict[str, Any] = {}
         present: set[str] = set()
         for f in _fields(cls):
-            if f.name == "extra":
+            if f.name == "unknown":
                 continue
             key = cls.KEYS.get(f.name, f.name)
             if key in d:
                 kw[f.name] = _load(hints[f.name], d.pop(key), v)
                 present.add(f.name)
-        rec = cls(**kw, extra=d)
+        rec = cls(**kw, unknown=d)
         rec._present = present
         return rec
 
@@ -159,10 +161,10 @@ def _load(tp: Any, v: Any, version: int) -> Any:
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp) or (Any,)
         inner = _record_type(item)
-        if inner is not None:
-            return [inner.from_json(x, version) for x in v or [] if isinstance(x, dict)]
         if v is not None and not isinstance(v, list | tuple):   # a crafted store's ``"backends": 5``: one line
             raise TypeError(f"a list was stored as {type(v).__name__}")
+        if inner is not None:
+            return [inner.from_json(x, version) for x in v or [] if isinstance(x, dict)]
         return list(v) if isinstance(v, list | tuple) else v
     if isinstance(v, list) and any(typing.get_origin(a) is tuple for a in _members(tp)):
         return tuple(v)          # JSON has no tuples (``ncmoe_range``)
@@ -213,6 +215,7 @@ class MachineRecord(Record):
     id: str | None = None
     host: str | None = None
     parts: list[str] = field(default_factory=list)   # boot_id, machine_id, gpu_uuids×N, or override
+    stable: str | None = None                        # the id without the boot id (machine.stable_id), where it differs
 
     def label(self) -> str:
         """``id (host)`` for reports and the terminal."""
@@ -249,7 +252,7 @@ def _env_v1(d: dict) -> dict:
 
 @dataclass
 class Environment(Record):
-    """The machine a run was measured on (``runs.env_json``; written by :func:`envinfo.collect_env`); ``extra``
+    """The machine a run was measured on (``runs.env_json``; written by :func:`envinfo.collect_env`); ``unknown``
     holds the tool versions (nvcc, vulkan_instance, ...)."""
 
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_env_v1,)
@@ -272,6 +275,8 @@ class Environment(Record):
     llamaforge: str | None = None
     machine_identity: MachineRecord | None = None  # the machine that started the run (llamaforge.machine)
     resumes: list[ResumeRecord] = field(default_factory=list)   # every later `bench --resume` of it
+    fleet_host: str | None = None                # a run imported from a fleet host: the host (fleet.merge)
+    machines: dict[str, dict] | None = None      # a fleet report's environment per machine (report.data; not stored)
 
     def cpu_bandwidth(self) -> tuple[str, float | None]:
         """(CPU name, host RAM bandwidth GB/s or None)."""
@@ -493,6 +498,8 @@ class FleetSection(Record):
     host: str | None = None
     machine: str | None = None
     remote_run: str | None = None
+    remote_updated: float | None = None          # the host's run's ``updated`` when pulled (fleet.history) ...
+    remote_points: int | None = None             # ... and its points then: pull again only what changed
 
 
 @dataclass
@@ -563,6 +570,22 @@ class AdaptiveSection(Record):
     conclusions: dict = field(default_factory=dict)   # threshold, sweet_spot, regions, anomalies
 
 
+@dataclass
+class BisectRunSection(Record):
+    """``plan.bisect_run``: the run of one commit under ``git bisect run`` (:mod:`llamaforge.bisect.git_run`)."""
+
+    boundary: str | None = None                       # the value between good and bad, as text
+    max_launches: int | None = None
+    quiet: dict = field(default_factory=dict)         # bisect.quiet.Quiet.to_dict
+
+
+@dataclass
+class PlanNotes(Record):
+    """``plan.notes`` (stored as ``"extra"``): how a fit-map run chose its points (``bench.autosweep``)."""
+
+    search: str | None = None
+
+
 #: what a plan means where it does not say (``bench.plan`` explains the choices)
 DEFAULT_REPEATS = 3
 DEFAULT_PROMPT_TOKENS = 2500
@@ -577,7 +600,7 @@ class RunPlan(Record):
     re-run). A new sweep's plan is made and checked by ``bench.plan.make_plan``; a stored one is read as it
     is, with the defaults below for what an older plan lacks."""
 
-    KEYS: ClassVar[dict[str, str]] = {"prompt_tokens": "prompt_tokens_target", "build_keys": "builds"}
+    KEYS: ClassVar[dict[str, str]] = {"prompt_tokens": "prompt_tokens_target", "build_keys": "builds", "notes": "extra"}
     MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_plan_v1,)
 
     model: ModelSection = field(default_factory=ModelSection)
@@ -613,6 +636,9 @@ class RunPlan(Record):
     fleet: FleetSection | None = None            # run kind "fleet", or a run imported from a fleet host
     bench_args: list[str] | None = None          # run kind "fleet": the options every host's bench gets
     host_backends: dict | None = None            # run kind "fleet": host name → backends
+    bisect_run: BisectRunSection | None = None   # run kind "bisect-run"
+    fleet_hosts: dict | None = None              # a fleet report's plan: FleetSummary.hosts (report.data; not stored)
+    notes: PlanNotes | None = None               # stored as "extra": a fit-map run's search (bench.autosweep)
 
     @property
     def facts(self) -> ModelFacts:
@@ -637,7 +663,7 @@ class RunPlan(Record):
         re-measurement starts from."""
         return type(self).from_json(self).replace(
             compare=None, bisect=None, history=None, reproduces=None, adaptive=None, fleet=None, bench_args=None,
-            host_backends=None, extra={})
+            host_backends=None, bisect_run=None, fleet_hosts=None, notes=None, unknown={})
 
     def differences(self, other: RunPlan) -> list[str]:
         """What keeps two sweeps from being measurements of one plan (``[]``: the same plan): the model, the
@@ -676,6 +702,7 @@ class BuildManifest(Record):
     toolchain: dict = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
     binaries: dict = field(default_factory=dict)
+    build_number: int | None = None              # an external build's (bench.external); llama-bench's build_number
 
     def device_names(self) -> list[str]:
         return [str(d.get("name", "")) for d in self.capabilities.get("devices") or [] if isinstance(d, dict)]
@@ -699,8 +726,8 @@ def build_manifest(b: BuildLike) -> dict:
 
 @dataclass
 class LaunchRecord(Record):
-    """One start of a point: a llama-server start or a llama-bench process (``points.extra_json["launches"][i]``,
-    written by ``bench.sweep.merge_launch``, read through ``store.Point.launches``): its position in the run's
+    """One start of a point: a llama-server start or a llama-bench process (``PointDetail.launches``, stored as
+    ``points.extra_json`` ``launches``; written by ``bench.sweep.merge_launch``, read through ``store.Point.launches``): its position in the run's
     schedule, status, times, memory, telemetry, the machine that measured it (``None`` in launches stored before
     that: ``unknown``) and its engine-gap requests. Launches stored before a field existed lack its key (they
     read as None and are written back without it); :meth:`stored` is what the writer stores: every field, None
@@ -736,9 +763,148 @@ class LaunchRecord(Record):
         """Wall time of this start (start to stop), None when either time is missing."""
         return self.finished - self.started if self.started and self.finished else None
 
+    def complete(self) -> LaunchRecord:
+        """A copy that writes every field, None as ``null``: what ``merge_launch`` stores."""
+        return self.keep_nulls(*(f.name for f in _fields(type(self)) if f.name != "unknown"))
+
     def stored(self) -> dict:
         """The stored form as ``merge_launch`` writes it: every field, None as ``null``."""
-        return self.keep_nulls(*(f.name for f in _fields(type(self)) if f.name != "extra")).to_json()
+        return self.complete().to_json()
+
+
+# ------------------------------------------------------------------------------ a measured point
+
+
+def _detail_v1(d: dict) -> dict:
+    """Version 0 (every ``extra_json`` written before the record) has the shape of version 1."""
+    return d
+
+
+@dataclass
+class PointDetail(Record):
+    """What a measured point records beyond its columns (``store.Point.detail``, stored in ``points.extra_json``;
+    the JSON export's and the fleet import's ``"extra"``): how its context was chosen, its prompt, the model's
+    metadata, memory and telemetry, every start (:class:`LaunchRecord`), why more starts stopped, llama-bench's
+    own rows. Each field is written by one producer, named beside it; a stored key no field knows stays in
+    ``unknown``. Nested payloads (``fit``, ``prompt``, ``telemetry``, ...) are their producer's ``to_dict()``.
+    An absent field is None (a list: empty) and is written back absent, so a stored detail round-trips as it
+    was; :func:`mistyped` names a stored value of the wrong type (the store reads such a row as damaged)."""
+
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = (_detail_v1,)
+    #: list fields written only when they hold something (or were stored, even empty)
+    _OPTIONAL_LISTS: ClassVar[tuple[str, ...]] = ("warnings", "launches")
+
+    # how the context was chosen (bench.engines.server / llamabench / fit)
+    fit_status: str | None = None        # fitted | fixed | unsupported | refused | refused-unfitted (findings.labels)
+    fit_note: str | None = None          # why the fit the user asked for was not made
+    fit_refused: str | None = None       # llama-server's own words when it refused to fit (llamacpp.server.fit_refusal)
+    fit_reused: bool | None = None       # llama-bench: the fit of an earlier point of this build was reused
+    fit: dict | None = None              # llama-fit-params' result (bench.engines.fit.FitResult.to_dict)
+    placement: str | None = None         # engine "fit": where the experts went (FitResult.placement; null: no fit)
+    n_ctx_source: str | None = None      # llama-bench: where n_ctx came from ("llama-fit-params"; null: unknown)
+    # what was measured (bench.engines.server)
+    prompt: dict | None = None           # bench.prompts.Prompt.to_dict
+    model_meta: dict | None = None       # llama-server's /models meta of the loaded model
+    output_guard: dict | None = None     # tokens banned after the server rejected its own non-UTF-8 output
+    engine_gap: dict | None = None       # --engine both: bench.engine_gap.record / bench_record
+    warnings: list[str] = field(default_factory=list)   # a request that generated fewer tokens, a launch's n_ctx
+    llama_bench: list[dict] | None = None   # llama-bench's result objects as it printed them (the jsonl export)
+    # memory and conditions (bench.monitor.store_monitor, bench.engines.server, bench.sweep)
+    vram_self_source: str | None = None  # "fit_memory_breakdown": vram_self_mib from llama.cpp, not NVML
+    host_mem: dict | None = None         # bench.monitor.MonitorResult.host_mem
+    telemetry: dict | None = None        # bench.telemetry.TelemetrySampler.summary (the first flagged start's)
+    observed: dict | None = None         # a variant's point: what the binary ran with (variants.observe.observe_log)
+    busy: dict | None = None             # --allow-busy: what else was computing (bench.sweep.busy_gpu_check)
+    # the starts (bench.sweep.merge_launch) and why there were not more (bench.sequential, bench.autosweep)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    sequential: dict | None = None       # bench.sequential: K, status, reason
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        for name in self._OPTIONAL_LISTS:
+            if not getattr(self, name) and name not in self._present:
+                out.pop(name, None)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any, version: int | None = None) -> Self:
+        rec = super().from_json(d, version)
+        rec.__dict__["_unversioned"] = isinstance(d, dict) and VERSION_KEY not in d and version is None
+        return rec
+
+    @property
+    def empty(self) -> bool:
+        """Nothing recorded (the store keeps such a point's ``extra_json`` NULL)."""
+        return not self.to_json()
+
+    def stored(self) -> dict | None:
+        """The ``points.extra_json`` of a point written now: None when empty, else stamped with the version."""
+        return None if self.empty else to_json(self)
+
+    def exported(self) -> dict | None:
+        """The JSON export's ``"extra"``: the detail as the store holds it (a row written before points were
+        versioned: without the version key), None when there is none."""
+        if self.empty:
+            return None
+        return self.to_json() if self.__dict__.get("_unversioned") else to_json(self)
+
+    def merge(self, new: PointDetail, launch: int, *, flagged: bool) -> None:
+        """Fold a later start's detail into this point's (``bench.sweep.merge_launch``): its warnings prefixed
+        with the start, its telemetry unless this one's is ``flagged`` (throttled, loaded), its host memory,
+        its ``busy`` when set; any other field only where this one has none. Launches are the caller's."""
+        self.warnings.extend(f"launch {launch}: {w}" for w in new.warnings)
+        if new.telemetry is not None and not flagged:
+            self.telemetry = new.telemetry
+        if new.host_mem is not None:
+            self.host_mem = new.host_mem
+        self.busy = new.busy or self.busy
+        present = set(self._present)
+        for f in _fields(type(self)):
+            if f.name in ("unknown", "telemetry", "host_mem", "busy", *self._OPTIONAL_LISTS):
+                continue
+            if getattr(self, f.name) is None and f.name not in present and (
+                    getattr(new, f.name) is not None or f.name in new._present):
+                setattr(self, f.name, getattr(new, f.name))
+                present.add(f.name)
+        self._present = present
+        for k, v in new.unknown.items():
+            self.unknown.setdefault(k, v)
+
+
+def _problem(tp: Any, v: Any, path: str) -> str | None:
+    """Why ``v`` (at ``path``) is not a value of the annotation ``tp``; None when it is."""
+    members = _members(tp)
+    if v is None:
+        return None if type(None) in members or Any in members else f"{path} holds null, not {_type_name(tp)}"
+    for a in members:
+        if a is Any:
+            return None
+        origin = typing.get_origin(a) or a
+        if isinstance(origin, type) and issubclass(origin, Record) and isinstance(v, Record):
+            return mistyped(v, f"{path}.")
+        if isinstance(v, bool):          # JSON true is no number
+            if origin is bool:
+                return None
+            continue
+        if (origin is float and isinstance(v, int | float)) or (origin in (int, str, dict) and isinstance(v, origin)):
+            return None
+        if origin in (list, tuple) and isinstance(v, list | tuple):
+            (item,) = typing.get_args(a)[:1] or (Any,)
+            return next((why for i, x in enumerate(v) if (why := _problem(item, x, f"{path}[{i}]"))), None)
+    return f"{path} holds {type(v).__name__} {str(v)[:40]!r}, not {_type_name(tp)}"
+
+
+def mistyped(rec: Record, prefix: str = "") -> str | None:
+    """The first field of ``rec`` (or of a record inside it) whose value is not of its declared type, as
+    ``launches[0].status holds int 5, not str | None``; None when every field fits. ``from_json`` keeps what a
+    store holds as it is: a reader of stored data checks with this (``store.Store.points`` reads such a point as
+    a damaged row)."""
+    hints = _type_hints(type(rec))
+    for f in _fields(type(rec)):
+        if f.name != "unknown" and (why := _problem(hints[f.name], getattr(rec, f.name),
+                                                    prefix + rec.KEYS.get(f.name, f.name))):
+            return why
+    return None
 
 
 # ------------------------------------------------------------------------------ memory breakdown
@@ -814,7 +980,7 @@ class MemoryBreakdown(Record):
 @dataclass
 class RunSummary(Record):
     """What a run concluded (``runs.summary_json``): one record per run kind (:data:`SUMMARIES`); a run of
-    another kind keeps its summary in ``extra``. Written once the run ends (a fleet run: as hosts report)."""
+    another kind keeps its summary in ``unknown``. Written once the run ends (a fleet run: as hosts report)."""
 
 
 
@@ -926,7 +1092,7 @@ def stamp(d: dict | None) -> dict:
 
 
 TOP_LEVEL: tuple[type[Record], ...] = (RunPlan, Environment, BuildManifest, MemoryBreakdown, LaunchRecord,
-                                       *SUMMARIES.values())
+                                       PointDetail, *SUMMARIES.values())
 
 
 def _type_name(tp: Any) -> str:

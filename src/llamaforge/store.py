@@ -14,7 +14,8 @@ Tables
            status ok|failed with failure class and log tail, the exact command
   samples  one measured request (``warmup`` = 1 for the discarded warm-up); ``launch`` = which
            server start of the point it came from (1..K; a point measured in K launches keeps all
-           of them under one ``points`` row, ``extra_json.launches`` describes each launch)
+           of them under one ``points`` row; ``extra_json`` is the point's :class:`records.PointDetail`,
+           whose ``launches`` describe each launch)
   probes   bisect/compare bookkeeping: one row per measured commit
 
 Every free-text and JSON field (a run's command, plan, env and summary; a build's manifest; a
@@ -46,7 +47,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import StoreError
-from .records import Environment, LaunchRecord, RunPlan, RunSummary, summary_record, to_json
+from .records import (
+    Environment,
+    LaunchRecord,
+    PointDetail,
+    RunPlan,
+    RunSummary,
+    mistyped,
+    summary_record,
+    to_json,
+)
 from .redact import env_secrets, redact_obj, redact_text
 
 _SCHEMA = """
@@ -240,6 +250,18 @@ def _checked_cells(cls: type, values: dict[str, Any], what: str) -> dict[str, An
     return values
 
 
+def _check_detail(p: Point, what: str) -> None:
+    """A stored point's detail whose value is not of its field's type is a damaged row, as a cell would be."""
+    why = mistyped(p.detail)
+    if why is not None:
+        raise DamagedRow(f"{what}: extra_json {why}")
+
+
+def stored_value(v: Any) -> Any:
+    """What a JSON field of a point holds in its column: a record's stored form (:meth:`PointDetail.stored`)."""
+    return v.stored() if isinstance(v, PointDetail) else v
+
+
 def _skipped(what: str, problems: list[str], path: Path) -> None:
     """One notice for the damaged rows a listing left out."""
     if problems:
@@ -304,6 +326,8 @@ def _summary_json(summary: RunSummary | None) -> str | None:
 _TEXT: dict[str, bool] = {"text": True}                  # free text: redacted on the way in and out
 _LONG: dict[str, bool] = {"text": True, "long": True}    # ... and multi-line: not a CSV column
 _JSON: dict[str, bool] = {"json": True}                  # JSON text in the column ``<name>_json``; not in the CSV
+#: ... a record stored under another name (column ``extra_json``, the exports' and the fleet import's ``extra``)
+_DETAIL: dict[str, Any] = {"json": True, "key": "extra"}
 _ROWS: dict[str, bool] = {"rows": True}                  # not a column of the point: its row id, its sample rows
 
 
@@ -350,11 +374,17 @@ class Point:
     t_measure_s: float | None = None
     command: list[str] | None = field(default=None, metadata=_JSON)
     build_info: str | None = field(default=None, metadata=_TEXT)
-    extra: dict | None = field(default=None, metadata=_JSON)
+    #: fit, prompt, memory, telemetry, launches, ... (:class:`records.PointDetail`; a stored dict given is read
+    #: into it); stored as ``extra_json``
+    detail: PointDetail = field(default_factory=PointDetail, metadata=_DETAIL)
     started: float | None = None
     finished: float | None = None
     samples: list[Sample] = field(default_factory=list, metadata=_ROWS)
     id: int | None = field(default=None, metadata=_ROWS)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.detail, PointDetail):
+            self.detail = PointDetail.from_json(self.detail or {})
 
     @property
     def key(self) -> tuple[str, str, int, int, str]:
@@ -386,10 +416,9 @@ class Point:
     @property
     def launches(self) -> list[LaunchRecord]:
         """Per-launch records (``launch``, ``seq``, ``status``, times, memory, machine, engine gap) of a point
-        measured in several server starts, read from ``extra["launches"]`` (stored as
-        :meth:`LaunchRecord.stored` dicts); ``[]`` for points stored before launches existed."""
-        launches = (self.extra or {}).get("launches")
-        return [LaunchRecord.from_json(r) for r in launches if isinstance(r, dict)] if isinstance(launches, list) else []
+        measured in several server starts (``detail.launches``, stored as :meth:`LaunchRecord.stored` dicts);
+        ``[]`` for points stored before launches existed."""
+        return self.detail.launches
 
     def seconds_per_launch(self) -> float | None:
         """Median wall time of one of this point's server starts (start to stop), from its launch
@@ -423,8 +452,10 @@ def _flagged(cls: type, flag: str) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls) if f.metadata.get(flag))
 
 
-#: everything a point carries besides its samples: the JSON export's and the fleet import's keys
+#: everything a point carries besides its samples (field names; :data:`POINT_KEYS` the exports' keys)
 POINT_FIELDS = _names(Point, without=("rows",))
+#: field → its key in the JSON export and the fleet import, and the name of its ``<key>_json`` column
+POINT_KEYS: dict[str, str] = {f.name: f.metadata.get("key", f.name) for f in fields(Point) if f.name in POINT_FIELDS}
 #: the point fields with a column of their own in ``points`` (the others: ``<name>_json``)
 POINT_COLUMNS = _names(Point, without=("rows", "json"))
 #: the point fields of the CSV export (one line each)
@@ -441,7 +472,7 @@ _LONG_TEXT = _flagged(Point, "long")
 #: the columns as read (:func:`_col`; long text: its last MAX_LONG_TEXT characters)
 _POINT_SELECT = ("SELECT id, " + ", ".join(f"substr({c}, -{MAX_LONG_TEXT}) AS {c}" if c in _LONG_TEXT else c
                                            for c in POINT_COLUMNS)
-                 + ", " + ", ".join(_col(f"{c}_json") for c in _POINT_JSON) + " FROM points")
+                 + ", " + ", ".join(_col(f"{POINT_KEYS[c]}_json") for c in _POINT_JSON) + " FROM points")
 _SAMPLE_SELECT = "SELECT " + ", ".join(_col(c) for c in _SAMPLE_COLUMNS) + " FROM samples"
 
 
@@ -741,8 +772,8 @@ class Store:
                        (p.run_id, *p.key))
             sec = env_secrets()
             vals = [redact_text(getattr(p, c), sec) if c in _POINT_TEXT else getattr(p, c) for c in POINT_COLUMNS]
-            cols = [*POINT_COLUMNS, *(f"{c}_json" for c in _POINT_JSON)]
-            vals += [_j(redact_obj(getattr(p, c), sec)) for c in _POINT_JSON]
+            cols = [*POINT_COLUMNS, *(f"{POINT_KEYS[c]}_json" for c in _POINT_JSON)]
+            vals += [_j(redact_obj(stored_value(getattr(p, c)), sec)) for c in _POINT_JSON]
             cur = db.execute(f"INSERT INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals)
             pid = int(cur.lastrowid)
             db.executemany(
@@ -768,13 +799,17 @@ class Store:
             try:
                 cells = _checked_cells(Point, {c: r[c] for c in POINT_COLUMNS}, what)
                 p = Point(**{c: redact_text(v, sec) if c in _POINT_TEXT else v for c, v in cells.items()},
-                          **{c: _ruj(r[f"{c}_json"], sec, f"{what}: {c}_json", _JSON_WANT[f"{c}_json"])
-                             for c in _POINT_JSON})
+                          **{c: _ruj(r[f"{k}_json"], sec, f"{what}: {k}_json", _JSON_WANT[f"{k}_json"])
+                             for c in _POINT_JSON if (k := POINT_KEYS[c])})
+                _check_detail(p, what)
                 p.id = r["id"]
                 if with_samples:
                     p.samples = self.samples(p.id)
             except DamagedRow as e:
                 problems.append(e.message)
+                continue
+            except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:   # a detail of no shape
+                problems.append(f"{what} is damaged ({type(e).__name__}: {str(e)[:80]})")
                 continue
             out.append(p)
         _skipped("points", problems, self.path)

@@ -227,9 +227,9 @@ def test_llama_bench_engine_keeps_every_sample_and_takes_context_from_fit_params
         assert p.status == "ok", (p.failure_class, p.log_tail)
         assert {s.test for s in p.samples} == {"pp64", "tg8"}
         assert len(p.measured("pp_tps", "pp64")) == 2 and len(p.measured("tg_tps", "tg8")) == 2
-        assert p.n_ctx and p.extra["n_ctx_source"] == "llama-fit-params"
+        assert p.n_ctx and p.detail.n_ctx_source == "llama-fit-params"
         assert "--fit-target" not in p.command and "-fitt" not in p.command
-        assert p.extra["llama_bench"][0]["n_cpu_moe"] == p.ncmoe
+        assert p.detail.llama_bench[0]["n_cpu_moe"] == p.ncmoe
 
 
 def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, store):
@@ -240,7 +240,7 @@ def test_fitmap_gives_a_fitted_context_for_every_point(cpu_build, tiny_model, st
     pts = store.points(run)
     assert store.get_run(run).kind == "fitmap" and len(pts) == n_layers + 1
     assert all(p.status == "ok" and p.engine == "fit" and p.n_ctx for p in pts)
-    assert pts[0].extra["fit"]["overrides"] == [] and len(pts[-1].extra["fit"]["overrides"]) == n_layers
+    assert pts[0].detail.fit["overrides"] == [] and len(pts[-1].detail.fit["overrides"]) == n_layers
     assert time.monotonic() - t0 < 10 * (n_layers + 1)
     failing = _plan(tiny_model, [PointSpec(0)], fit=FitOptions(fitt_mib=10_000_000))
     bad = store.points(run_fitmap(failing, [cpu_build], store, progress=False))[0]

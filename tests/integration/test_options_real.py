@@ -49,7 +49,7 @@ def test_llama_bench_without_ncmoe_takes_the_ot_form(cpu_build, tiny_model, stor
     assert p.status == "ok", (p.failure_class, p.failure_detail, p.log_tail)
     assert "--n-cpu-moe" not in p.command
     assert p.command[p.command.index("--override-tensor") + 1] == ";".join(ncmoe_overrides(2))
-    lb = p.extra["llama_bench"][0]
+    lb = p.detail.llama_bench[0]
     assert "blk\\.1\\.ffn_" in str(lb.get("tensor_buft_overrides")), lb.get("tensor_buft_overrides")
     assert p.measured("tg_tps", "tg4") and p.measured("pp_tps", "pp128")
 

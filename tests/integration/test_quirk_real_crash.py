@@ -99,7 +99,7 @@ def test_a_real_crash_in_the_repack_path_is_retried_recorded_and_avoided_at_ever
         for p in pts:
             assert ("--no-repack" in p.command) if p.engine == "server" else (p.command[-2:] == ["--repack", "0"])
         lb = [p for p in pts if p.engine == "llama-bench"]
-        assert all(p.extra["fit_status"] == "fitted" and p.n_ctx for p in lb)          # llama-fit-params ran
+        assert all(p.detail.fit_status == "fitted" and p.n_ctx for p in lb)          # llama-fit-params ran
         assert store.get_run(run_id).plan.runtime[b.key]["quirks"] == ["no-repack"]
         # --no-quirks: the real crash is back, named as a crash with its signal
         off = Plan.from_json({**plan.to_json(), "quirks": False, "runtime": {}})

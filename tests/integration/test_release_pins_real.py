@@ -101,13 +101,13 @@ def test_oldest_and_newest_release_build_verify_and_go_through_compare(lf_paths,
         assert {pt.ncmoe for pt in pts} == {0, 2}
         # the oldest release's server rejects the tiny model's non-UTF-8 output (HTTP 500 from its output
         # parser); its points were measured with those tokens banned, and say so. The newest needs nothing.
-        guarded = {pt.build_key for pt in pts if (pt.extra or {}).get("output_guard")}
+        guarded = {pt.build_key for pt in pts if pt.detail.output_guard}
         assert guarded == {builds[oldest.name].key}, guarded
         for pt in pts:
             # ncmoe 2 went through the binary's own option (or its -ot form), never an unknown flag
             if pt.ncmoe == 2:
                 assert "--n-cpu-moe" in pt.command or "--override-tensor" in pt.command
-            assert pt.extra["fit_status"] in ("fitted", "unsupported")
+            assert pt.detail.fit_status in ("fitted", "unsupported")
         cmp = {(c["ncmoe"], c["metric"]): c for c in run.summary.comparisons}
         assert set(cmp) == {(n, m) for n in (0, 2) for m in ("pp", "tg")}, run.summary
         for c in cmp.values():

@@ -76,9 +76,9 @@ def test_engine_both_then_reproduce_a_subset(cpu_build, tiny_model, tmp_path, lf
                                                             ("server", 0), ("server", 8)]
         for p in pts:
             assert p.status == "ok", (p.engine, p.failure_detail, p.log_tail)
-            hm = p.extra["host_mem"]
+            hm = p.detail.host_mem
             assert hm["rss_anon_peak_mib"] > 0 and hm["rss_file_peak_mib"] > 0
-            assert p.extra["telemetry"]["samples"] >= 1 and "gpu" not in p.extra["telemetry"]  # no NVML here
+            assert p.detail.telemetry["samples"] >= 1 and "gpu" not in p.detail.telemetry  # no NVML here
         lb = [p for p in pts if p.engine == "llama-bench"]
         base = {"pp64", "tg16", "tg16 @ d64", "pp64 @ d64"}
         pa = next(p.prompt_tokens for p in pts if p.engine == "server")   # + the server's actual prompt as depth

@@ -30,7 +30,7 @@ def test_auto_launches_sweep_records_where_each_point_stopped_and_why(cpu_build,
         pts = [p for p in store.points(run.id) if p.label == ""]
         assert len(pts) == 2
         for p in pts:
-            seq = p.extra["sequential"]
+            seq = p.detail.sequential
             k = len(p.launches)
             assert seq["k"] == k and 3 <= k <= 4, seq
             assert seq["status"] in ("resolved", "unresolved") and seq["reason"]

@@ -47,9 +47,9 @@ def test_a_cpu_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build,
         pts = {p.label: p for p in store.points(run.id)}
         assert set(pts) == {v.split("=")[0] for v in cpu} and len({p.build_key for p in pts.values()}) == 1
         assert all(p.status == "ok" and len(p.launches) == 2 for p in pts.values())
-        on, off = pts["cpu-fa-on"].extra["observed"], pts["cpu-fa-off"].extra["observed"]
+        on, off = pts["cpu-fa-on"].detail.observed, pts["cpu-fa-off"].detail.observed
         assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
-        assert pts["cpu-nkvo"].extra["observed"]["kv_buffers"] == ["CPU"]
+        assert pts["cpu-nkvo"].detail.observed["kv_buffers"] == ["CPU"]
         sec = matrix_section(rdata.load(store, run.id))
     assert sec is not None
     h2h = {(d["a"], d["b"]): d for d in _table(sec, "Head-to-head").data}
@@ -83,10 +83,10 @@ def test_a_real_variant_matrix_flags_the_knob_that_did_not_take_effect(cpu_build
         assert all(p.status == "ok" and len(p.launches) == 2 for p in pts.values())
         # 32 tokens asked, shorter than the model's chat frame: exactly 32 of the plain story, recorded as cut
         assert {s.prompt_n for p in pts.values() for s in p.samples} == {32}
-        assert all(p.extra["prompt"]["cut"] and p.extra["prompt"]["n_tokens"] == 32 for p in pts.values())
-        on, off = pts[("cpu-fa-on", 4)].extra["observed"], pts[("cpu-fa-off", 4)].extra["observed"]
+        assert all(p.detail.prompt["cut"] and p.detail.prompt["n_tokens"] == 32 for p in pts.values())
+        on, off = pts[("cpu-fa-on", 4)].detail.observed, pts[("cpu-fa-off", 4)].detail.observed
         assert (on["flash_attn"], off["flash_attn"]) == ("enabled", "disabled")      # read from llama.cpp's log
-        assert pts[("cpu-nkvo", 4)].extra["observed"]["kv_buffers"] == ["CPU"]
+        assert pts[("cpu-nkvo", 4)].detail.observed["kv_buffers"] == ["CPU"]
         rec = {v["name"]: v for v in run.plan.variants}
         nof16 = rec["vk-nof16"]
         assert nof16["devices"]["vulkan"][0]["fp16"] == 0                     # the device line with the variable

@@ -27,6 +27,7 @@ from llamaforge.records import (
     MemRow,
     ModelFacts,
     ModelSection,
+    PointDetail,
     PointSpec,
     RunPlan,
 )
@@ -54,7 +55,7 @@ def _samples(rng: random.Random, pp: float, tg: float, n: int = 5, launches: int
 
 
 def _launch_records(n: int, launches: int) -> list[dict]:
-    """``extra.launches`` as the runner writes it: starts interleaved over the run (``seq``)."""
+    """``detail.launches`` as the runner writes it: starts interleaved over the run (``seq``)."""
     return [LaunchRecord(launch=k, seq=100 * (k - 1) + n, status="ok", started=1000.0 * k + n,
                          finished=1000.0 * k + n + 30.0).to_json() for k in range(1, launches + 1)]
 
@@ -82,7 +83,7 @@ def _point(run_id: str, key: str, b: str, n: int, label: str, rng: random.Random
         tg, pp = 20.0 - 0.5 * n, 150.0 - 2 * n
     p.rss_peak_mib = (1500.0 if b == "vulkan" else 1200.0) + 100 * n
     p.samples = _samples(rng, pp * speedup, tg * speedup, n_samples, launches)
-    p.extra = {"launches": _launch_records(n, launches)}
+    p.detail = PointDetail.from_json({"launches": _launch_records(n, launches)})
     return p
 
 

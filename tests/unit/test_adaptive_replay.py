@@ -66,7 +66,7 @@ def _ngl_store(store, ctx_of=lambda ngl: NATIVE, tg=None):
             launches = [LaunchRecord(launch=k, started=100.0 * k, finished=100.0 * k + 2.0 + ngl).to_json()
                         for k in (1, 2)]
             store.record_point(Point(run_id=run, build_key=f"k-{backend}", engine="server", ngl=ngl,
-                                     n_ctx=ctx_of(ngl), samples=samples, extra={"launches": launches}))
+                                     n_ctx=ctx_of(ngl), samples=samples, detail={"launches": launches}))
     return run
 
 

@@ -209,8 +209,7 @@ def test_the_end_sentinel_goes_to_the_cheapest_measured_point(tmp_path):
         def __call__(self, items, plan):
             out = super().__call__(items, plan)
             for p in out:     # a server start takes longer the less is offloaded (a slow "GPU")
-                p.extra = {"launches": [LaunchRecord(launch=1, started=100.0,
-                                                     finished=100.0 + 50 - 5 * p.ncmoe).to_json()]}
+                p.detail.launches = [LaunchRecord(launch=1, started=100.0, finished=100.0 + 50 - 5 * p.ncmoe)]
             return out
 
     store = Store(tmp_path / "s.sqlite")

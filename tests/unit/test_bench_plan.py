@@ -109,10 +109,10 @@ def test_a_stored_plan_is_measured_again_without_the_sections_its_run_added_and_
 
     with Store(tmp_path / "s.sqlite") as store:
         run_id = store.new_run("sweep", _plan().replace(reproduces="r0", adaptive=AdaptiveSection(axis="ngl"),
-                                                        extra={"future": 1}))
+                                                        unknown={"future": 1}))
         run = store.get_run(run_id)
         plan = stored_plan(run)
-        assert (plan.reproduces, plan.adaptive, plan.extra) == (None, None, {})
+        assert (plan.reproduces, plan.adaptive, plan.unknown) == (None, None, {})
         assert plan.points == _plan().points and run.plan.adaptive is not None    # a copy: the run's plan is left
         bad = store.get_run(store.new_run("sweep", {**plan.to_json(), "engine": "nope"}))
         with pytest.raises(BenchError, match="unknown engine"):

@@ -32,8 +32,8 @@ def test_points_store_host_memory_split_and_telemetry(build, store, tmp_path):
     run = run_sweep(_plan(tmp_path, "0"), [build], store, progress=False)
     (p,) = store.points(run)
     assert p.status == "ok", p.failure_detail
-    assert p.extra["host_mem"]["rss_anon_peak_mib"] > 0 and p.extra["host_mem"]["rss_file_peak_mib"] > 0
-    tel = p.extra["telemetry"]
+    assert p.detail.host_mem["rss_anon_peak_mib"] > 0 and p.detail.host_mem["rss_file_peak_mib"] > 0
+    tel = p.detail.telemetry
     assert tel["samples"] >= 1 and "load1" in tel["host"] and "gpu" not in tel   # no NVML here: nothing invented
 
 
@@ -49,7 +49,7 @@ def test_allow_busy_measures_and_records_it(build, store, tmp_path):
         run = run_sweep(_plan(tmp_path, "0"), [build], store, progress=False, allow_busy=True)
     assert store.get_run(run).summary.allow_busy is True
     (p,) = store.points(run)
-    assert f"PID {os.getpid()}" in p.extra["busy"]["host_lock"]   # who held the lock while it measured
+    assert f"PID {os.getpid()}" in p.detail.busy["host_lock"]   # who held the lock while it measured
 
 
 def test_reproduce_a_subset_links_the_runs(build, store, tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ def _row(n_ctx: int | None, starts: list[int | None] | None = None, fit_status: 
     extra: dict = {"launches": launches}
     if fit_status is not None:
         extra["fit_status"] = fit_status
-    p = Point(run_id="r", build_key="k", engine="server", ncmoe=0, status="ok", n_ctx=n_ctx, extra=extra)
+    p = Point(run_id="r", build_key="k", engine="server", ncmoe=0, status="ok", n_ctx=n_ctx, detail=extra)
     return Row(ncmoe=0, n_ctx=n_ctx, point=p)
 
 

@@ -16,7 +16,7 @@ from llamaforge.bench import engine_gap
 from llamaforge.bench.plan import PointSpec
 from llamaforge.bench.sweep import measure_point, merge_launch
 from llamaforge.llamacpp.server import read_events
-from llamaforge.records import LaunchRecord
+from llamaforge.records import LaunchRecord, PointDetail
 from llamaforge.report.engine_gap import (
     bench_starts,
     decompose,
@@ -47,7 +47,7 @@ def test_a_cross_check_start_alternates_the_variants_and_keeps_the_default_as_it
     p = measure_point(fake(), Path("/m.gguf"), PointSpec(0), _plan(engine="both", repeats=3), store, run,
                       engine="server")
     assert p.status == "ok", p.log_tail
-    rec = p.extra["engine_gap"]
+    rec = p.detail.engine_gap
     reqs = rec["requests"]
     assert [r["variant"] for r in reqs] == [v for i in range(3) for v in engine_gap.round_order(i)]
     assert [s.tg_tps for s in p.samples if not s.warmup] == [r["tg_tps"] for r in reqs if r["variant"] == "default"]
@@ -64,7 +64,7 @@ def test_each_start_keeps_its_own_record_when_launches_are_merged(fake, store) -
     plan = _plan(engine="both", repeats=1)
     one, two = (measure_point(fake(), Path("/m.gguf"), PointSpec(0), plan, store, run, f"L{k}", engine="server")
                 for k in (1, 2))
-    two.extra["engine_gap"]["requests"][0]["tg_tps"] = 42.0       # tell the two starts apart
+    two.detail.engine_gap["requests"][0]["tg_tps"] = 42.0       # tell the two starts apart
     acc = merge_launch(merge_launch(None, one, 1, 1), two, 2, 2)
     recs = [r.engine_gap for r in acc.launches]
     assert [r["requests"][0]["tg_tps"] for r in recs] == [100.0, 42.0]
@@ -74,7 +74,7 @@ def test_each_start_keeps_its_own_record_when_launches_are_merged(fake, store) -
 def test_a_plain_server_run_sends_only_the_measured_requests(fake, store) -> None:
     run = store.new_run("sweep", {})
     p = measure_point(fake(), Path("/m.gguf"), PointSpec(0), _plan(repeats=2), store, run)
-    assert p.status == "ok" and "engine_gap" not in p.extra
+    assert p.status == "ok" and p.detail.engine_gap is None
     assert sum(not s.warmup for s in p.samples) == 2
 
 
@@ -83,7 +83,7 @@ def test_a_server_that_rejects_a_variant_loses_the_variant_not_the_point(fake, s
     p = measure_point(fake("no-samplers"), Path("/m.gguf"), PointSpec(0), _plan(engine="both", repeats=2), store,
                       run, engine="server")
     assert p.status == "ok", p.failure_detail
-    greedy = [r for r in p.extra["engine_gap"]["requests"] if r["variant"] == "greedy"]
+    greedy = [r for r in p.detail.engine_gap["requests"] if r["variant"] == "greedy"]
     assert len(greedy) == 2 and all("HTTP 400" in r["error"] for r in greedy)
     assert server_starts(p) is None                                 # nothing to pair: no decomposition
 
@@ -92,13 +92,13 @@ def test_a_variant_the_server_ignored_is_not_counted() -> None:
     """A server older than the per-request ``samplers`` field runs its default chain for the "greedy" request and
     says so in ``generation_settings``: that request measured nothing of the variant."""
     p = _server()
-    for launch in p.extra["launches"]:
-        for r in launch["engine_gap"]["requests"]:
+    for launch in p.launches:
+        for r in launch.engine_gap["requests"]:
             r["samplers"] = ["top_k", "top_p", "temperature"] if r["variant"] == "greedy" else r.get("samplers")
     assert server_starts(p) is None
     ok = _server()
-    for launch in ok.extra["launches"]:
-        for r in launch["engine_gap"]["requests"]:
+    for launch in ok.launches:
+        for r in launch.engine_gap["requests"]:
             r["samplers"] = {"greedy": ["top_k"], "extra-pass": ["temperature", "top_k"]}.get(r["variant"])
     assert len(server_starts(ok).greedy) == 3                          # type: ignore[union-attr]
 
@@ -132,7 +132,7 @@ def _server(levels=LEVELS, greedy: float = 1.08, stream: float = 0.99, prompt_n:
                      {"round": i + 1, "variant": "stream", "tg_tps": m * f * stream, "client_tg_tps": m * f * 0.95}]
             p.samples.append(Sample(i + 1, False, tg_tps=m * f, launch=k))
         launches.append(LaunchRecord(launch=k, engine_gap=engine_gap.record(reqs, prompt_n=prompt_n, n_predict=16)))
-    p.extra = {"launches": [r.to_json() for r in launches]}
+    p.detail.launches = launches
     return p
 
 
@@ -149,7 +149,7 @@ def _bench(levels=(1.1, 0.9, 1.0), depth_gain: float = 1.01, matched: tuple[int,
                 p.samples.append(Sample(j + 1, False, f"tg16 @ d{prompt_n}", tg_tps=base * f * depth_gain, launch=k))
         launches.append(LaunchRecord(launch=k, engine_gap=engine_gap.bench_record(
             xc_depth, prompt_n if k in matched else None, 16)))
-    p.extra = {"launches": [r.to_json() for r in launches]}
+    p.detail.launches = launches
     return p
 
 
@@ -202,7 +202,7 @@ def test_the_residual_verdict_says_same_only_when_its_interval_lies_within_the_m
 
 def test_points_without_recorded_variants_are_not_decomposed() -> None:
     old = _server()
-    old.extra = {}
+    old.detail = PointDetail()
     assert decompose("CPU", 0, old, _bench()) is None
     assert bench_starts(Point("r", "k", "llama-bench", n_predict=16), 250) is None
 

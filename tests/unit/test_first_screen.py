@@ -13,7 +13,7 @@ import re
 
 import run_fake
 
-from llamaforge.records import BuildManifest, ModelSection, PointSpec, RunPlan
+from llamaforge.records import BuildManifest, ModelSection, PointDetail, PointSpec, RunPlan
 from llamaforge.report import ReportPaths, write_report
 from llamaforge.store import Point, Sample, Store
 
@@ -55,7 +55,7 @@ def _report(tmp_path, tg: dict[str, tuple[float, ...]], *, spread: dict[str, flo
             if b in unresolved:
                 stop = {"k": starts, "status": "unresolved", "reason": f"unresolved at the maximum of {starts} starts: "
                         "±7.9% is wider than the precision ±5%; between-start spread 5%"}
-            p.extra = {"launches": run_fake._launch_records(n, starts), "sequential": stop}
+            p.detail = PointDetail.from_json({"launches": run_fake._launch_records(n, starts), "sequential": stop})
             store.record_point(p)
     store.set_run_status(run_id, "done")
     try:

@@ -98,8 +98,8 @@ def _history_run(store: Store, machine: str, machine_id: str, tg: dict[str, floa
         p = Point(run, key, "server", ncmoe=0, label=sha, prompt_tokens=512, n_predict=64)
         p.samples = [Sample(i, False, pp_tps=100.0 + i % 3, tg_tps=v * (1 + 0.004 * (i % 3) + 0.003 * (i // 3)),
                             launch=1 + i // 3) for i in range(9)]
-        p.extra = {"launches": [LaunchRecord(launch=n, status="ok", machine=MachineRecord(id=machine_id, host="h")).to_json()
-                                for n in (1, 2, 3)]}
+        p.detail.launches = [LaunchRecord(launch=n, status="ok", machine=MachineRecord(id=machine_id, host="h"))
+                             for n in (1, 2, 3)]
         store.record_point(p)
     mid = len(shas) // 2     # the step the tests plant: between the middle two commits
     culprits = [{"backend": "cpu", "point": "ncmoe=0", "metric": "tg", "before": shas[mid - 1], "after": shas[mid],

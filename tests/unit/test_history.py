@@ -132,10 +132,10 @@ def _history_run(store: Store, commits: list[tuple[str, list[list[float]]]], *, 
                    for li, g in enumerate(groups) for i, v in enumerate(g)]
         launches = [LaunchRecord(launch=li + 1, status="ok", rss_peak_mib=100.0 + li,
                                  machine=MachineRecord(id=launch_machines[li % len(launch_machines)],
-                                                       extra={"stable": stable} if stable else {})).to_json()
+                                                       stable=stable or None)).to_json()
                     for li in range(len(groups))]
         store.record_point(Point(run_id=rid, build_key=key, engine="llama-bench", label=sha, samples=samples,
-                                 extra={"launches": launches}))
+                                 detail={"launches": launches}))
     store.set_run_summary(rid, HistorySummary(measured=[c for c, _ in commits]))
     store.set_run_status(rid, "done")
     return rid
@@ -243,7 +243,7 @@ def test_a_commit_measured_in_two_runs_says_whether_it_reproduces(tmp_path):
 
 
 def test_a_reboot_is_the_same_machine(tmp_path):
-    """Launch ids change with the boot; the lasting id (``extra.stable``) does not: one series."""
+    """Launch ids change with the boot; the lasting id (``MachineRecord.stable``) does not: one series."""
     with Store(tmp_path / "s.sqlite") as store:
         _history_run(store, _levels(3, 100.0), launch_machines=("boot1",), stable="box-install")
         _history_run(store, _levels(3, 100.0, start=3), launch_machines=("boot2",), stable="box-install")

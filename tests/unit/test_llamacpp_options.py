@@ -227,15 +227,15 @@ def test_fit_refused_by_the_server_is_detected_and_rerun_with_fitted_context(tmp
     run = store.new_run("sweep", {})
     p = measure_point(b, Path("/m.gguf"), PointSpec(2), _plan(timeouts=Timeouts(20, 20)), store, run)
     assert p.status == "ok", p.log_tail
-    assert "tensor_buft_overrides already set by user" in p.extra["fit_refused"]
+    assert "tensor_buft_overrides already set by user" in p.detail.fit_refused
     if with_fit_params:
-        assert p.extra["fit_status"] == "refused" and p.extra["fit"]["n_ctx"] == 4096
+        assert p.detail.fit_status == "refused" and p.detail.fit["n_ctx"] == 4096
         assert p.command[p.command.index("-c") + 1] == "4096" and p.n_ctx == 4096
         assert list(d.parent.rglob("*.unfitted.log")) or list((store.path.parent / "logs").rglob("*.unfitted.log"))
     else:
-        assert p.extra["fit_status"] == "refused-unfitted" and "-c" not in p.command and p.n_ctx == 8192
+        assert p.detail.fit_status == "refused-unfitted" and "-c" not in p.command and p.n_ctx == 8192
     stored = store.points(run)[0]
-    assert stored.extra["fit_status"] == p.extra["fit_status"]
+    assert stored.detail.fit_status == p.detail.fit_status
 
 
 def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
@@ -247,7 +247,7 @@ def test_the_report_says_how_contexts_were_chosen_when_not_fitted(tmp_path):
 
     st, run = run_fake.build(tmp_path, backends=("cpu",), points=False)
     for n, status in ((0, "unsupported"), (1, "unsupported"), (2, "refused")):
-        p = Point(run, "cpu-0c1e570-abcd", "server", ncmoe=n, n_ctx=4096, extra={"fit_status": status},
+        p = Point(run, "cpu-0c1e570-abcd", "server", ncmoe=n, n_ctx=4096, detail={"fit_status": status},
                   samples=[Sample(1, False, "", 64, 1.0, 100.0, 8, 1.0, 10.0)])
         st.record_point(p)
     sections = build_sections(load(st, run), [])

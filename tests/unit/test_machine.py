@@ -146,8 +146,8 @@ def _pt(machines: list[str], tg: float = 100.0) -> Point:
     p = Point(run_id="r", build_key="b", engine="server", ncmoe=4)
     p.samples = [Sample(i, False, tg_tps=tg * (1 + 0.01 * k) + i % 2, pp_tps=1000.0 * (1 + 0.01 * k) + i, launch=k + 1)
                  for k in range(len(machines)) for i in range(3)]
-    p.extra = {"launches": [LaunchRecord(launch=k + 1, seq=k + 1, machine=MachineRecord(id=m, host="vm")).to_json()
-                            for k, m in enumerate(machines)]}
+    p.detail.launches = [LaunchRecord(launch=k + 1, seq=k + 1, machine=MachineRecord(id=m, host="vm"))
+                         for k, m in enumerate(machines)]
     return p
 
 

@@ -77,7 +77,7 @@ def test_llama_fit_params_gets_the_quirk_in_the_bench_engine_the_fit_map_and_a_f
     # the llama-bench engine fits first (llama-fit-params), then measures
     p = measure_point(crashing, crashing.dir / "m.gguf", PointSpec(0), _plan(crashing, engine="llama-bench"), store,
                       store.new_run("sweep", {}))
-    assert p.status == "ok" and p.extra["fit"]["n_ctx"] == 4096 and p.n_ctx == 4096
+    assert p.status == "ok" and p.detail.fit["n_ctx"] == 4096 and p.n_ctx == 4096
     # the fit map (engine fit) — also what `bench --ncmoe auto` starts with
     run_id = run_fitmap(_plan(crashing, points=make_points("0,1", n_layers=4)), [crashing], store, progress=False)
     pts = store.points(run_id)
@@ -88,8 +88,8 @@ def test_llama_fit_params_gets_the_quirk_in_the_bench_engine_the_fit_map_and_a_f
     rerun = measure_point(crashing, crashing.dir / "m.gguf", PointSpec(1), _plan(crashing), store,
                           store.new_run("sweep", {}))
     # fit_status "refused" (not "refused-unfitted"): the fit with the quirk ran and gave the context
-    assert rerun.status == "ok" and rerun.extra["fit_status"] == "refused" and "--no-repack" in rerun.command
-    assert rerun.extra["fit"]["n_ctx"] == 4096
+    assert rerun.status == "ok" and rerun.detail.fit_status == "refused" and "--no-repack" in rerun.command
+    assert rerun.detail.fit["n_ctx"] == 4096
 
 
 def test_sweep_compare_bisect_and_reproduce_launch_with_the_quirk(crashing, store, tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def test_a_record_round_trips_and_keeps_keys_it_does_not_know():
               "ctx": None, "future_section": {"rounds": 3}, "compare": {"A": {"ref": "a"}, "B": {"ref": "b"}, "rounds": 4}}
     plan = from_json(RunPlan, stored)
     assert plan.facts.n_layers == 4 and plan.facts.types == {"f16": 2} and plan.compare.a.ref == "a" and plan.compare.rounds == 4
-    assert plan.extra == {"future_section": {"rounds": 3}} and plan.facts.extra == {"future_fact": 1}
+    assert plan.unknown == {"future_section": {"rounds": 3}} and plan.facts.unknown == {"future_fact": 1}
     out = to_json(plan)
     assert out[VERSION_KEY] == rec.RECORD_VERSION
     assert out["future_section"] == {"rounds": 3} and out["ctx"] is None and out["compare"]["A"] == {"ref": "a"}
@@ -38,15 +38,15 @@ def test_version_0_shapes_are_migrated():
     plan = from_json(RunPlan, {"model": {"facts": {"bytes_per_token_base": 7}}, "fit": True})
     assert plan.facts.bytes_per_token_ctx0 == 7 and plan.fit.to_json() == {}
     # a current-version record is not migrated again
-    assert from_json(Environment, {VERSION_KEY: 1, "cpu": "x"}).extra == {"cpu": "x"}
+    assert from_json(Environment, {VERSION_KEY: 1, "cpu": "x"}).unknown == {"cpu": "x"}
 
 
 def test_model_facts_are_one_record_for_the_writer_and_the_readers():
     f = facts_from_plan(synth_plan("tiny-qwen35moe", "q4_k_m"))
     stored = f.to_json()
     r = ModelFacts.from_json(stored)
-    assert r == f and r.extra == {} and r.ncmoe_range == f.ncmoe_range == (0, 8)
-    typed = {x.name for x in dataclasses.fields(ModelFacts)} - {"extra"}
+    assert r == f and r.unknown == {} and r.ncmoe_range == f.ncmoe_range == (0, 8)
+    typed = {x.name for x in dataclasses.fields(ModelFacts)} - {"unknown"}
     assert typed - set(stored) == {"full_attention_interval"}     # every other field is written
     assert r.base_bytes_per_token() == f.bytes_per_token(0) == stored["bytes_per_token_ctx0"]
     assert r.bytes_per_token(100) == f.bytes_per_token(100) and r.kv_cache_bytes(100) == f.kv_cache_bytes(100)
@@ -75,9 +75,9 @@ def test_envinfo_writes_only_environment_fields():
     from llamaforge.envinfo import collect_env
 
     env = collect_env()
-    known = set(field_table()["Environment"]) - {"extra"}
+    known = set(field_table()["Environment"]) - {"unknown"}
     record = from_json(Environment, env)
-    assert set(record.extra) <= {"cuda_driver_api", "nvcc", "vulkan_instance", "vulkan_devices", "vulkan_driver_info"}
+    assert set(record.unknown) <= {"cuda_driver_api", "nvcc", "vulkan_instance", "vulkan_devices", "vulkan_driver_info"}
     assert {"cpu_model", "ram_bandwidth_gbps"} <= known & set(env)
 
 

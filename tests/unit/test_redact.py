@@ -183,7 +183,7 @@ def _secret_point(run_id: str, key: str) -> Point:
     return Point(run_id, key, "server", ncmoe=0, status="failed", failure_class="crash",
                  failure_detail=_hostile_text(), log_tail=_hostile_text(), build_info=_hostile_text(),
                  command=["llama-server", "--model-url", SIGNED, "--hf-token", HF_VALUE],
-                 extra={"why": _hostile_text()}, mem_breakdown={"note": SIGNED},
+                 detail={"why": _hostile_text()}, mem_breakdown={"note": SIGNED},
                  samples=[Sample(1, False, raw={"content": _hostile_text()})])
 
 

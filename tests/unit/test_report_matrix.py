@@ -41,7 +41,7 @@ def _point(run: str, name: str, ncmoe: int, tg: float, facts: dict, rng: random.
            n_ctx: int = 4096, spread: float = 0.005) -> Point:
     p = Point(run_id=run, build_key=KEY, engine="server", ncmoe=ncmoe, label=name, status="ok", n_ctx=n_ctx,
               n_ctx_train=NATIVE, mem_breakdown=_breakdown(name),
-              extra={"observed": facts, "fit_status": "fitted",
+              detail={"observed": facts, "fit_status": "fitted",
                      "launches": [LaunchRecord(launch=i + 1, n_ctx=n_ctx, status="ok").to_json()
                                   for i in range(k)]})
     for launch in range(1, k + 1):
@@ -177,7 +177,7 @@ def test_the_written_report_carries_the_matrix(store, run, tmp_path):
 def _fixed_point(run: str, name: str, tg: float, spread: float) -> Point:
     """Three starts at tg × (1 − spread, 1, 1 + spread): a known ratio and interval, no randomness."""
     p = Point(run_id=run, build_key=KEY, engine="server", ncmoe=0, label=name, status="ok", n_ctx=4096,
-              n_ctx_train=NATIVE, extra={"observed": ON if name == "on" else {**ON, "flash_attn": "disabled"},
+              n_ctx_train=NATIVE, detail={"observed": ON if name == "on" else {**ON, "flash_attn": "disabled"},
                                          "fit_status": "fitted",
                                          "launches": [LaunchRecord(launch=i + 1, n_ctx=4096).to_json()
                                                       for i in range(3)]})

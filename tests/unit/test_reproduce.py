@@ -11,6 +11,7 @@ import run_fake
 from llamaforge.errors import BenchError
 from llamaforge.findings.reproduction import MetricCheck, check_points, sweep_run, verdict_for
 from llamaforge.judge import judge
+from llamaforge.records import PointDetail
 from llamaforge.report import data as rdata
 from llamaforge.report.contents import build_sections
 from llamaforge.reproduce.remeasure import reproduce, select_points
@@ -157,7 +158,7 @@ def _child_run(store, parent_id, factor_vulkan_0: float):
                                                  s.predicted_n, s.predicted_ms,
                                                  s.tg_tps * (factor_vulkan_0 if p.ncmoe == 1 and "vulkan" in
                                                              p.build_key else 1.0), launch=s.launch)
-                                          for s in p.samples], extra=p.extra)
+                                          for s in p.samples], detail=p.detail)
         store.record_point(q)
     return child
 
@@ -180,11 +181,11 @@ def test_reports_of_both_runs_show_the_reproduction(tmp_path):
 def test_report_host_memory_and_conditions_sections(tmp_path):
     store, run_id = run_fake.build(tmp_path)
     p = store.points(run_id)[3]
-    p.extra = {"host_mem": {"rss_anon_peak_mib": 300.0, "rss_file_peak_mib": 900.0},
-               "telemetry": {"samples": 4, "host": {"other_cpu_cores": {"min": 1, "median": 1.5, "max": 2}},
-                             "gpu": [{"sm_clock_mhz": {"min": 1000, "median": 1100, "max": 1200},
-                                      "throttle_reasons": {"hw_thermal_slowdown": 0.5}}],
-                             "other_gpu_processes": [{"pid": 77, "device": 0, "used_mib": 10.0}]}}
+    p.detail = PointDetail.from_json({"host_mem": {"rss_anon_peak_mib": 300.0, "rss_file_peak_mib": 900.0},
+                                      "telemetry": {"samples": 4, "host": {"other_cpu_cores": {"min": 1, "median": 1.5, "max": 2}},
+                                                    "gpu": [{"sm_clock_mhz": {"min": 1000, "median": 1100, "max": 1200},
+                                                             "throttle_reasons": {"hw_thermal_slowdown": 0.5}}],
+                                                    "other_gpu_processes": [{"pid": 77, "device": 0, "used_mib": 10.0}]}})
     store.record_point(p)
     secs = {s.id: s for s in build_sections(rdata.load(store, run_id), [])}
     hm = secs["host-memory"].tables[0].data
@@ -239,7 +240,7 @@ def test_each_judged_point_carries_the_conditions_of_both_measurements():
            "gpu": [{"sm_clock_mhz": {"median": 1980.0}, "throttle_reasons": {}}], "other_gpu_processes": []}
     hot = {**tel, "gpu": [{"sm_clock_mhz": {"median": 1410.0}, "throttle_reasons": {"hw_thermal_slowdown": 0.6}}]}
     a, b = _pt("vk", 4, 70.0), _pt("vk", 4, 35.0, seed=2)
-    a.extra, b.extra = {"telemetry": tel}, {"telemetry": hot}
+    a.detail.telemetry, b.detail.telemetry = tel, hot
     v = check_points([a], [b], {"vk": "vulkan"})
     assert v.points[0].status == "differs"
     first, again = v.points[0].conditions

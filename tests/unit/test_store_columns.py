@@ -16,6 +16,7 @@ from llamaforge.store import (
     POINT_COLUMNS,
     POINT_CSV,
     POINT_FIELDS,
+    POINT_KEYS,
     SAMPLE_CSV,
     SAMPLE_FIELDS,
     Point,
@@ -31,7 +32,7 @@ def _full_point(run_id: str) -> Point:
               vram_used_mib=1000.5, vram_self_mib=900.25, vram_total_mib=24576.0, rss_peak_mib=512.0,
               mem_breakdown={"unit": "MiB", "devices": [], "host": None, "other": []}, prompt_tokens=2500,
               n_predict=128, t_load_s=1.5, t_warmup_s=0.5, t_measure_s=9.5, command=["llama-server", "-c", "4096"],
-              build_info="b1 (0c1e570)", extra={"launches": [LaunchRecord(launch=2).to_json()]}, started=100.0, finished=110.0)
+              build_info="b1 (0c1e570)", detail={"launches": [LaunchRecord(launch=2).to_json()]}, started=100.0, finished=110.0)
     p.samples = [Sample(i, i == 0, test="tg128", prompt_n=2500, prompt_ms=250.0, pp_tps=10000.0, predicted_n=128,
                         predicted_ms=1280.0, tg_tps=100.0 + i, raw={"i": i}, launch=2) for i in range(3)]
     return p
@@ -43,8 +44,9 @@ def _columns(store: Store, table: str) -> set[str]:
 
 def test_the_schema_has_a_column_for_every_point_and_sample_field_and_no_other(store):
     json_fields = [f.name for f in dataclasses.fields(Point) if f.metadata.get("json")]
-    assert json_fields == ["mem_breakdown", "command", "extra"]
-    assert _columns(store, "points") == {"id", *POINT_COLUMNS, *(f"{c}_json" for c in json_fields)}
+    assert json_fields == ["mem_breakdown", "command", "detail"]
+    assert POINT_KEYS["detail"] == "extra"                 # the detail record keeps the column and export key "extra"
+    assert _columns(store, "points") == {"id", *POINT_COLUMNS, *(f"{POINT_KEYS[c]}_json" for c in json_fields)}
     assert _columns(store, "samples") == {"id", "point_id", *(f"{c}_json" if c == "raw" else c for c in SAMPLE_FIELDS)}
     assert set(POINT_FIELDS) == {f.name for f in dataclasses.fields(Point)} - {"samples", "id"}
 
@@ -59,7 +61,7 @@ def test_a_point_round_trips_every_field_through_the_store_the_json_export_and_t
 
     doc = parse_export(export_run(store, run, "json"))
     (exported,) = doc["points"]
-    assert set(exported) == {*POINT_FIELDS, "summary", "samples"}
+    assert set(exported) == {*POINT_KEYS.values(), "summary", "samples"}
     assert all(set(s) == set(SAMPLE_FIELDS) for s in exported["samples"])
     with Store(tmp_path / "other.sqlite") as other:
         rid = import_run(other, doc, machine="m1", host="h1", fleet_run=None)

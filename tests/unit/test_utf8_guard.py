@@ -10,6 +10,7 @@ from llamaforge.bench.engines import server as engine_server
 from llamaforge.bench.prompts import Prompt
 from llamaforge.llamacpp.server import PointFailure
 from llamaforge.models.utf8 import incomplete_utf8_ids, token_bytes_bpe
+from llamaforge.records import PointDetail
 
 PARSE_500 = ('/completion answered HTTP 500: {"error":{"code":500,"message":"The model produced output that '
              'does not match the expected Content-only format","type":"server_error"}}')
@@ -56,20 +57,20 @@ def _plan():
 
 def test_a_server_that_rejects_its_own_output_is_retried_with_banned_tokens(monkeypatch):
     monkeypatch.setattr(engine_server, "incomplete_utf8_tokens", lambda p: [7, 9])
-    state, extra = engine_server.SweepState(), {}
+    state, detail = engine_server.SweepState(), PointDetail()
     s = _Session([PointFailure("bad-response", PARSE_500)])
     prompt = Prompt("a b c", [1, 2, 3], 1, False, 3)
-    assert engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra)["timings"]
+    assert engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, detail)["timings"]
     assert s.calls == [None, [7, 9]] and state.banned == {"k-cpu": [7, 9]}
-    assert extra["output_guard"]["banned_tokens"] == 2 and "Content-only" in extra["output_guard"]["why"]
-    extra2: dict = {}
-    engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, extra2)   # later requests: banned at once
-    assert s.calls[-1] == [7, 9] and extra2["output_guard"]["banned_tokens"] == 2
+    assert detail.output_guard["banned_tokens"] == 2 and "Content-only" in detail.output_guard["why"]
+    detail2 = PointDetail()
+    engine_server._complete(s, _Build(), Path("m.gguf"), prompt, _plan(), state, detail2)   # later requests: banned at once
+    assert s.calls[-1] == [7, 9] and detail2.output_guard["banned_tokens"] == 2
 
 
 def test_other_bad_responses_are_not_retried(monkeypatch):
     s = _Session([PointFailure("bad-response", "/completion answered HTTP 500: out of slots")])
     with pytest.raises(PointFailure, match="out of slots"):
         engine_server._complete(s, _Build(), Path("m.gguf"), Prompt("a", [1], 1, False, 1), _plan(),
-                                engine_server.SweepState(), {})
+                                engine_server.SweepState(), PointDetail())
     assert s.calls == [None]

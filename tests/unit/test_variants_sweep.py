@@ -36,7 +36,7 @@ def test_each_variant_is_its_own_series_with_its_own_env_and_args(tmp_path, stor
     assert regular["a"].status == "ok" and regular["oom"].status == "failed" and regular["oom"].failure_class == "oom"
     cmd = regular["a"].command
     assert cmd[cmd.index("-ub") + 1] == "256" and "-ub" not in regular["oom"].command
-    assert "observed" in (regular["a"].extra or {})
+    assert regular["a"].detail.observed is not None
     sentinels = {p.label for p in pts if is_sentinel(p.label)}          # one sentinel series per variant
     assert "sentinel@a" in sentinels and sentinels <= {"sentinel@a", "sentinel@oom"}
     plan = store.get_run(run).plan
@@ -52,7 +52,7 @@ def test_launches_auto_extends_and_records_each_variant(tmp_path, store):
     run = run_sweep(plan, vs, store, progress=False)
     by = {p.label: p for p in store.points(run)}
     assert set(by) == {"a", "b"}
-    assert all((by[n].extra or {}).get("sequential", {}).get("k") in (3, 4) for n in by)
+    assert all((by[n].detail.sequential or {}).get("k") in (3, 4) for n in by)
 
 
 def test_stored_variants_bind_again_to_the_runs_builds(tmp_path, store):

@@ -63,7 +63,7 @@ def _strong(text: str) -> list[str]:
 def _point(run: str, name: str, ncmoe: int, tg: float, spread: float) -> Point:
     """Three starts at tg × (1 − spread, 1, 1 + spread): a known ratio and interval, no randomness."""
     p = Point(run_id=run, build_key=KEY, engine="server", ncmoe=ncmoe, label=name, status="ok", n_ctx=4096,
-              n_ctx_train=8192, extra={"fit_status": "fitted",
+              n_ctx_train=8192, detail={"fit_status": "fitted",
                                        "launches": [LaunchRecord(launch=i + 1, n_ctx=4096).to_json() for i in range(3)]})
     for launch, f in enumerate((1 - spread, 1.0, 1 + spread), start=1):
         p.samples += [Sample(idx=i, warmup=False, tg_tps=tg * f, pp_tps=10 * tg * f, launch=launch) for i in range(2)]

@@ -34,7 +34,7 @@ from ..errors import BenchError
 from ..findings.labels import anomaly_text, threshold_heading
 from ..judge import Starts, estimate, point_stop
 from ..pathsafe import run_log_dir
-from ..records import AdaptiveSection
+from ..records import AdaptiveSection, PlanNotes
 from ..store import Store
 from ..variants.build import series_key, series_label
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
@@ -130,7 +130,7 @@ def fit_threshold(plan: Plan, builds: list[BuildLike], store: Store, axis: Axis,
             ctx[series_key(b)] = bisect_threshold(axis.domain, fit, native).probes
     js = store.get_run(run_id).plan
     js.points = [axis.spec(x) for x in sorted({x for v in ctx.values() for x in v})]
-    js.extra["extra"] = {**(js.extra.get("extra") or {}), "search": "bisection for the native-context threshold"}
+    js.notes = (js.notes or PlanNotes()).replace(search="bisection for the native-context threshold")
     store.update_run_plan(run_id, js)
     return run_id, ctx
 
@@ -204,7 +204,7 @@ class AutoDriver:
         pol = policy_of(self.plan)
         while pol is not None and main is not None and main.status == "ok":
             stop = point_stop(estimate(Starts.of(main.launch_groups("tg_tps"))), pol)
-            main.extra = {**(main.extra or {}), "sequential": stop.to_dict()}
+            main.detail.sequential = stop.to_dict()
             self.store.record_point(main)
             if not stop.more:
                 break

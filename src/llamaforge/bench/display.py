@@ -75,7 +75,7 @@ class SweepDisplay:
                                         + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
                                            if (p.vram_self_mib or p.vram_used_mib) else ""))
             line += f" [dim]({esc(p.engine)})[/]" if p.engine != "server" else ""
-            tel = (p.extra or {}).get("telemetry")
+            tel = p.detail.telemetry
             if telemetry_flags(tel):
                 line += f"  [yellow]⚑ {esc(describe_telemetry(tel))}[/]"
         else:
@@ -95,7 +95,7 @@ def points_table(points: Sequence[Point], title: str | None = None) -> Table:
                        no_wrap=col not in ("pp t/s", "tg t/s", "build"))
     for p in points:
         vram = p.vram_self_mib if p.vram_self_mib is not None else p.vram_used_mib
-        fit_status = (p.extra or {}).get("fit_status")
+        fit_status = p.detail.fit_status
         status = p.status if p.status == "ok" else f"[red]{esc(p.failure_class)}[/]"
         if p.status == "ok" and fit_status in ("refused", "refused-unfitted", "unsupported"):
             status = f"[yellow]ok, fit {esc(fit_status)}[/]"

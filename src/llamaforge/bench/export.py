@@ -25,8 +25,8 @@ from typing import Any
 from .. import records
 from ..errors import StoreError
 from ..findings.labels import display_name
-from ..records import BuildManifest, Environment, RunPlan
-from ..store import POINT_CSV, POINT_FIELDS, SAMPLE_CSV, SAMPLE_FIELDS, Point, Store
+from ..records import BuildManifest, Environment, PointDetail, RunPlan
+from ..store import POINT_CSV, POINT_FIELDS, POINT_KEYS, SAMPLE_CSV, SAMPLE_FIELDS, Point, Store
 from .summary import point_summary
 
 FORMATS = ("json", "csv", "jsonl")
@@ -40,10 +40,16 @@ LLAMA_BENCH_FIELDS = [
     "stddev_ts", "samples_ns", "samples_ts",
 ]
 
+def _point_value(v: Any) -> Any:
+    """A point field as exported: its detail as the store holds it (:meth:`records.PointDetail.exported`)."""
+    return v.exported() if isinstance(v, PointDetail) else v
+
+
 def _point_dict(p: Point) -> dict:
-    """A point in the JSON export: every field of :class:`store.Point` (:data:`store.POINT_FIELDS`), its samples'
-    (:data:`store.SAMPLE_FIELDS`) and the judge's summary."""
-    return {**{c: getattr(p, c) for c in POINT_FIELDS}, "summary": point_summary(p) if p.samples else None,
+    """A point in the JSON export: every field of :class:`store.Point` under its key (:data:`store.POINT_KEYS`:
+    the detail as ``extra``), its samples' (:data:`store.SAMPLE_FIELDS`) and the judge's summary."""
+    return {**{POINT_KEYS[c]: _point_value(getattr(p, c)) for c in POINT_FIELDS},
+            "summary": point_summary(p) if p.samples else None,
             "samples": [{c: getattr(s, c) for c in SAMPLE_FIELDS} for s in p.samples]}
 
 
@@ -86,9 +92,9 @@ def _server_rows(p: Point, run_plan: RunPlan, env: Environment, build: BuildMani
     gpus = ", ".join(g.name or "" for g in env.gpus)
     fitt = run_plan.fit.fitt_mib
     margins = run_plan.fit.margins_mib or []
-    meta = (p.extra or {}).get("model_meta") or {}
+    meta = p.detail.model_meta or {}
     common: dict[str, Any] = {
-        "build_commit": str(build.commit or "")[:9], "build_number": int(build.extra.get("build_number") or 0),
+        "build_commit": str(build.commit or "")[:9], "build_number": int(build.build_number or 0),
         "cpu_info": env.cpu_model or "", "gpu_info": gpus,
         "backends": display_name(build.backend) if build.backend else "",
         "model_filename": str(run_plan.model.path or ""),
@@ -128,7 +134,7 @@ def llama_bench_rows(store: Store, run_id: str) -> list[dict]:
         if p.status != "ok":
             continue
         if p.engine == "llama-bench":
-            for obj in (p.extra or {}).get("llama_bench") or []:
+            for obj in p.detail.llama_bench or []:
                 rows.append({**obj, "engine": "llama-bench", "n_ctx": p.n_ctx})
         elif p.engine == "server":
             rows.extend(_server_rows(p, plan, env, builds.get(p.build_key) or BuildManifest(p.build_key, "", "", "")))

@@ -99,12 +99,12 @@ def fitmap_table(store: Store, run_id: str) -> Table:
                    ("of native", "right"), ("placement", "left")):
         tab.add_column(col, justify=j)
     for p in store.points(run_id, with_samples=False):
-        fit = (p.extra or {}).get("fit") or {}
+        fit = p.detail.fit or {}
         if p.status != "ok":
             tab.add_row(esc(p.build_key[:28]), str(p.ncmoe), "–", f"[red]{esc(p.failure_class)}[/]", "–",
                         esc(p.failure_detail or ""))
             continue
         frac = f"{p.n_ctx / native:.0%}" if native and p.n_ctx else "–"
         tab.add_row(esc(p.build_key[:28]), str(p.ncmoe), esc(fit.get("ngl", "–")), f"{p.n_ctx:,}" if p.n_ctx else "–",
-                    frac, esc((p.extra or {}).get("placement") or ""))
+                    frac, esc(p.detail.placement or ""))
     return tab

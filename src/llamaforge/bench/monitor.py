@@ -59,7 +59,7 @@ class MonitorResult:
     telemetry: dict | None = None            # TelemetrySampler.summary()
 
     def host_mem(self) -> dict | None:
-        """What goes into a point's ``extra["host_mem"]``."""
+        """What goes into a point's ``detail.host_mem``."""
         if self.rss_anon_peak_mib is None and self.rss_file_peak_mib is None:
             return None
         return {"rss_anon_peak_mib": self.rss_anon_peak_mib, "rss_file_peak_mib": self.rss_file_peak_mib,
@@ -143,14 +143,12 @@ class Monitor(threading.Thread):
 
 
 def store_monitor(point: Point, mres: MonitorResult) -> None:
-    """Memory, host-memory split and telemetry of a Monitor into a point (``extra``: host_mem, telemetry)."""
+    """Memory, host-memory split and telemetry of a Monitor into a point (``detail``: host_mem, telemetry)."""
     point.rss_peak_mib = mres.rss_peak_mib
     point.vram_used_mib = mres.vram_used_mib
     point.vram_total_mib = mres.vram_total_mib
     point.vram_self_mib = mres.vram_self_mib
-    extra = dict(point.extra or {})
     if mres.host_mem() is not None:
-        extra["host_mem"] = mres.host_mem()
+        point.detail.host_mem = mres.host_mem()
     if mres.telemetry is not None:
-        extra["telemetry"] = mres.telemetry
-    point.extra = extra
+        point.detail.telemetry = mres.telemetry

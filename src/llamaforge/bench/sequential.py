@@ -6,7 +6,7 @@ in an inconclusive comparison the run's conclusions need, and that more starts c
 Vulkan at ncmoe 0), judged at the per-look α of :class:`~llamaforge.judge.Policy`. Those points get one
 more start each, interleaved (:func:`~.sweep.measure_points` over just them); the others stop. At
 ``--max-launches`` an open point stops **unresolved**. Every point records where and why it stopped
-(``extra["sequential"]``: K, status, reason), which the report's Replication table shows.
+(``detail.sequential``: K, status, reason), which the report's Replication table shows.
 
 Drift sentinels run in the first K rounds only (their launch numbering belongs to the fixed schedule).
 Resuming an auto run re-derives everything from the stored starts, so it continues where it stopped.
@@ -131,5 +131,5 @@ def _record(store: Store, have: dict[int, Point], current: dict[int, Stop]) -> N
     for i, st in current.items():
         p = have.get(i)
         if p is not None:
-            p.extra = {**(p.extra or {}), "sequential": st.to_dict()}
+            p.detail.sequential = st.to_dict()
             store.record_point(p)

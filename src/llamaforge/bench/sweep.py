@@ -70,7 +70,7 @@ def measure_point(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
     """Measure one point on one build (one launch) and store it (also when it fails). Returns the stored Point.
 
     ``engine`` overrides the plan's (``--engine both`` measures each point with both);
-    ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``extra``."""
+    ``busy`` (what ``--allow-busy`` let through) is recorded in the point's ``detail.busy``."""
     log_dir = log_dir or run_log_dir(store.path, run_id)
     point = _measure_once(build, model_path, point_spec, plan, run_id, label, log_dir=log_dir, on_phase=on_phase,
                           state=state, engine=engine, busy=busy)
@@ -114,9 +114,9 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
         point.log_tail = e.log_tail if e.log_tail is not None else read_log_tail(log_path)
         point.failure_detail = describe_failure(e.detail, point.log_tail or "")   # + signal, likely cause
     if isinstance(build, VariantBuild):   # what the binary really ran with: did the variant's knobs take effect
-        point.extra = {**(point.extra or {}), "observed": observe_log(log_path)}
+        point.detail.observed = observe_log(log_path)
     if busy:
-        point.extra = {**(point.extra or {}), "busy": busy}
+        point.detail.busy = busy
     point.finished = time.time()
     for smp in point.samples:
         smp.launch = launch or 1
@@ -124,12 +124,12 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
 
 
 def _launch_record(one: Point, launch: int, seq: int) -> LaunchRecord:
-    extra = one.extra or {}
+    d = one.detail
     return LaunchRecord(launch=launch, seq=seq, status=one.status, failure_class=one.failure_class,
                         started=one.started, finished=one.finished, n_ctx=one.n_ctx, rss_peak_mib=one.rss_peak_mib,
                         vram_self_mib=one.vram_self_mib, vram_used_mib=one.vram_used_mib, t_load_s=one.t_load_s,
-                        telemetry=extra.get("telemetry"), host_mem=extra.get("host_mem"), busy=extra.get("busy"),
-                        machine=current_machine(), engine_gap=extra.get("engine_gap"))
+                        telemetry=d.telemetry, host_mem=d.host_mem, busy=d.busy, machine=current_machine(),
+                        engine_gap=d.engine_gap).complete()
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -141,43 +141,31 @@ def merge_launch(acc: Point | None, one: Point, launch: int, seq: int) -> Point:
 
     Samples are appended (tagged with their launch); memory is the maximum over launches; times add
     up; the newest launch's command, log-derived breakdown and build info win; a failed launch
-    makes the point failed (its earlier samples are kept). ``extra.launches`` lists every launch
+    makes the point failed (its earlier samples are kept). ``detail.launches`` lists every launch
     with its position ``seq`` in the run's schedule (the drift sentinels need it) and its own
     telemetry / host memory; the point-level ``telemetry`` is the first flagged launch's (else the
-    newest), so a point shows as throttled/loaded when any of its launches was."""
-    rec = _launch_record(one, launch, seq).stored()
+    newest), so a point shows as throttled/loaded when any of its launches was (:meth:`PointDetail.merge`)."""
+    rec = _launch_record(one, launch, seq)
     if acc is None:
-        one.extra = {**(one.extra or {}), "launches": [rec]}
+        one.detail.launches = [rec]
         return one
     for f in ("rss_peak_mib", "vram_used_mib", "vram_self_mib", "vram_total_mib"):
         setattr(acc, f, _max(getattr(acc, f), getattr(one, f)))
     for f in ("t_load_s", "t_warmup_s", "t_measure_s"):
         a, b = getattr(acc, f), getattr(one, f)
         setattr(acc, f, None if a is None and b is None else (a or 0.0) + (b or 0.0))
-    extra = dict(acc.extra or {})
     if acc.n_ctx is None:
         acc.n_ctx = one.n_ctx
     elif one.n_ctx is not None and one.n_ctx != acc.n_ctx:
-        extra.setdefault("warnings", []).append(f"launch {launch} fitted n_ctx {one.n_ctx}, not {acc.n_ctx}")
+        acc.detail.warnings.append(f"launch {launch} fitted n_ctx {one.n_ctx}, not {acc.n_ctx}")
     acc.n_ctx_train = acc.n_ctx_train or one.n_ctx_train
     acc.prompt_tokens = acc.prompt_tokens or one.prompt_tokens
     acc.command = one.command or acc.command
     acc.build_info = one.build_info or acc.build_info
     acc.mem_breakdown = one.mem_breakdown or acc.mem_breakdown
     acc.finished = one.finished
-    new = one.extra or {}
-    for k, v in new.items():
-        if k == "warnings":
-            extra.setdefault("warnings", []).extend(f"launch {launch}: {w}" for w in v)
-        elif k == "telemetry":
-            if not telemetry_flags(extra.get("telemetry")):
-                extra["telemetry"] = v
-        elif k in ("host_mem", "busy"):
-            extra[k] = v if k == "host_mem" or v else extra.get(k)
-        elif k != "launches":
-            extra.setdefault(k, v)
-    extra["launches"] = [*(extra.get("launches") or []), rec]
-    acc.extra = extra
+    acc.detail.merge(one.detail, launch, flagged=bool(telemetry_flags(acc.detail.telemetry)))
+    acc.detail.launches = [*acc.detail.launches, rec]
     acc.samples = [*acc.samples, *one.samples]
     if one.status != "ok":
         acc.status, acc.failure_class, acc.failure_detail = one.status, one.failure_class, one.failure_detail

@@ -6,7 +6,7 @@ and the CPU cores that processes *outside* the measured process tree and llamafo
 (system busy time minus their own CPU time, per second of wall time) — the load average alone cannot tell the
 server's own threads from someone else's compile.
 
-:meth:`TelemetrySampler.summary` is what a point stores (``extra["telemetry"]``);
+:meth:`TelemetrySampler.summary` is what a point stores (``detail.telemetry``);
 :func:`llamaforge.findings.conditions.flags` turns it into the terminal's and the report's marks.
 """
 

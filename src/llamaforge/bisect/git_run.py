@@ -34,6 +34,7 @@ from ..errors import BuildError, LlamaforgeError
 from ..judge import Starts
 from ..judge.locate import ABOVE, BELOW, OPEN, Side, side, side_alpha
 from ..llamacpp.options import build_options
+from ..records import BisectRunSection
 from ..sources import head_tree
 from ..store import Store
 from .quiet import settings
@@ -99,8 +100,8 @@ def _measure(paths: Any, b: Any, req: BisectRequest, tree: Any, bound: Boundary,
     max_starts = req.policy.max_starts
     starts: list[list[float]] = []
     with Store(paths.store_db) as store:
-        rec = plan.replace(extra={**plan.extra, "bisect_run": {"boundary": bound.text, "max_launches": max_starts,
-                                                               "quiet": quiet.to_dict()}})
+        rec = plan.replace(bisect_run=BisectRunSection(boundary=bound.text, max_launches=max_starts,
+                                                       quiet=quiet.to_dict()))
         run_id = store.new_run("bisect-run", rec, command=command, name=f"bisect-run {tree.commit[:9]}")
         acc, verdict, where = None, UNDECIDED, None
         while len(starts) < max_starts:

@@ -1,4 +1,4 @@
-"""The conditions a point was measured under, from the telemetry it stored (``extra["telemetry"]``,
+"""The conditions a point was measured under, from the telemetry it stored (``detail.telemetry``,
 sampled by :mod:`llamaforge.bench.telemetry`): ``throttled`` (an NVML slowdown reason in any sample),
 ``loaded`` (other processes used ≥ :data:`LOADED_CORES` cores on median), ``shared`` (another process
 computed on the GPU) — the marks of the terminal's tables, the report and ``reproduce``'s verdicts.
@@ -49,7 +49,7 @@ def describe(tel: dict | None) -> str:
 def describe_point(p: Point) -> str:
     """The point's measurement conditions in one cell: GPU 0's SM clock, the host's load, and the telemetry
     flags (``clean`` when nothing throttled, loaded or shared the machine); ``–`` without telemetry."""
-    tel = (p.extra or {}).get("telemetry")
+    tel = p.detail.telemetry
     if not tel:
         return "–"
     sm = (((tel.get("gpu") or [{}])[0].get("sm_clock_mhz")) or {}).get("median")

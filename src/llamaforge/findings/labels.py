@@ -37,7 +37,7 @@ def regular_label(label: str) -> str:
     return label.partition("@")[2] if is_sentinel(label) else label
 
 
-#: how a point's context was chosen (``point.extra["fit_status"]``)
+#: how a point's context was chosen (``point.detail.fit_status``)
 FIT_STATUS_NOTES = {
     "fitted": "llama-server fitted the context",
     "fixed": "context fixed by --ctx",

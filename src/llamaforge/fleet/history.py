@@ -118,7 +118,7 @@ def _pulled(store: Store, machine: str) -> dict[str, tuple[Any, Any]]:
         for run in store.list_runs(kind):
             f = run.plan.fleet
             if f is not None and f.machine == machine and f.remote_run:
-                out[f.remote_run] = (f.extra.get("remote_updated"), f.extra.get("remote_points"))
+                out[f.remote_run] = (f.remote_updated, f.remote_points)
     return out
 
 

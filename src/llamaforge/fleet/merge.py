@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from ..errors import FleetError
-from ..records import Environment, FleetSection, RunPlan
-from ..store import POINT_FIELDS, SAMPLE_FIELDS, Point, Run, Sample, Store
+from ..records import RECORD_VERSION, Environment, FleetSection, RunPlan, mistyped
+from ..store import POINT_FIELDS, POINT_KEYS, SAMPLE_FIELDS, Point, Run, Sample, Store
 
 #: what an imported point keeps of the export (its run is the imported run)
 _POINT_FIELDS = tuple(c for c in POINT_FIELDS if c != "run_id")
@@ -45,7 +45,12 @@ def parse_export(text: str) -> dict:
 def _point(run_id: str, d: Any) -> Point:
     if not isinstance(d, dict) or not isinstance(d.get("build_key"), str) or not isinstance(d.get("engine"), str):
         raise _bad("a point without build_key/engine")
-    p = Point(run_id=run_id, **{k: d.get(k) for k in _POINT_FIELDS if k in d})
+    try:      # each field under its export key (the detail: ``extra``, read into its record)
+        p = Point(run_id=run_id, **{c: d.get(k) for c in _POINT_FIELDS if (k := POINT_KEYS[c]) in d})
+    except (TypeError, ValueError) as e:
+        raise _bad(f"a point's extra ({e})") from None
+    if (why := mistyped(p.detail)) is not None:
+        raise _bad(f"a point's extra: {why}")
     p.ncmoe = int(p.ncmoe or 0)
     p.ngl = int(p.ngl if p.ngl is not None else -1)
     p.label = str(p.label or "")
@@ -59,14 +64,16 @@ def _point(run_id: str, d: Any) -> Point:
 def import_run(store: Store, doc: dict, *, machine: str, host: str, fleet_run: str | None,
                note: dict | None = None) -> str:
     """Store the exported run ``doc`` as ``<id>.<machine>``; returns the local run id. ``note`` goes into
-    ``plan.fleet.extra`` (``fleet.history``: the host's ``updated`` and point count, to pull only what changed)."""
+    ``plan.fleet`` (``fleet.history``: ``remote_updated`` and ``remote_points``, the host's ``updated`` and point count,
+    to pull only what changed)."""
     r = doc["run"]
     rid = imported_id(r["id"], machine)
     env = Environment.from_json(r.get("env") or {})
     env.machine = machine
-    env.extra["fleet_host"] = host
+    env.fleet_host = host
     plan = RunPlan.from_json(r.get("plan") or {})
-    plan.fleet = FleetSection(run=fleet_run, host=host, machine=machine, remote_run=r["id"], extra=dict(note or {}))
+    plan.fleet = FleetSection.from_json(dict(note or {}), RECORD_VERSION).replace(
+        run=fleet_run, host=host, machine=machine, remote_run=r["id"])
     now = time.time()
     store.put_run(Run(id=rid, kind=str(r.get("kind") or "sweep"), name=r.get("name"), status=str(r.get("status") or "?"),
                       created=float(r.get("created") or now), updated=now, command=r.get("command"), plan=plan,

@@ -73,7 +73,7 @@ def how_chosen(variants: Sequence[Variant], rows: Sequence[Row]) -> str | None:
 
     if any("--ctx-size" in v.knobs() for v in variants):
         return "set with -c in a variant, not fitted"
-    statuses = {((r.point.extra or {}) if r.point is not None else {}).get("fit_status") for r in rows}
+    statuses = {r.point.detail.fit_status if r.point is not None else None for r in rows}
     other = sorted(str(s) for s in statuses - {"fitted"} if s is not None)
     if other:
         return "; ".join(FIT_STATUS_NOTES.get(s, s) for s in other)

@@ -196,7 +196,7 @@ class ReportData:
         """A fleet run's environment of each machine (``_fleet_inputs``); empty for other runs."""
         if self.run.kind != "fleet":
             return {}
-        return {m: Environment.from_json(e) for m, e in self.run.env.extra.items() if isinstance(e, dict)}
+        return {m: Environment.from_json(e) for m, e in (self.run.env.machines or {}).items() if isinstance(e, dict)}
 
     @property
     def plan(self) -> RunPlan:
@@ -240,10 +240,9 @@ def _row(p: Point, series: str, axis: str = "ncmoe", ngl_all: int | None = None)
     gpu, host = split_breakdown(p.mem_breakdown)
     pp_test, tg_test = pick_test(p, "pp"), pick_test(p, "tg")
     vram = p.vram_used_mib if p.vram_used_mib is not None else p.vram_self_mib
-    extra = p.extra or {}
-    hm = extra.get("host_mem") or {}
+    hm = p.detail.host_mem or {}
     return Row(rss_anon_mib=_num(hm.get("rss_anon_peak_mib")), rss_file_mib=_num(hm.get("rss_file_peak_mib")),
-               telemetry=extra.get("telemetry"), busy=extra.get("busy"),
+               telemetry=p.detail.telemetry, busy=p.detail.busy,
                ncmoe=p.ncmoe, ok=p.status == "ok", n_ctx=p.n_ctx, pp=p.measured("pp_tps", pp_test), tg=p.measured("tg_tps", tg_test),
                pp_groups=p.launch_groups("pp_tps", pp_test), tg_groups=p.launch_groups("tg_tps", tg_test),
                series=series, ngl=p.ngl, label=p.label, failure_class=p.failure_class,
@@ -388,8 +387,8 @@ def _fleet_inputs(store: Store, run: Run) -> tuple[Run, list[dict], list[Point],
                 machine_of[p.label] = machine
             points.append(p)
     plan = plan or RunPlan()
-    plan = plan.replace(fleet=run.plan.fleet, extra={**plan.extra, "fleet_hosts": run.summary_as(FleetSummary).hosts})
-    return dataclasses.replace(run, plan=plan, env=Environment(extra=env)), builds, points, machine_of
+    plan = plan.replace(fleet=run.plan.fleet, fleet_hosts=run.summary_as(FleetSummary).hosts)
+    return dataclasses.replace(run, plan=plan, env=Environment(machines=env)), builds, points, machine_of
 
 
 def _reproductions(store: Store, run: Run) -> list[dict]:

@@ -118,7 +118,7 @@ def _start_records(p: Point) -> list[dict]:
     """The ``engine_gap`` record of each start of ``p`` (from its launch records; the point's own for a point
     measured in one start before launches were recorded)."""
     launches = p.launches
-    recs = [r.engine_gap for r in launches] if launches else [(p.extra or {}).get("engine_gap")]
+    recs = [r.engine_gap for r in launches] if launches else [p.detail.engine_gap]
     return [r for r in recs if isinstance(r, dict)]
 
 
@@ -187,7 +187,7 @@ def interpolated(rate0: float, rate_d: float, depth: int, target: int) -> float:
 def bench_starts(p: Point, prompt_n: int | None) -> BenchStarts | None:
     """tg at the cross-check depth and at the server's prompt (``prompt_n``), per llama-bench process."""
     n = p.n_predict
-    recs = {r.launch: r.engine_gap or {} for r in p.launches} or {1: (p.extra or {}).get("engine_gap") or {}}
+    recs = {r.launch: r.engine_gap or {} for r in p.launches} or {1: p.detail.engine_gap or {}}
     xc_depth = next((r.get("xc_depth") for r in recs.values() if r.get("xc_depth")), None)
     if not n or not xc_depth:
         return None

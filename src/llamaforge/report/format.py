@@ -38,7 +38,7 @@ def fmt_ratio(j: Judgement | None, num: str = "B", den: str = "A") -> str:
 def unresolved_k(rows: Sequence[Row]) -> int | None:
     """The K at which the first of ``rows`` that ``--launches auto`` left unresolved stopped (``None``: none)."""
     for r in rows:
-        st = ((r.point.extra or {}) if r.point is not None else {}).get("sequential") or {}
+        st = (r.point.detail.sequential if r.point is not None else None) or {}
         if st.get("status") == UNRESOLVED and isinstance(st.get("k"), int):
             return st["k"]
     return None

@@ -453,7 +453,7 @@ def context_table(m: Matrix, pairs: Sequence[KnobPair], statuses: dict[tuple[str
 
 
 def _observed(r: Row) -> dict:
-    return dict(((r.point.extra or {}) if r.point else {}).get("observed") or {})
+    return dict((r.point.detail.observed if r.point else None) or {})
 
 
 def _context_cells(m: Matrix, kp: KnobPair, k: Key, why: str | None) -> list[str]:
@@ -495,7 +495,7 @@ def variants_table(m: Matrix) -> Table:
                    "reported as a difference), unverified (nothing the binary prints shows it).")
     for v in m.variants:
         rec = m.records[v.name]
-        facts = [dict(((r.point.extra or {}) if r.point else {}).get("observed") or {})
+        facts = [dict((r.point.detail.observed if r.point else None) or {})
                  for (n, _k), r in sorted(m.rows.items()) if n == v.name]
         sts = single_statuses(rec, facts)
         build = f"{v.backend}@{v.pin or 'default'} ({str(rec.get('build') or '?')[:20]})" + \

@@ -16,7 +16,7 @@ _CTX_NOTES = {"unsupported": "ctx: llama.cpp default (build cannot fit)", "fixed
 
 def fit_status_of(r: Row) -> str | None:
     """How the row's context was chosen (``FIT_STATUS_NOTES`` keys), as stored with its point."""
-    return ((r.point.extra or {}) if r.point is not None else {}).get("fit_status")
+    return r.point.detail.fit_status if r.point is not None else None
 
 
 def point_flags(data: ReportData, found: list[an.Anomaly]) -> dict[int, list[str]]:

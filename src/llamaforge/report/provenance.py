@@ -75,7 +75,7 @@ def probes_table(data: ReportData) -> Table:
 def provenance_section(data: ReportData) -> Section:
     """Builds, environment, model download and facts, runtime quirks, plan, commands."""
     prov = Section("provenance", "Provenance", tables=[builds_table(data)])
-    env = data.env.to_json()
+    env = data.env.machines or data.env.to_json()     # a fleet report: each machine's
     prov.tables.append(kv_table(env, "Environment") if env else Table(["key", "value"], title="Environment"))
     if not env:
         prov.notes.append("No environment was recorded with this run.")

@@ -50,7 +50,7 @@ def spread_cell(e: Estimate) -> str:
 
 def stop_cell(r: Row) -> str:
     """``K=5: resolved (±3.1 %)`` for a point measured with --launches auto; ``–`` otherwise."""
-    st = ((r.point.extra or {}) if r.point is not None else {}).get("sequential")
+    st = r.point.detail.sequential if r.point is not None else None
     if not st:
         return "–"
     reason = str(st.get("reason") or "")

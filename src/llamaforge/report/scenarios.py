@@ -153,9 +153,9 @@ def output_guard_notes(data: ReportData) -> list[str]:
     """One line per series whose server rejected its own non-UTF-8 output (measured with tokens banned)."""
     out = []
     for s in data.series:
-        guarded = [r for r in s.rows if r.point is not None and (r.point.extra or {}).get("output_guard")]
+        guarded = [r for r in s.rows if r.point is not None and r.point.detail.output_guard]
         if guarded:
-            g = (guarded[0].point.extra or {})["output_guard"]
+            g = guarded[0].point.detail.output_guard or {}
             out.append(f"{s.name}: llama-server rejected its own non-UTF-8 output, so {len(guarded)} of {len(s.rows)} "
                        f"points were measured with {g.get('banned_tokens')} incomplete-UTF-8 tokens banned "
                        "(logit_bias; the generated text differs, the work per token does not).")

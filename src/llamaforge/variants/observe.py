@@ -16,7 +16,7 @@ A knob is only a difference if the binary acted on it. llama-server logs its res
 
 The fit that runs before the real context (``--fit``) logs the same lines for its probes, so the last
 occurrence of each wins. :func:`observe_log` turns a log into :class:`Facts` (a flat dict, stored with
-each point as ``extra["observed"]``); :func:`device_facts` reads ``llama-bench --list-devices`` output
+each point as ``detail.observed``); :func:`device_facts` reads ``llama-bench --list-devices`` output
 (the Vulkan device line with ``fp16``, ``int dot``, ``matrix cores``; the device list).
 """
 

@@ -1,6 +1,6 @@
 """Which knobs of a stored run's variants took effect: per variant, and per pair that differs in one knob.
 
-Pure functions of stored data (the run's ``Plan.variants`` records and its points' ``extra["observed"]``),
+Pure functions of stored data (the run's ``Plan.variants`` records and its points' ``detail.observed``),
 shared by the bench command (which warns at the end of a run) and the matrix report.
 """
 
@@ -37,7 +37,7 @@ def variants_of(records: Sequence[dict]) -> list[Variant]:
 
 def facts_by_point(points: Sequence[Point], name: str) -> dict[tuple[int, int], dict]:
     """(ncmoe, ngl) → the observed facts of variant ``name``'s ok points."""
-    return {(p.ncmoe, p.ngl): dict((p.extra or {}).get("observed") or {}) for p in points
+    return {(p.ncmoe, p.ngl): dict(p.detail.observed or {}) for p in points
             if p.label == name and not is_sentinel(p.label) and p.status == "ok"}
 
 

@@ -20,6 +20,7 @@ from ... import proc
 from ...errors import BuildError
 from ...llamacpp.options import build_options
 from ...llamacpp.server import PointFailure, classify_failure
+from ...records import PointDetail
 from .. import adjust
 from ..fit import fitt_for
 from ..plan import BuildLike, PointSpec
@@ -189,7 +190,7 @@ class FitEngine:
         r = fit_params(build, ctx.model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
                        log_path=ctx.log_path, extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
         p.n_ctx, p.n_ctx_train, p.command, p.t_load_s = r.n_ctx, plan.facts.n_ctx_train, r.command, r.seconds
-        p.extra = {"fit": r.to_dict(), "placement": r.placement() if r.ok else None}
+        p.detail = PointDetail(fit=r.to_dict(), placement=r.placement() if r.ok else None).keep_nulls("placement")
         if not r.ok:
             tail = _tail(r.output)
             cls = failure_class(tail)

@@ -24,6 +24,7 @@ from ...errors import BuildError
 from ...llamacpp.llamabench import int_field, parse_results, rates, test_name
 from ...llamacpp.options import build_options
 from ...llamacpp.server import PointFailure, classify_failure, die_with_parent
+from ...records import PointDetail
 from ...store import Point, Sample
 from .. import adjust, engine_gap
 from ..fit import fitt_for
@@ -100,8 +101,7 @@ class LlamaBenchEngine:
         try:
             measure_llamabench(ctx.point, ctx.build, ctx.model_path, ctx.spec, plan, ctx.log_path, ctx.on_phase)
         finally:
-            ctx.point.extra = {**(ctx.point.extra or {}),
-                               "engine_gap": engine_gap.bench_record(depth, actual, plan.n_predict)}
+            ctx.point.detail.engine_gap = engine_gap.bench_record(depth, actual, plan.n_predict)
         return ctx.point
 
 
@@ -117,12 +117,13 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
         on_phase("fitting")
         fit, reused = fit_params_once(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
                                       extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
-        point.extra = {"fit": fit.to_dict(), "n_ctx_source": "llama-fit-params", "fit_status": "fitted",
-                       **({"fit_reused": True} if reused else {})}
+        point.detail = PointDetail(fit=fit.to_dict(), n_ctx_source="llama-fit-params", fit_status="fitted",
+                                   fit_reused=True if reused else None)
         point.n_ctx = fit.n_ctx
     else:
-        point.extra = {"n_ctx_source": None, "fit_status": "unsupported",
-                       "fit_note": "no llama-fit-params in this build: the fitted context is unknown"}
+        point.detail = PointDetail(n_ctx_source=None, fit_status="unsupported",
+                                   fit_note="no llama-fit-params in this build: the fitted context is unknown",
+                                   ).keep_nulls("n_ctx_source")
     point.n_ctx_train = plan.facts.n_ctx_train
     point.prompt_tokens = adjust.prompt_tokens(build, plan)
     args = bench_args(build, model_path, spec, plan)
@@ -149,7 +150,7 @@ def measure_llamabench(point: Point, build: BuildLike, model_path: Path, spec: P
     text = out_path.read_text(encoding="utf-8", errors="replace")
     tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
     results = parse_results(text)
-    point.extra["llama_bench"] = [{k: v for k, v in r.items()} for r in results]
+    point.detail.llama_bench = [dict(r) for r in results]
     if results and (results[0].get("build_number") is not None or results[0].get("build_commit")):
         point.build_info = f"b{results[0].get('build_number', '?')}-{results[0].get('build_commit', '?')}"
     point.samples = samples_from(results)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from ...console import notice
 from ...errors import BuildError
 from ...llamacpp.options import build_options
 from ...llamacpp.server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from ...models.utf8 import incomplete_utf8_tokens
+from ...records import PointDetail
 from ...store import Point, Sample
 from .. import adjust, engine_gap
 from ..fit import fitt_for
@@ -66,7 +66,7 @@ def fit_status_of(build: BuildLike, plan: Plan) -> str:
 
 
 def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
-              state: SweepState, extra: dict, overrides: dict | None = None) -> dict:
+              state: SweepState, detail: PointDetail, overrides: dict | None = None) -> dict:
     """One ``/completion`` (``overrides``: an engine-gap variant's fields); when the server rejects its own
     output as malformed (not whole UTF-8), retry once with the model's incomplete-UTF-8 tokens banned, and
     keep them banned for this build."""
@@ -87,7 +87,7 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
         resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.timeouts.request_s, banned=banned,
                                 overrides=overrides)
     if banned is not None:
-        extra["output_guard"] = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
+        detail.output_guard = {"banned_tokens": len(banned), "why": state.banned_why.get(build.key, ""),
                                  "how": "logit_bias false for tokens that are not whole UTF-8 (models.utf8)"}
     return resp
 
@@ -124,10 +124,9 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
     args = server_args(build, model_path, spec, plan)
     point.command = [str(build.binary("llama-server")), *args]
     fit_status = fit_status_of(build, plan)
-    ctx_info: dict[str, Any] = {"fit_status": fit_status}
+    detail = point.detail = PointDetail(fit_status=fit_status)
     if fitt_for(build, plan) is not None and not build_options(build).server_fit:
-        ctx_info["fit_note"] = "--fitt/--vram-budget ignored: this llama-server cannot fit"
-    point.extra = dict(ctx_info)
+        detail.fit_note = "--fitt/--vram-budget ignored: this llama-server cannot fit"
     monitor = Monitor(pid=0)
     session: ServerSession | None = None
 
@@ -144,24 +143,22 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         session = start(args)
         refused = fit_refusal(log_path) if fit_status == "fitted" else None
         if refused is not None:
-            ctx_info.update(fit_status="refused-unfitted", fit_refused=refused)
+            detail.fit_status, detail.fit_refused = "refused-unfitted", refused
             if build_options(build).has_fit_params:
                 session.stop()
                 session = None
                 monitor.stop()
                 monitor = Monitor(pid=0)
-                args = _refit_args(build, model_path, spec, plan, log_path, args, ctx_info, on_phase)
+                args = _refit_args(build, model_path, spec, plan, log_path, args, detail, on_phase)
                 session = start(args)
-            point.extra = dict(ctx_info)
         meta = _server_facts(point, session, plan)
         prompt = _prompt_for(build, session, plan, state, on_phase)
         point.prompt_tokens = prompt.n_tokens
-        extra: dict[str, Any] = {**ctx_info, "prompt": prompt.to_dict(), "model_meta": meta}
-        point.extra = extra
+        detail.prompt, detail.model_meta = prompt.to_dict(), meta
         if point.n_ctx and prompt.n_tokens + plan.n_predict > point.n_ctx:
             raise PointFailure("fit", f"the fitted context ({point.n_ctx}) is smaller than prompt + n_predict "
                                f"({prompt.n_tokens} + {plan.n_predict})")
-        _requests(point, session, build, model_path, prompt, plan, state, extra, on_phase)
+        _requests(point, session, build, model_path, prompt, plan, state, detail, on_phase)
     finally:
         on_phase("stopping")
         if session is not None:
@@ -172,19 +169,19 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
 
 
 def _refit_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, log_path: Path,
-                args: list[str], ctx_info: dict[str, Any], on_phase: PhaseFn) -> list[str]:
+                args: list[str], detail: PointDetail, on_phase: PhaseFn) -> list[str]:
     """After a refused fit: keep the unfitted load's log (``.unfitted.log``), ask ``llama-fit-params``
     for a context and return the server arguments for the second load — with that ``-c``, or ``args``
-    unchanged when it found no fit either. What happened goes into ``ctx_info``."""
+    unchanged when it found no fit either. What happened goes into the point's ``detail``."""
     log_path.replace(log_path.with_suffix(".unfitted.log"))
     on_phase("fitting (llama-fit-params)")
     fit = fit_params(build, model_path, spec, fitt=fitt_for(build, plan), threads=plan.threads,
                      extra_args=adjust.extra_args(build, plan, "llama-fit-params"))
-    ctx_info["fit"] = fit.to_dict()
+    detail.fit = fit.to_dict()
     if fit.ok and fit.n_ctx:
-        ctx_info["fit_status"] = "refused"
+        detail.fit_status = "refused"
         return server_args(build, model_path, spec, plan, ctx=fit.n_ctx)
-    ctx_info["fit_note"] = "llama-fit-params found no fit either: measured unfitted"
+    detail.fit_note = "llama-fit-params found no fit either: measured unfitted"
     return args
 
 
@@ -214,12 +211,12 @@ def _server_facts(point: Point, session: ServerSession, plan: Plan) -> dict:
 
 
 def _requests(point: Point, session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
-              state: SweepState, extra: dict, on_phase: PhaseFn) -> None:
+              state: SweepState, detail: PointDetail, on_phase: PhaseFn) -> None:
     """The warm-up (kept, flagged) and the measured requests of one server start."""
     if plan.warmup:
         on_phase("warm-up")
         t0 = time.monotonic()
-        resp = _complete(session, build, model_path, prompt, plan, state, extra)
+        resp = _complete(session, build, model_path, prompt, plan, state, detail)
         point.t_warmup_s = time.monotonic() - t0
         point.samples.append(_sample(0, True, resp))
     t0 = time.monotonic()
@@ -227,20 +224,20 @@ def _requests(point: Point, session: ServerSession, build: BuildLike, model_path
     for i in range(plan.repeats):
         on_phase(f"measuring {i + 1}/{plan.repeats}")
         for variant in engine_gap.round_order(i) if plan.engine == "both" else [engine_gap.DEFAULT]:
-            gap.append(_request(point, session, build, model_path, prompt, plan, state, extra, i, variant))
+            gap.append(_request(point, session, build, model_path, prompt, plan, state, detail, i, variant))
     if plan.engine == "both":
-        extra["engine_gap"] = engine_gap.record(gap, prompt_n=prompt.n_tokens, n_predict=plan.n_predict)
+        detail.engine_gap = engine_gap.record(gap, prompt_n=prompt.n_tokens, n_predict=plan.n_predict)
     point.t_measure_s = time.monotonic() - t0
 
 
 def _request(point: Point, session: ServerSession, build: BuildLike, model_path: Path, prompt: Prompt, plan: Plan,
-             state: SweepState, extra: dict, i: int, variant: str) -> dict:
+             state: SweepState, detail: PointDetail, i: int, variant: str) -> dict:
     """Request ``variant`` of round ``i``: the default one is the point's measured sample ``i + 1``; a variant
     (:data:`.engine_gap.VARIANTS`) only goes into the returned record, and a server that rejects it
     (HTTP error) costs the variant, not the point. Returns the request's engine-gap record."""
     overrides = engine_gap.VARIANTS.get(variant)
     try:
-        resp, wall_ms = engine_gap.timed(lambda: _complete(session, build, model_path, prompt, plan, state, extra,
+        resp, wall_ms = engine_gap.timed(lambda: _complete(session, build, model_path, prompt, plan, state, detail,
                                                            overrides))
     except PointFailure as e:
         if overrides is None or e.cls != "bad-response":
@@ -250,7 +247,7 @@ def _request(point: Point, session: ServerSession, build: BuildLike, model_path:
         s = _sample(i + 1, False, resp)
         point.samples.append(s)
         if s.predicted_n is not None and s.predicted_n != plan.n_predict:
-            extra.setdefault("warnings", []).append(
+            detail.warnings.append(
                 f"request {i + 1} generated {s.predicted_n} tokens, not {plan.n_predict}")
     return engine_gap.request_record(i, variant, resp, wall_ms)
 
@@ -262,4 +259,4 @@ def _record_breakdown(point: Point, log_path: Path) -> None:
     if point.vram_self_mib is None and devs:
         # no NVML (e.g. a Vulkan device of another vendor): take what llama.cpp itself reports
         point.vram_self_mib = float(sum(d.get("self", 0) for d in devs))
-        point.extra = {**(point.extra or {}), "vram_self_source": "fit_memory_breakdown"}
+        point.detail.vram_self_source = "fit_memory_breakdown"
