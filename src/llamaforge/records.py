@@ -617,6 +617,7 @@ class RunPlan(Record):
     threads: int | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     warmup: bool = True
+    stream: bool | None = None                   # measured requests streamed (server-sent events; None: stored before)
     bench_depths: list[int] = field(default_factory=list)   # llama-bench -d
     launches: int = 1                            # server starts per point (K); with ``sequential``: the first K
     sequential: dict | None = None               # --launches auto: max_launches, precision, min_effect

@@ -52,7 +52,7 @@ class _Build:
 def _plan():
     from types import SimpleNamespace
 
-    return SimpleNamespace(n_predict=4, timeouts=SimpleNamespace(request_s=5))
+    return SimpleNamespace(n_predict=4, stream=False, timeouts=SimpleNamespace(request_s=5))
 
 
 def test_a_server_that_rejects_its_own_output_is_retried_with_banned_tokens(monkeypatch):

@@ -24,7 +24,7 @@ from ..pathsafe import component
 from ..store import Point, Store
 from .plan import BuildLike, PointSpec
 from .schedule import Slot
-from .summary import fmt_metric, run_summary, shape
+from .summary import fmt_latency, fmt_metric, latency_metrics, run_summary, shape
 
 
 class SweepDisplay:
@@ -71,6 +71,8 @@ class SweepDisplay:
         if p.status == "ok":
             line = "[green]✓[/] " + esc(f"{p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
                                         f"pp {fmt_metric(p, 'pp_tps')}  tg {fmt_metric(p, 'tg_tps')}"
+                                        + "".join(f"  {m.label} {fmt_latency(p, m, with_n=False)}"
+                                                  for m in latency_metrics([p]))
                                         + (f"  RSS {p.rss_peak_mib:,.0f} MiB" if p.rss_peak_mib else "")
                                         + (f"  VRAM {p.vram_self_mib or p.vram_used_mib:,.0f} MiB"
                                            if (p.vram_self_mib or p.vram_used_mib) else ""))
@@ -90,7 +92,9 @@ def points_table(points: Sequence[Point], title: str | None = None) -> Table:
     n = launches × requests per launch)."""
     tab = Table(title=title, show_lines=False,
                 caption="t/s: median [95 % CI, cluster bootstrap over launches]; n = launches×requests; ⚠ CV > 10 %")
-    for col in ("build", "ncmoe", "ngl", "status", "ctx", "RSS MiB", "VRAM MiB", "prompt", "n", "pp t/s", "tg t/s"):
+    lat = latency_metrics(points)     # TTFT, latency percentiles: only where this run measured them
+    for col in ("build", "ncmoe", "ngl", "status", "ctx", "RSS MiB", "VRAM MiB", "prompt", "n", "pp t/s", "tg t/s",
+                *[m.label for m in lat]):
         tab.add_column(col, justify="right" if col not in ("build", "status") else "left",
                        no_wrap=col not in ("pp t/s", "tg t/s", "build"))
     for p in points:
@@ -104,7 +108,8 @@ def points_table(points: Sequence[Point], title: str | None = None) -> Table:
                     "all" if p.ngl == -1 else str(p.ngl), status,
                     f"{p.n_ctx:,}" if p.n_ctx else "–", f"{p.rss_peak_mib:,.0f}" if p.rss_peak_mib else "–",
                     f"{vram:,.0f}" if vram is not None else "–", str(p.prompt_tokens or "–"), n or "–",
-                    fmt_metric(p, "pp_tps", with_n=False), fmt_metric(p, "tg_tps", with_n=False))
+                    fmt_metric(p, "pp_tps", with_n=False), fmt_metric(p, "tg_tps", with_n=False),
+                    *[fmt_latency(p, m, with_n=False) for m in lat])
     return tab
 
 

@@ -84,6 +84,9 @@ def make_plan(model_ref: str, model_path: Path | str, model_facts: dict | ModelF
     if model_download is None and model_ref.startswith(("hf:", "https://", "http://")):
         model_download = download_record(Path(model_path))
     facts = ModelFacts.from_json(model_facts or {}, RECORD_VERSION)
+    # llama-server's measured requests are streamed, so the client times every token (time to first token and
+    # inter-token latency as a user sees them); the engine cross-check keeps its unstreamed reference request
+    options.setdefault("stream", options.get("engine", "server") == "server")
     model = ModelSection(ref=redact_url(model_ref), path=str(model_path), facts=facts, download=model_download)
     plan = Plan(model=model, points=list(points), backends=list(backends), pins=list(pins), **options)
     plan.fit = plan.fit.keep_nulls(*_FIT_NULLS)

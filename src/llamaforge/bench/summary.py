@@ -3,10 +3,13 @@ with what K allows: CI, range or one start; warm-ups excluded), and a run's coun
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..judge import Estimate, Starts, estimate
+from ..judge.metric_starts import groups, shortfall
 from ..machine import hosts_of, launch_machines
+from ..metrics import Metric, measured_in, request_metrics
 from ..records import SweepSummary
 from ..store import Point, Store
 
@@ -27,19 +30,39 @@ def _estimate(p: Point, field_name: str, test: str) -> Estimate | None:
 
 
 def point_summary(p: Point) -> dict:
-    """The judge's estimate (:class:`~llamaforge.judge.Estimate`) of pp and tg per test, warm-ups excluded."""
+    """The judge's estimate (:class:`~llamaforge.judge.Estimate`) per test of pp and tg, and of every other
+    request metric of the registry the point measured (a percentile a start cannot support: ``None`` and its
+    shortfall under ``"needs"``), warm-ups excluded."""
     tests = sorted({s.test for s in p.samples if not s.warmup}) or [""]
     out: dict[str, Any] = {}
     flagged = False
     for test in tests:
         key = test or "server"
         out[key] = {}
-        for m, f in (("pp", "pp_tps"), ("tg", "tg_tps")):
-            e = _estimate(p, f, test)
-            out[key][m] = e.to_dict() if e else None
-            flagged = flagged or unstable(e)
+        for m in request_metrics():
+            if not m.primary and not any(getattr(s, m.field, None) is not None for s in p.samples if not s.warmup):
+                continue
+            e = estimate(Starts.of(groups(m, p, test or None) if not m.primary else p.launch_groups(m.field, test)))
+            out[key][m.name] = e.to_dict() if e else None
+            if m.primary:
+                flagged = flagged or unstable(e)
+            elif e is None and (why := shortfall(m, p)):
+                out[key].setdefault("needs", {})[m.name] = why
     out["unstable"] = flagged
     return out
+
+
+def fmt_latency(p: Point, m: Metric, *, with_n: bool = True) -> str:
+    """A latency metric's estimate (``412.3 [398.0, 427.1] (3×20)``), what a percentile would need, or ``–``."""
+    e = estimate(Starts.of(groups(m, p)))
+    if e is None:
+        return f"needs ≥{m.min_requests} req/start" if shortfall(m, p) else "–"
+    return e.fmt(1) if with_n and m.quantile is None else f"{e.centre:,.1f}"
+
+
+def latency_metrics(points: Sequence[Point]) -> list[Metric]:
+    """The latency metrics (the registry's request metrics beyond pp and tg) any of ``points`` measured."""
+    return [m for m in measured_in(points) if not m.primary]
 
 
 def fmt_metric(p: Point, metric: str, *, with_n: bool = True) -> str:

@@ -53,7 +53,7 @@ from ..judge.locate import (
     references,
 )
 from ..judge.sequential import FAILED
-from ..metrics import FIELDS
+from ..metrics import by_engine
 from .confirm import CONFIRMED, REFUTED, Confirmation, confirm
 
 FOUND, UNDECIDED, SKIPPED_RANGE = "found", "undecided", "skipped"
@@ -79,11 +79,14 @@ class BisectRefused(BisectError):
 
 
 def check_metric(metric: str) -> str:
-    """``tg`` / ``pp`` → the sample field; anything else is a clear error."""
-    if metric not in FIELDS:
-        raise BisectError(f"unknown metric {metric!r} (llamaforge measures tg and pp)",
-                          "use --metric tg (generation t/s) or --metric pp (prompt processing t/s)")
-    return FIELDS[metric]
+    """A metric llama-bench measures (``tg``, ``pp``: the registry's) → its sample field; anything else is a
+    clear error naming those."""
+    ok = {m.name: m for m in by_engine("llama-bench") if m.per == "request"}
+    if metric not in ok:
+        names = ", ".join(f"{m.name} ({m.label})" for m in ok.values())
+        raise BisectError(f"unknown metric {metric!r}: a bisection measures with llama-bench, which times {names}",
+                          f"use --metric {' or --metric '.join(ok)}")
+    return ok[metric].field
 
 
 def max_measured(n_after_good: int) -> int:

@@ -8,12 +8,14 @@ replicates; Holm's method over every point and metric of the run). The measuring
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..findings.comparison import verdict_word
 from ..judge import INCONCLUSIVE, Policy, Starts, estimate, judge
 from ..judge.adjusted import controlled
+from ..judge.metric_starts import groups
 from ..judge.wording import is_far, ratio_text
-from ..metrics import FIELDS
+from ..metrics import Metric, family, get, measured_in, request_metrics
 from ..records import CompareSummary
 from ..store import Point, Run, Store
 
@@ -23,12 +25,13 @@ def side_of(label: str) -> str:
 
 
 
-def _groups(points: Sequence[Point], ncmoe: int, ngl: int, field_name: str) -> list[list[float]]:
-    """One side's measured values per server start (one stored point per round, each possibly with launches)."""
+def _groups(points: Sequence[Point], ncmoe: int, ngl: int, metric: Metric) -> list[list[float]]:
+    """One side's values of ``metric`` per server start (one stored point per round, each possibly with
+    launches)."""
     out: list[list[float]] = []
     for p in sorted(points, key=lambda q: q.label):
         if p.status == "ok" and p.ncmoe == ncmoe and p.ngl == ngl:
-            out += [g for g in p.launch_groups(field_name) if g]
+            out += groups(metric, p)
     return out
 
 
@@ -50,16 +53,35 @@ def compare_sides(pts_a: Sequence[Point], pts_b: Sequence[Point], min_effect: fl
     with Holm's method over every point and metric (each side's server starts are its replicates); the interval
     kept is the one the verdict used, at the level Holm tested it at, named in ``adjusted``."""
     keys = sorted({(p.ncmoe, p.ngl) for p in [*pts_a, *pts_b]})
+    shown = {m.name for m in measured_in([*pts_a, *pts_b])}
     cells = []
     for ncmoe, ngl in keys:
-        for metric, fname in FIELDS.items():
-            ga, gb = _groups(pts_a, ncmoe, ngl, fname), _groups(pts_b, ncmoe, ngl, fname)
+        for m in request_metrics():
+            if m.name not in shown:
+                continue
+            ga, gb = _groups(pts_a, ncmoe, ngl, m), _groups(pts_b, ncmoe, ngl, m)
             kw = {"alpha": alpha} if alpha is not None else {}
-            cells.append((ncmoe, ngl, metric, ga, gb, judge(ga, gb, min_effect=min_effect, **kw)))
-    judged = controlled([c[5] for c in cells])   # each interval the one its verdict used (Holm's level)
+            cells.append((ncmoe, ngl, m.name, ga, gb, judge(ga, gb, min_effect=min_effect, **kw)))
+    # each interval the one its verdict used (Holm's level), within its metric's family (metrics.family)
+    judged: list = [None] * len(cells)
+    for fam in {family(c[2]) for c in cells}:
+        idx = [i for i, c in enumerate(cells) if family(c[2]) == fam]
+        for i, j in zip(idx, controlled([cells[i][5] for i in idx]), strict=True):
+            judged[i] = j
     return [{"ncmoe": ncmoe, "ngl": ngl, "metric": metric, "A": _side_dict(ga), "B": _side_dict(gb),
-             "comparison": j.to_dict() if j else None}
+             "comparison": _stored(j, metric)}
             for (ncmoe, ngl, metric, ga, gb, _j), j in zip(cells, judged, strict=True)]
+
+
+def _stored(j: Any, metric: str) -> dict | None:
+    """A judgement as stored; a metric where lower is better says so (``better: lower``), so its verdict word
+    reads a ratio above 1 as worse (:func:`llamaforge.findings.comparison.verdict_word`)."""
+    if j is None:
+        return None
+    d = j.to_dict()
+    if not get(metric).higher_is_better:
+        d["better"] = "lower"
+    return d
 
 
 def summarize_run(store: Store, run_id: str, min_effect: float = 0.05, *, policy: Policy | None = None,

@@ -16,8 +16,8 @@ def verdict_word(c: dict | None) -> str:
     if not c:
         return INCONCLUSIVE
     v = c.get("verdict")
-    if v == "differs":
-        return "better" if c["ratio"] > 1 else "worse"
+    if v == "differs":   # B/A above 1 is better where higher is better (t/s), worse where lower is (ms)
+        return "better" if (c["ratio"] > 1) == (c.get("better") != "lower") else "worse"
     return str(v)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..console import console, esc
 from ..judge import Starts, next_start, pooled
-from ..metrics import FIELDS
+from ..metrics import primary
 from ..store import Point
 from .labels import is_sentinel, regular_label
 
@@ -89,7 +89,7 @@ def drift_flags(points: Sequence[Point], *, min_effect: float = DRIFT_MIN_EFFECT
         if ref is None:
             continue
         seq_of = {r.launch or 1: r.seq or 0 for r in sp.launches}
-        for metric, fname in FIELDS.items():
+        for metric, fname in ((m.name, m.field) for m in primary()):
             prior = pooled([Starts.of(p.launch_groups(fname)) for p in regular
                             if (p.build_key, p.label) == (ref.build_key, ref.label) and p.status == "ok"])
             pi = next_start(Starts.of(ref.launch_groups(fname)), prior=prior)

@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import metrics as registry
 from ..errors import ConfigError, StoreError
 from ..judge import judge
+from ..judge.metric_starts import groups
 from ..machine import stable_id
 from ..records import HistorySection, HistorySummary
 from ..store import Point, Run, Store
@@ -21,8 +23,8 @@ from .ratio import ratios
 from .steps import pair_candidates, pair_steps, steps_and_candidates
 
 UPSTREAM = "https://github.com/ggml-org/llama.cpp/commit/"
-#: a request metric → the sample field it is read from
-FIELDS = {"pp": "pp_tps", "tg": "tg_tps", "ttft": "prompt_ms"}
+#: the throughput metrics (pp, tg): what a build failure marks and what a re-measurement note counts
+PRIMARY = tuple(m.name for m in registry.primary())
 
 
 @dataclass(frozen=True)
@@ -57,19 +59,10 @@ def _machine_ids(store: Store, run: Run, points: list[Point]) -> set[str]:
 
 
 def metric_starts(p: Point, metric: str, engine: str) -> list[list[float]]:
-    """A point's values of ``metric`` per start (one value per start for memory; ``[]`` where it has none)."""
-    if metric in FIELDS:
-        if metric == "ttft" and engine != "server":
-            return []                     # llama-bench reports no time to first token
-        return [g for g in p.launch_groups(FIELDS[metric]) if g]
-    out = []
-    for r in p.launches:
-        if not r.ok:
-            continue
-        v = r.rss_peak_mib if metric != "vram" else r.vram_self_mib if r.vram_self_mib is not None else r.vram_used_mib
-        if v:
-            out.append([float(v)])
-    return out
+    """A point's values of ``metric`` per start (one value per start for memory; ``[]`` where it has none or
+    its engine does not measure it, e.g. llama-bench and time to first token)."""
+    m = registry.get(metric)
+    return groups(m, p) if m.measures(engine) else []
 
 
 def _url(sha: str, source: str | None) -> str | None:
@@ -139,7 +132,7 @@ class _Builder:
                 if not str(why).startswith("build"):
                     continue
                 for where in points:
-                    for metric in ("pp", "tg"):
+                    for metric in (m.name for m in registry.primary()):
                         key = SeriesKey(machine, backend, run.plan.model_ref, where, metric, sec.setup or "")
                         if self.flt.keeps(key):
                             lv = self.level(key, sha, meta.get(sha, {}), sec.source)
@@ -183,7 +176,7 @@ def remeasured(lv: Level, by_run: dict[str, list[list[float]]], min_effect: floa
 
 def remeasure_note(series: list[Series]) -> str:
     """One sentence for the whole history: how many commit levels survived a re-measurement."""
-    levels = [lv for s in series if s.key.metric in ("pp", "tg") for lv in s.measured()]
+    levels = [lv for s in series if s.key.metric in PRIMARY for lv in s.measured()]
     again = [lv for lv in levels if lv.remeasure]
     if not levels:
         return ""

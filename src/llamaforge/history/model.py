@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import metrics as registry
 from ..judge import Estimate, Starts, estimate
 
 
@@ -24,15 +25,11 @@ class Metric:
     per: str = "request"          # request: values per request inside a start; start: one value per start
 
 
-METRICS: dict[str, Metric] = {
-    "pp": Metric("pp", "prompt processing", "t/s", True),
-    "tg": Metric("tg", "generation", "t/s", True),
-    "ttft": Metric("ttft", "time to first token", "ms", False),
-    "vram": Metric("vram", "peak VRAM", "MiB", False, "start"),
-    "host": Metric("host", "peak host memory", "MiB", False, "start"),
-}
-#: metrics a step of can be bisected (the bisect measures t/s with llama-bench)
-BISECTABLE = ("pp", "tg")
+#: the history's metrics: the registry's (``llamaforge.metrics``) that history series are kept for, as shown
+METRICS: dict[str, Metric] = {m.name: Metric(m.name, m.noun, m.unit, m.higher_is_better, m.per)
+                              for m in registry.REGISTRY.values() if m.history}
+#: metrics a step of can be bisected (the bisect measures with llama-bench: the request metrics it times)
+BISECTABLE = tuple(m.name for m in registry.by_engine("llama-bench") if m.per == "request")
 
 
 @dataclass(frozen=True, order=True)

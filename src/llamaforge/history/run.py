@@ -42,7 +42,7 @@ from ..llamacpp.options import build_options
 from ..options.table import default_of
 from ..records import HistorySection, HistorySummary, build_manifest
 from ..store import Point, Store
-from .load import Filter, load_history, machine_of, metric_starts
+from .load import PRIMARY, Filter, load_history, machine_of, metric_starts
 from .model import METRICS
 from .select import Chosen, Selection, choose
 
@@ -161,13 +161,9 @@ class _Session:
         notice(f"{sha[:9]} ({backend}): {why}")
 
 
-def _groups(p: Point, field: str) -> list[list[float]]:
-    return [g for g in p.launch_groups(field) if g]
-
-
 def _speeds(p: Point) -> dict[str, list[list[float]]]:
     """A point's pp and tg per start: what the next commit is judged against."""
-    return {"pp": _groups(p, "pp_tps"), "tg": _groups(p, "tg_tps")}
+    return {m: metric_starts(p, m, p.engine) for m in PRIMARY}
 
 
 def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, family: int = 1) -> Any:
@@ -177,14 +173,14 @@ def _stop(p: Point, prev: dict[str, list[list[float]]], req: HistoryRequest, fam
     if p.launches and not p.launches[-1].ok:
         return None
     open_ = []
-    for metric, field in (("pp", "pp_tps"), ("tg", "tg_tps")):
-        cur = _groups(p, field)
+    for metric in PRIMARY:
+        cur = metric_starts(p, metric, p.engine)
         if prev.get(metric) and cur:
             j = judge(prev[metric], cur, min_effect=req.min_effect, alpha=req.policy.look_alpha)
             weak = j is not None and j.verdict == DIFFERS and j.p_differs > req.policy.look_alpha / family
             if j is not None and (j.verdict == INCONCLUSIVE or weak):
                 open_.append(f"{metric} vs the previous commit")
-    return point_stop(estimate(Starts.of(_groups(p, "tg_tps"))), req.policy, open_comparisons=open_)
+    return point_stop(estimate(Starts.of(metric_starts(p, "tg", p.engine))), req.policy, open_comparisons=open_)
 
 
 def _one_start(s: _Session, c: Chosen, b: Any, n: int, acc: dict, item: tuple, model_path: Path) -> None:
@@ -297,7 +293,7 @@ def _previous(store: Store, machine: str, req: HistoryRequest) -> tuple[list[str
         lv = series.measured()
         measured |= {x.sha for x in lv}
         n = int(series.key.point.split("=")[1]) if series.key.point.startswith("ncmoe=") else 0
-        if lv and series.key.metric in ("pp", "tg"):
+        if lv and series.key.metric in PRIMARY:
             levels = prev.setdefault((series.key.backend, n), {})
             for x in lv:
                 levels.setdefault(x.sha, {})[series.key.metric] = x.starts
@@ -341,7 +337,8 @@ def history_plan(req: HistoryRequest, model_path: Path) -> Plan:
     return make_plan(model_ref=req.model, model_path=model_path, model_facts=facts,
                      points=[PointSpec(n) for n in req.ncmoe], backends=list(req.backends), pins=[], engine=req.engine,
                      repeats=req.repeats, prompt_tokens=req.prompt_tokens, n_predict=req.n_predict, threads=req.threads,
-                     fit=resolve_fit(FitOptions(vram_budget_gib=req.vram_budget), list(req.backends)), ctx=req.ctx)
+                     fit=resolve_fit(FitOptions(vram_budget_gib=req.vram_budget), list(req.backends)), ctx=req.ctx,
+                     stream=False)   # a series keeps its setup: its requests were never streamed
 
 
 def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:

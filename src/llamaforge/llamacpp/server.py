@@ -349,18 +349,33 @@ class ServerSession:
     def _complete_stream(self, body: dict, *, timeout: float) -> dict:
         """A streamed ``/completion`` (server-sent events): the final event (with the server's ``timings``)
         plus ``client``: when this client saw the first and the last generated token and how many it got."""
+        t_sent = time.monotonic()
         try:
             with self._http.post(self.url + "/completion", json=body, timeout=timeout, stream=True) as r:
                 if r.status_code != 200:
-                    raise PointFailure("bad-response", f"/completion answered HTTP {r.status_code}: {r.text[:300]}",
-                                       read_log_tail(self.log_path))
+                    tail = read_log_tail(self.log_path)
+                    cls = "oom" if classify_failure(tail, phase="request") == "oom" else "bad-response"
+                    raise PointFailure(cls, f"/completion answered HTTP {r.status_code}: {r.text[:300]}", tail)
                 final, client = read_events(r.iter_lines(chunk_size=None))
-        except requests.RequestException as e:
-            raise PointFailure("hang" if isinstance(e, requests.Timeout) else "bad-response",
-                               f"streamed /completion failed: {type(e).__name__}", read_log_tail(self.log_path)) from e
+        except requests.Timeout as e:
+            raise PointFailure("hang", f"streamed /completion did not finish within {timeout:.0f} s",
+                               read_log_tail(self.log_path)) from e
+        except requests.RequestException as e:   # as _request: a server that died mid-stream is a crash
+            time.sleep(0.3)
+            rc = self.proc.poll()
+            tail = read_log_tail(self.log_path)
+            cls = classify_failure(tail, returncode=rc if rc is not None else -1, phase="request")
+            raise PointFailure(cls, f"streamed /completion failed: {type(e).__name__}"
+                               + (f" (server exited with status {rc})" if rc is not None else "") + self._fault(rc),
+                               tail) from e
         if final is None or "timings" not in final:
-            raise PointFailure("bad-response", "streamed /completion ended without timings", read_log_tail(self.log_path))
-        return {**final, "client": client}
+            time.sleep(0.3 if final is None else 0)
+            rc = self.proc.poll()      # a stream cut short by a dying server is that server's crash
+            tail = read_log_tail(self.log_path)
+            cls = classify_failure(tail, returncode=rc, phase="request") if rc is not None else "bad-response"
+            raise PointFailure(cls, "streamed /completion ended without timings"
+                               + (f" (server exited with status {rc})" if rc is not None else "") + self._fault(rc), tail)
+        return {**final, "client": {"t_sent": t_sent, **client}}
 
 
 def completion_body(prompt: list[int] | str, n_predict: int, banned: list[int] | None = None,
@@ -377,10 +392,12 @@ def completion_body(prompt: list[int] | str, n_predict: int, banned: list[int] |
 def read_events(lines: Any) -> tuple[dict | None, dict]:
     """The final event of a server-sent-event stream of ``/completion`` and what the client saw: the
     arrival times (monotonic s) of the first and the last event that carried tokens, the tokens in the
-    first such event and in all of them."""
+    first such event and in all of them, and ``gaps_ms``: per later token event, the time since the one
+    before it divided by its tokens (the inter-token latency as the client sees it)."""
     final: dict | None = None
     first = last = None
     n_first = n_all = 0
+    gaps: list[float] = []
     for raw in lines:
         line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         if not line.startswith("data:"):
@@ -396,9 +413,11 @@ def read_events(lines: Any) -> tuple[dict | None, dict]:
             now = time.monotonic()
             if first is None:
                 first, n_first = now, n
+            else:
+                gaps.append(round((now - last) * 1000.0 / n, 3))
             last = now
             n_all += n
         if ev.get("stop"):
             final = ev
             break
-    return final, {"t_first": first, "t_last": last, "n_first": n_first, "n_tokens": n_all}
+    return final, {"t_first": first, "t_last": last, "n_first": n_first, "n_tokens": n_all, "gaps_ms": gaps}

@@ -25,6 +25,7 @@ from .data import ReportData
 from .headline import headline_section
 from .host_memory import host_memory_section
 from .kinds.sweep import remeasure_line
+from .latency import latency_section
 from .matrix import matrix_section
 from .measurement_conditions import conditions_section
 from .points import failed_section, point_flags, points_section
@@ -52,11 +53,14 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         out[0].intro = f"{line} {out[0].intro}".strip()
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows), min_effect), anomaly_section(full, found, min_effect)]
+    latency_plots = [p for p in plots if str(p.name).startswith("latency-")]   # shown in the Latency section
+    plots = [p for p in plots if p not in latency_plots]
     out.append(Section("plots", "Plots", plots=list(plots),
                        absent=None if plots else "no point succeeded, so there is nothing to plot"))
     out += [host_memory_section(full), conditions_section(full)]
     for s in full.series:
         out.append(points_section(f"points-{len(out)}", s, full.native_ctx, flags))
+    out += [s for s in (latency_section(full, latency_plots),) if s is not None]
     out += kinds.sections(full)
     out.append(failed_section(full))
     out += [roofline_section(full), provenance_section(full)]

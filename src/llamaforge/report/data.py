@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import backends
+from .. import metrics as registry
 from ..errors import LlamaforgeError, StoreError
 from ..findings.labels import display_name, is_sentinel
 from ..findings.reproduction import verdict_for
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
+from ..judge.metric_starts import groups, shortfall
 from ..metrics import LABELS, pick_test
 from ..records import Environment, FleetSummary, MemoryBreakdown, MemRow, ModelFacts, RunPlan
 from ..store import Point, Probe, Run, Store
@@ -86,8 +88,13 @@ class Row:
     tg_groups: list[list[float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:  # estimates are computed once: build a new Row to change samples
+        # pp and tg from the row's own lists (tests build rows by hand; llama-bench rows picked one test each);
+        # every other metric of the registry from the stored point, through its estimator
         self._starts = {m: Starts.of(g or ([v] if v else [])) for m, g, v in
                         (("pp", self.pp_groups, self.pp), ("tg", self.tg_groups, self.tg))}
+        for m in registry.request_metrics():
+            if m.name not in self._starts:
+                self._starts[m.name] = Starts.of(groups(m, self.point)) if self.point is not None else Starts(())
         self._est = {m: estimate(s) for m, s in self._starts.items()}
 
     @property
@@ -112,7 +119,8 @@ class Row:
         return self.ncmoe if self.axis == "ngl" else self.ngl
 
     def starts(self, metric: str) -> Starts:
-        """The point's ``metric`` (``pp``/``tg``) values grouped by server start: the judge's input."""
+        """The point's ``metric`` values (a registry name) grouped by server start: the judge's input (a
+        percentile metric: one value per start)."""
         return self._starts[metric]
 
     def estimate(self, metric: str) -> Estimate | None:
@@ -120,7 +128,15 @@ class Row:
         return self._est[metric]
 
     def values(self, metric: str) -> list[float]:
-        return self.pp if metric == "pp" else self.tg
+        """Every value of ``metric`` the judge sees, flat (per request; per start for a percentile)."""
+        if metric in ("pp", "tg") and (self.pp or self.tg):
+            return self.pp if metric == "pp" else self.tg
+        return [v for g in self._starts[metric].groups for v in g]
+
+    def shortfall(self, metric: str) -> str | None:
+        """Why this point has no value of ``metric`` although it measured it (too few requests a start for a
+        percentile), else None."""
+        return shortfall(registry.get(metric), self.point) if self.point is not None else None
 
     def median(self, metric: str) -> float | None:
         """The point's centre (geometric mean of its start medians; the start's median with one start)."""

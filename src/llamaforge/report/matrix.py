@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from .. import metrics as registry
 from ..findings.prose import NOT_PROVEN, same_within
 from ..judge import DIFFERS, INCONCLUSIVE, SAME, Judgement, assumptions_note, judge
 from ..judge.adjusted import at_level, controlled, verdict_levels
@@ -41,7 +42,8 @@ from .context_fit import compare, differs, how_chosen, ratio, side, word
 from .data import ReportData, Row, Series
 from .sections import Section, Table
 
-METRICS = ("pp", "tg")
+#: the metrics the matrix ranks variants by: the registry's throughput metrics (pp, tg)
+METRICS = tuple(m.name for m in registry.primary())
 Key = tuple[int, int]     # (offload, other): a point along the run's axis
 
 

@@ -31,10 +31,12 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from .. import metrics as registry  # noqa: E402
 from ..backends import find as find_backend  # noqa: E402
 from ..files import atomic_path  # noqa: E402
 from .adaptive import interpolated  # noqa: E402
 from .data import MemSplit, ReportData, Row, Series  # noqa: E402
+from .latency import latency_metrics  # noqa: E402
 
 EXTRA_COLORS = ["#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000", "#1f618d"]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
@@ -271,8 +273,7 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
     _context_plot(data, p)
     plots.append(Plot("context", f"Context vs {axis}", p,
                       "Largest context llama.cpp fitted into free memory at each offload; dashed: native context." + fa))
-    for metric, title, ylabel in (("pp", f"Prompt processing vs {axis}", "prompt t/s"),
-                                  ("tg", f"Token generation vs {axis}", "generation t/s")):
+    for metric, title, ylabel in ((m.name, f"{m.title} vs {axis}", m.label) for m in registry.primary()):
         p = out_dir / f"{metric}.png"
         _speed_plot(data, metric, p, title, ylabel)
         guessed = (" Hollow markers on a dotted line: interpolated by the adaptive sweep, not measured."
@@ -280,6 +281,12 @@ def make_plots(data: ReportData, out_dir: Path) -> list[Plot]:
         plots.append(Plot(metric, title, p, "Centre of each point's server starts (geometric mean of the start "
                           "medians); error bars: 95 % CI from ≥ 3 starts, the range of 2 starts; small dots: one per "
                           "server start; ×: failed point." + guessed + fa))
+    for m in latency_metrics(data):    # shown in the Latency section (report.latency), not among these
+        p = out_dir / f"{m.name}.png"
+        _speed_plot(data, m.name, p, f"{m.title} vs {axis}", m.label)
+        plots.append(Plot(f"latency-{m.name}", f"{m.title} vs {axis}", p, "Lower is better. Centre of each "
+                          "point's server starts; error bars: 95 % CI from ≥ 3 starts, the range of 2 starts; small "
+                          "dots: one per server start (its median request, or its percentile)." + fa))
     p = out_dir / "memory.png"
     _memory_plot(data, p)
     plots.append(Plot("memory", f"Memory vs {axis}", p,

@@ -28,6 +28,8 @@ from ..prompts import Prompt, build_prompt
 from .base import MeasureContext, Measurement, PhaseFn, SweepState
 from .fit import fit_params
 
+#: the body fields of a streamed measured request (``plan.stream``)
+STREAMED = {"stream": True}
 #: what a llama-server whose output parser rejects invalid UTF-8 answers (llama.cpp 78d2f5246 and near it)
 _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
 
@@ -71,6 +73,8 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
     output as malformed (not whole UTF-8), retry once with the model's incomplete-UTF-8 tokens banned, and
     keep them banned for this build."""
     banned = state.banned.get(build.key)
+    if overrides is None and plan.stream:    # the measured request, streamed: the client times every token
+        overrides = STREAMED
     try:
         resp = session.complete(prompt.tokens, plan.n_predict, timeout=plan.timeouts.request_s, banned=banned,
                                 overrides=overrides)
