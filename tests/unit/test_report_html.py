@@ -26,7 +26,7 @@ def test_fake_report_renders_in_chromium_with_tables_and_images(tmp_path):
     shot = ARTIFACTS / "report-fake.png"
     dom = render_in_chromium(rp.html, tmp_path / "profile", shot)
     assert dom.count("<table>") >= 8
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"', dom)) == len(rp.pngs) == 5
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"', dom)) == len(rp.pngs) == 6
     assert "Anomalies" in dom and "Vulkan/CPU" in dom
     px = np.asarray(Image.open(shot).convert("L"), dtype=float)
     assert px.shape == (3000, 1400)

@@ -66,7 +66,7 @@ def test_report_writes_markdown_html_and_one_png_per_plot(fake):
     store, run_id, tmp = fake
     rp = write_report(store, run_id, tmp / "out")
     assert rp.md.is_file() and rp.html.is_file()
-    assert sorted(p.name for p in rp.pngs) == ["context.png", "memory.png", "pp.png", "tg.png", "ttft.png"]
+    assert sorted(p.name for p in rp.pngs) == ["context.png", "memory.png", "pp.png", "tg.png", "ttft.png", "ttft_p95.png"]
     assert all(p.is_file() and p.parent == tmp / "out" for p in rp.pngs)
 
 
@@ -179,7 +179,7 @@ def test_markdown_gives_the_exact_command_of_each_point(fake):
 def test_markdown_links_plots_relatively(fake):
     store, run_id, tmp = fake
     md = write_report(store, run_id, tmp / "out").md.read_text()
-    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["context.png", "pp.png", "tg.png", "memory.png", "ttft.png"]
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["context.png", "pp.png", "tg.png", "memory.png", "ttft.png", "ttft_p95.png"]
 
 
 def test_html_is_self_contained_with_every_plot_inline(fake):
