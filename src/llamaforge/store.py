@@ -125,8 +125,19 @@ def _v2_columns_and_indexes(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS runs_kind_created ON runs(kind, created)")
 
 
+#: v2 → v3: the client-side latency of a streamed request (issue 42's latency metrics); NULL in older rows
+ADDED_COLUMNS_V3 = (("samples", "e2e_ms", "REAL"), ("samples", "itl_ms", "REAL"), ("samples", "itl_p95_ms", "REAL"))
+
+
+def _v3_latency_columns(db: sqlite3.Connection) -> None:
+    """v2 → v3: the columns of :data:`ADDED_COLUMNS_V3` where missing."""
+    for table, col, decl in ADDED_COLUMNS_V3:
+        if col not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+
+
 # The migration ladder: MIGRATIONS[i] takes a store from schema v(i+1) to v(i+2). Append, never edit.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v2_columns_and_indexes]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v2_columns_and_indexes, _v3_latency_columns]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 
@@ -344,6 +355,10 @@ class Sample:
     tg_tps: float | None = None
     raw: dict | None = field(default=None, metadata=_JSON)
     launch: int = 1
+    # schema v3, streamed server requests only (None elsewhere and in older stores): what the client saw
+    e2e_ms: float | None = None       # the request's wall time on this side: sent → its last answer read
+    itl_ms: float | None = None       # the median time between two generated tokens as they arrived
+    itl_p95_ms: float | None = None   # their 95th percentile, from a request of ≥ 20 inter-token gaps
 
 
 @dataclass

@@ -63,7 +63,7 @@ def test_v1_to_v2_on_a_copy_of_the_h200_store(h200_copy):
     before_sha = sha256_file(H200)
     before = _counts(h200_copy)
     with Store(h200_copy) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 2
+        assert s.schema_version() == SCHEMA_VERSION == 3
         runs = s.list_runs()
         assert len(runs) == before["runs"] and all(s.points(r.id) is not None for r in runs)
         backup = s.backup

@@ -30,6 +30,17 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+#: the fewest values a 95th percentile is taken of (of fewer it is their maximum, and never shown as a p95)
+MIN_FOR_P95 = 20
+
+
+def tail_of(xs: Sequence[float], q: float = 0.95, least: int = MIN_FOR_P95) -> float | None:
+    """The ``q`` percentile of ``xs`` (one request's inter-token gaps), or None when there are fewer than
+    ``least`` of them."""
+    vals = [float(v) for v in xs if v is not None and math.isfinite(float(v)) and float(v) >= 0]
+    return percentile(vals, q) if len(vals) >= least else None
+
+
 def start_values(m: Metric, requests: Sequence[float]) -> list[float]:
     """The judge's values of one start from its requests' values of ``m`` (``[]``: this start gives none)."""
     xs = [float(v) for v in requests if v is not None and math.isfinite(float(v)) and float(v) > 0]
