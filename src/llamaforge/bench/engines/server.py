@@ -96,12 +96,16 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
     return resp
 
 
-def _sample(idx: int, warmup: bool, resp: dict) -> Sample:
+def _sample(idx: int, warmup: bool, resp: dict, wall_ms: float | None = None) -> Sample:
+    """One request as stored; a streamed one (``resp["client"]``, :meth:`ServerSession.complete`) also with
+    its client-side latency: ``wall_ms`` (sent → answered)."""
     t = resp.get("timings") or {}
     raw = {k: v for k, v in resp.items() if k not in ("prompt", "tokens")}  # the prompt echo is large
+    client = resp.get("client") if isinstance(resp.get("client"), dict) else None
     return Sample(idx=idx, warmup=warmup, prompt_n=t.get("prompt_n"), prompt_ms=t.get("prompt_ms"),
                   pp_tps=t.get("prompt_per_second"), predicted_n=t.get("predicted_n"),
-                  predicted_ms=t.get("predicted_ms"), tg_tps=t.get("predicted_per_second"), raw=raw)
+                  predicted_ms=t.get("predicted_ms"), tg_tps=t.get("predicted_per_second"), raw=raw,
+                  e2e_ms=round(wall_ms, 3) if client is not None and wall_ms is not None else None)
 
 
 class ServerEngine:
@@ -248,7 +252,7 @@ def _request(point: Point, session: ServerSession, build: BuildLike, model_path:
             raise
         return {"round": i + 1, "variant": variant, "error": e.detail[:300]}
     if overrides is None:
-        s = _sample(i + 1, False, resp)
+        s = _sample(i + 1, False, resp, wall_ms)
         point.samples.append(s)
         if s.predicted_n is not None and s.predicted_n != plan.n_predict:
             detail.warnings.append(
