@@ -80,11 +80,17 @@ REGISTRY: dict[str, Metric] = {m.name: m for m in (
     # waits for; only from a start of ≥ 20 requests (the p95 of fewer is their maximum); not a history series
     Metric("ttft_p95", "prompt_ms", "TTFT p95 ms", "Time to first token (p95)", "time to first token p95", "ms",
            False, estimator="p95", min_requests=20, engines=("server",), history=False),
-    # what a streamed request's client saw (schema v3): the whole request's wall time, sent → answered
+    # what a streamed request's client saw (schema v3): the whole request's wall time, sent → answered ...
     Metric("e2e", "e2e_ms", "request p50 ms", "Request latency (p50)", "request latency", "ms", False,
            engines=("server",), history=False),
     Metric("e2e_p95", "e2e_ms", "request p95 ms", "Request latency (p95)", "request latency p95", "ms", False,
            estimator="p95", min_requests=20, engines=("server",), history=False),
+    # ... and the time between two generated tokens as they arrived: each request's median gap, and each
+    # request's 95th-percentile gap (of a request with ≥ 20 gaps: a stutter inside one answer)
+    Metric("itl", "itl_ms", "ITL p50 ms", "Inter-token latency (p50)", "inter-token latency", "ms", False,
+           engines=("server",), history=False),
+    Metric("itl_p95", "itl_p95_ms", "ITL p95 ms", "Inter-token latency (p95 within a request)",
+           "inter-token latency p95", "ms", False, engines=("server",), history=False),
     Metric("vram", "vram_self_mib", "peak VRAM MiB", "Peak VRAM", "peak VRAM", "MiB", False, per="start"),
     Metric("host", "rss_peak_mib", "peak host memory MiB", "Peak host memory", "peak host memory", "MiB", False,
            per="start"),

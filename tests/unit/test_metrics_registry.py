@@ -100,3 +100,31 @@ def test_a_slower_first_token_is_judged_worse_and_leaves_pp_and_tg_intervals_as_
     for m in ("pp", "tg"):
         got, want = rows[m]["comparison"], plain[m]["comparison"]
         assert (got["low"], got["high"], got["verdict"]) == (want["low"], want["high"], want["verdict"])
+
+
+def test_a_streamed_request_keeps_its_client_latency_and_an_unstreamed_one_none():
+    from llamaforge.bench.engines.server import _sample
+
+    rng = random.Random(3)
+    gaps = [round(rng.uniform(8, 40), 3) for _ in range(30)]
+    timings = {"prompt_n": 64, "prompt_ms": 12.0, "predicted_n": 31, "predicted_ms": 400.0}
+    s = _sample(1, False, {"timings": timings, "client": {"t_sent": 1.0, "gaps_ms": gaps}}, 512.25)
+    assert s.e2e_ms == 512.25
+    assert s.itl_ms == pytest.approx(float(np.median(gaps)), abs=1e-3)
+    assert s.itl_p95_ms == pytest.approx(float(np.percentile(gaps, 95)), abs=1e-3)
+    short = _sample(1, False, {"timings": timings, "client": {"gaps_ms": gaps[:5]}}, 80.0)
+    assert short.itl_ms is not None and short.itl_p95_ms is None     # 5 gaps: no p95 within the request
+    plain = _sample(1, False, {"timings": timings}, 512.25)
+    assert (plain.e2e_ms, plain.itl_ms, plain.itl_p95_ms) == (None, None, None)
+
+
+def test_the_client_latency_survives_the_store(tmp_path):
+    from llamaforge.store import Store
+
+    with Store(tmp_path / "s.sqlite") as st:
+        run = st.new_run("bench", {})
+        p = Point(run, "k-cpu", "server", samples=[Sample(idx=1, warmup=False, tg_tps=10.0, e2e_ms=99.5,
+                                                          itl_ms=9.25, itl_p95_ms=20.0)])
+        st.record_point(p)
+        got = st.points(run)[0].samples[0]
+    assert (got.e2e_ms, got.itl_ms, got.itl_p95_ms) == (99.5, 9.25, 20.0)

@@ -10,11 +10,13 @@ throughout by :class:`~llamaforge.bench.monitor.Monitor`.
 from __future__ import annotations
 
 import re
+import statistics
 import time
 from pathlib import Path
 
 from ...console import notice
 from ...errors import BuildError
+from ...judge.metric_starts import tail_of
 from ...llamacpp.options import build_options
 from ...llamacpp.server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from ...models.utf8 import incomplete_utf8_tokens
@@ -98,14 +100,17 @@ def _complete(session: ServerSession, build: BuildLike, model_path: Path, prompt
 
 def _sample(idx: int, warmup: bool, resp: dict, wall_ms: float | None = None) -> Sample:
     """One request as stored; a streamed one (``resp["client"]``, :meth:`ServerSession.complete`) also with
-    its client-side latency: ``wall_ms`` (sent → answered)."""
+    its client-side latency: ``wall_ms`` (sent → answered), the median and the p95 of its inter-token gaps."""
     t = resp.get("timings") or {}
     raw = {k: v for k, v in resp.items() if k not in ("prompt", "tokens")}  # the prompt echo is large
     client = resp.get("client") if isinstance(resp.get("client"), dict) else None
+    gaps = [g for g in (client or {}).get("gaps_ms") or [] if isinstance(g, int | float)]
     return Sample(idx=idx, warmup=warmup, prompt_n=t.get("prompt_n"), prompt_ms=t.get("prompt_ms"),
                   pp_tps=t.get("prompt_per_second"), predicted_n=t.get("predicted_n"),
                   predicted_ms=t.get("predicted_ms"), tg_tps=t.get("predicted_per_second"), raw=raw,
-                  e2e_ms=round(wall_ms, 3) if client is not None and wall_ms is not None else None)
+                  e2e_ms=round(wall_ms, 3) if client is not None and wall_ms is not None else None,
+                  itl_ms=round(statistics.median(gaps), 3) if gaps else None,
+                  itl_p95_ms=round(v, 3) if (v := tail_of(gaps)) is not None else None)
 
 
 class ServerEngine:
