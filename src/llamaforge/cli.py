@@ -15,7 +15,7 @@ from invoke.parser import Parser, ParserContext
 from . import __version__
 from .commands import bench as bench_cmds
 from .commands import builds as build_cmds
-from .commands import compare as compare_cmds
+from .commands import regressions as regression_cmds
 from .commands import demo as demo_cmds
 from .commands import fleet as fleet_cmds
 from .commands import history as history_cmds
@@ -28,7 +28,7 @@ install_help_fix()   # `inv TASK --help` for tasks with positional arguments (al
 
 def make_collection() -> Collection:
     ns = Collection()
-    for mod in (build_cmds, bench_cmds, report_cmds, compare_cmds, demo_cmds):
+    for mod in (build_cmds, bench_cmds, report_cmds, regression_cmds, demo_cmds):
         for t in getattr(mod, "TASKS", []):
             ns.add_task(t)
     ns.add_collection(Collection.from_module(model_cmds, name="model"))

@@ -816,9 +816,9 @@ class PointDetail(Record):
     telemetry: dict | None = None        # bench.telemetry.TelemetrySampler.summary (the first flagged start's)
     observed: dict | None = None         # a variant's point: what the binary ran with (variants.observe.observe_log)
     busy: dict | None = None             # --allow-busy: what else was computing (bench.sweep.busy_gpu_check)
-    # the starts (bench.sweep.merge_launch) and why there were not more (bench.sequential, bench.autosweep)
+    # the starts (bench.sweep.merge_launch) and why there were not more (bench.auto_launches, bench.autosweep)
     launches: list[LaunchRecord] = field(default_factory=list)
-    sequential: dict | None = None       # bench.sequential: K, status, reason
+    sequential: dict | None = None       # bench.auto_launches: K, status, reason
 
     def to_json(self) -> dict:
         out = super().to_json()
@@ -1045,7 +1045,7 @@ class FleetSummary(RunSummary):
 @dataclass
 class HistorySummary(RunSummary):
     """A history run's progress and what it found (``history.run``): commits measured, failed (build or run,
-    per backend), the steps located by bisect (``culprits``: history.locate.Culprit.to_dict)."""
+    per backend), the steps located by bisect (``culprits``: history.bisect_steps.Culprit.to_dict)."""
 
     measured: list[str] = field(default_factory=list)
     failed: dict = field(default_factory=dict)            # sha → {backend: "build: ..." | "run: ..."}

@@ -270,7 +270,7 @@ def test_bisect_run_builds_the_checkout_in_place_and_exits_by_its_verdict(lf_pat
     cannot reach and 0 against one it clearly beats (the second call reuses the build)."""
     from invoke import Context
 
-    from llamaforge.commands.compare import bisect_run
+    from llamaforge.commands.regressions import bisect_run
     from llamaforge.proc import run
 
     fx = make_fixture(cpu_build.source_dir)

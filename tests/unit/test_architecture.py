@@ -312,7 +312,7 @@ REPORT_NEVER_LOADS = ("reproduce", "compare", "bisect", "history", "fleet", "ben
 #: modules that measure, build, fetch or start processes: nothing the report, ``findings/`` or a pure feature part
 #: loads, directly or not (``compare/`` and ``reproduce/`` have ``__init__``s that import nothing, so their pure
 #: halves load without their measuring halves)
-MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "history.run", "history.locate",
+MEASURING = ("bench", "builds", "bisect", "compare.session", "reproduce.remeasure", "history.run", "history.bisect_steps",
              "fleet", "sources", "models",
              "commands", "cli", "hostlock", "locks", "llamacpp.server", "llamacpp.options", "variants.build",
              "variants.check")

@@ -317,7 +317,7 @@ def test_compare_across_two_hosts_uses_launches_as_clusters_and_says_it_is_not_i
     from llamaforge.compare.judged import worse_rows
     from llamaforge.compare.session import CompareRequest, Side
     from llamaforge.findings.comparison import verdict_word
-    from llamaforge.fleet.compare import CROSS_MACHINE, run_host_compare
+    from llamaforge.fleet.cross_host import CROSS_MACHINE, run_host_compare
 
     f, paths = _fake_fleet(tmp_path)
     speed = {"a": 10.0, "b": 20.0}   # host b generates twice as fast; prompt processing is the same

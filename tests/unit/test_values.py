@@ -34,7 +34,7 @@ def test_the_commands_share_the_rule(tmp_path, monkeypatch, capsys) -> None:
     from invoke import Context
 
     from llamaforge.commands.bench import reproduce
-    from llamaforge.commands.compare import bisect, compare
+    from llamaforge.commands.regressions import bisect, compare
     from llamaforge.commands.report import report
 
     monkeypatch.setenv("LLAMAFORGE_WORKSPACE", str(tmp_path))

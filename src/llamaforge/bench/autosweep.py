@@ -40,7 +40,7 @@ from ..variants.build import series_key, series_label
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
 from .fitmap import fit_point, fitting, open_fitmap, spec_text
 from .plan import BuildLike, Plan, PointSpec
-from .sequential import policy_of
+from .auto_launches import policy_of
 from .sweep import Item, MeasureItems, engines_of, run_sweep
 from .threshold import bisect_threshold
 

@@ -50,7 +50,7 @@ from .engines import engine as get_engine
 from .fit import resolve_fit
 from .plan import BuildLike, Plan, PointSpec
 from .schedule import default_sentinel_every, remaining, sweep_schedule
-from .sequential import extend
+from .auto_launches import extend
 from .summary import run_summary
 
 Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)

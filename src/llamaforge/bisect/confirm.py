@@ -1,7 +1,7 @@
 """Before a commit is named, it is re-measured against its parent: the culprit's confirmation.
 
 Used by bisect (:mod:`.search`: the commit its probes point at) and by the history (a step between two
-adjacent measured commits, :mod:`llamaforge.history.locate`): whatever found the candidate — probes, or a
+adjacent measured commits, :mod:`llamaforge.history.bisect_steps`): whatever found the candidate — probes, or a
 change-point search over levels measured back to back — chose it by looking at the data, so its own numbers
 cannot confirm it (of the adjacent-commit culprits a history named from its levels alone, about 30 % were
 wrong in simulation). The confirmation measures **fresh starts** of the two commits interleaved, in ABBA order

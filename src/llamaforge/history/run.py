@@ -352,7 +352,7 @@ def _section(req: HistoryRequest, chosen: Sequence[Chosen]) -> HistorySection:
 def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, builder: Builder | None = None,
                 command: str | None = None) -> HistoryOutcome:
     """Measure the selected commits (see the module doc); with ``req.bisect`` then locate the steps
-    (:func:`llamaforge.history.locate.locate_steps`). Returns what was measured; everything is stored."""
+    (:func:`llamaforge.history.bisect_steps.locate_steps`). Returns what was measured; everything is stored."""
     model_path = resolve_model(req.model, paths)
     env = collect_env()
     machine = str(env.get("machine") or env.get("host") or "unknown")
@@ -383,7 +383,7 @@ def run_history(paths: Any, pins: Pins, store: Store, req: HistoryRequest, *, bu
         s.save()
         store.set_run_status(run_id, status)
     if req.bisect:
-        from .locate import locate_steps
+        from .bisect_steps import locate_steps
         locate_steps(paths, store, run_id, req, machine)
     return HistoryOutcome(run_id, s.summary.measured, s.summary.failed, chosen)
 

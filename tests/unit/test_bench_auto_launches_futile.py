@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from llamaforge.bench.sequential import open_comparisons, stops
+from llamaforge.bench.auto_launches import open_comparisons, stops
 from llamaforge.judge import Policy
 from llamaforge.judge.sequential import UNRESOLVED
 from llamaforge.store import Point, Sample
