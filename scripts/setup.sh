@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for llamaforge: system packages (compilers, CMake, ninja,
-# ccache, Vulkan loader + Mesa lavapipe + glslc, Chromium for the HTML test, OpenSSH for the fleet test), the Python package
+# ccache, Vulkan loader + Mesa lavapipe + glslc, OpenBLAS (the blas backend), Chromium for the HTML test, OpenSSH for the fleet test), the Python package
 # with its dependencies (and the docs site's mkdocs), and Vulkan headers new enough for llama.cpp (Debian 13's, unpacked into
 # ~/.cache/llamaforge/vulkan-sdk — nothing is installed system-wide for that).
 # Idempotent; re-runs are quick.   Usage: scripts/setup.sh
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 pkgs=(build-essential cmake ninja-build ccache git pkg-config glslc spirv-headers libvulkan-dev libvulkan1
-      mesa-vulkan-drivers vulkan-tools chromium openssh-server openssh-client)
+      mesa-vulkan-drivers vulkan-tools libopenblas-dev chromium openssh-server openssh-client)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -5,7 +5,9 @@
   the manifest (:mod:`llamaforge.builds.integrity`), re-checked here with the binaries' sha256.
 * ``--list-devices`` must show a device of the built backend (``CUDA0: ...`` / ``Vulkan0: ...``);
   otherwise fail loudly — "built for CUDA but the binary sees only Vulkan0" is the trap the seed's
-  user fell into (a distribution package that was the Vulkan build).
+  user fell into (a distribution package that was the Vulkan build). A backend that runs on the host CPU
+  and lists one device of its library (``BLAS: OpenBLAS``) must list it: a "blas" build whose binary lists
+  none has no BLAS backend in it (OpenBLAS not found, a plain CPU binary) and is refused.
 * A Vulkan build that sees no device is retried with ``GGML_VK_VISIBLE_DEVICES=0``: llama.cpp hides
   CPU-type Vulkan devices (Mesa lavapipe) unless asked; if one appears, that environment is
   recorded as the build's runtime environment (and said).
@@ -59,19 +61,27 @@ def diagnose(backend: str, expected_commit: str, version: dict, devices: list[De
     elif got == "unknown" or not (expected_commit.startswith(got) or got.startswith(expected_commit[:len(got)])):
         problems.append(f"the binary reports commit {got}, but the pin is {expected_commit[:9]}")
         fixes.append("rebuild with `llamaforge build --rebuild` (a stale or foreign binary)")
-    b = get_backend(backend)
-    prefix = b.device_prefix
-    if prefix:
-        mine = [d for d in devices if d.backend == prefix]
-        others = [d for d in devices if d.backend != prefix]
-        if not mine and others:
-            seen = ", ".join(f"{d.backend}{d.index} ({d.name})" for d in others)
-            problems.append(f"built for {prefix} but the binary sees only {seen}")
-            fixes.append(f"this is not a {backend} build: check the CMake flags ({b.switches}) and that you run the binary you built")
-        elif not mine:
-            problems.append(f"the {prefix} build sees no device")
-            fixes.append(b.no_device_fix)
+    device_problem = _device_problem(get_backend(backend), devices)
+    if device_problem:
+        problems.append(device_problem[0])
+        fixes.append(device_problem[1])
     return problems, fixes
+
+
+def _device_problem(b: Backend, devices: list[Device]) -> tuple[str, str] | None:
+    """(problem, fix) when the binary lists none of its backend's devices: another backend's only, or none at
+    all — for a GPU backend a missing device, for one on the host CPU (BLAS) a binary without that backend."""
+    prefix = b.device_prefix
+    if not prefix or any(d.backend == prefix for d in devices):
+        return None
+    not_mine = f"this is not a {b.name} build: check the CMake flags ({b.switches}) and that you run the binary you built"
+    if devices:
+        seen = ", ".join(f"{d.label} ({d.name})" for d in devices)
+        return f"built for {prefix} but the binary sees only {seen}", not_mine
+    if not b.offloads:   # its compute is the host CPU's: a listed device is the backend itself
+        return f"built for {prefix} but the binary has no {prefix} backend (`--list-devices` lists no {prefix} device)", \
+            f"{b.no_device_fix}; {not_mine}"
+    return f"the {prefix} build sees no device", b.no_device_fix
 
 
 def _hidden_devices(backend: Backend, lister: Path, env: dict[str, str], devices: list[Device],

@@ -12,6 +12,7 @@ from ..builds import BuildOptions, list_builds
 from ..builds import build as do_build
 from ..console import console, esc
 from ..errors import ConfigError, VerifyError
+from ..llamacpp.devices import device_label
 from ._common import as_int, csv_list, lf_task, paths, pins, writable_dir
 
 
@@ -144,7 +145,8 @@ def _print_builds(builds) -> None:
         caps = b.capabilities
         backend = find_backend(b.backend)
         capstr = backend.describe_capabilities(caps) if backend else []
-        devs = ", ".join(f"{d['backend']}{d['index']}: {d['name']}" for d in ver.get("devices", []))
+        devs = ", ".join(f"{device_label(d['backend'], d['index'], d.get('indexed', True))}: {d['name']}"
+                         for d in ver.get("devices", []))
         smoke = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[yellow]skipped[/]"}.get(
             b.manifest.get("smoke") or "", "[dim]not run[/]")
         quirks = [esc(q.get("name", "?")) for q in b.manifest.get("quirks") or []]

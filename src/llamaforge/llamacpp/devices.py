@@ -1,5 +1,6 @@
 """What llama.cpp's binaries say about themselves: ``--version`` (version, build number, commit) and
-``--list-devices`` (the devices a build sees, with memory), and the per-device lines its backends log
+``--list-devices`` (the devices a build sees, with memory: ``CUDA0: …``, ``Vulkan0: …``, and the one device
+without an index that an accelerator library adds, ``BLAS: OpenBLAS``), and the per-device lines its backends log
 (``ggml_vulkan: 0 = … | matrix cores: …``, ``Device 0: …, compute capability 9.0``).
 
 Build verification (:mod:`llamaforge.builds.verify`) checks a build against these; the variant matrix
@@ -15,7 +16,7 @@ from typing import Any
 
 from .. import proc
 
-_DEV = re.compile(r"^\s+([A-Za-z]+)(\d+): (.*?)(?: \((\d+) MiB, (\d+) MiB free\))?\s*$")
+_DEV = re.compile(r"^\s+([A-Za-z]+)(\d*): (.*?)(?: \((\d+) MiB, (\d+) MiB free\))?\s*$")
 _VK_LINE = re.compile(r"ggml_vulkan: (\d+) = (.*?) \| (.*)$")
 _CUDA_LINE = re.compile(r"Device (\d+): (.*?), compute capability (\d+\.\d+)")
 _VERSION = re.compile(r"version: (\S+) \(build (\d+), commit ([0-9a-fA-F]+|unknown)\)|version: (\d+) \(([0-9a-fA-F]+|unknown)\)")
@@ -28,10 +29,22 @@ class Device:
     name: str
     memory_total_mib: int | None = None
     memory_free_mib: int | None = None
+    indexed: bool = True   # False: listed without an index, the only one of its backend (``BLAS: OpenBLAS``)
+
+    @property
+    def label(self) -> str:
+        """How ``--list-devices`` names it: ``CUDA0``, ``Vulkan1``, ``BLAS``."""
+        return device_label(self.backend, self.index, self.indexed)
+
+
+def device_label(backend: str, index: int | None, indexed: bool = True) -> str:
+    """``CUDA`` 0 → ``CUDA0``; an unindexed device (``BLAS``) by its backend alone (also for stored device dicts)."""
+    return f"{backend}{index}" if indexed else backend
 
 
 def parse_devices(text: str) -> list[Device]:
-    """Devices from ``--list-devices`` output (``  CUDA0: NVIDIA H200 (143155 MiB, 142629 MiB free)``)."""
+    """Devices from ``--list-devices`` output (``  CUDA0: NVIDIA H200 (143155 MiB, 142629 MiB free)``; a BLAS build's
+    ``  BLAS: OpenBLAS (0 MiB, 0 MiB free)`` is index 0, not ``indexed``)."""
     out: list[Device] = []
     in_list = False
     for line in text.splitlines():
@@ -41,8 +54,9 @@ def parse_devices(text: str) -> list[Device]:
         if in_list:
             m = _DEV.match(line)
             if m:
-                out.append(Device(m.group(1), int(m.group(2)), m.group(3),
-                                  int(m.group(4)) if m.group(4) else None, int(m.group(5)) if m.group(5) else None))
+                out.append(Device(m.group(1), int(m.group(2) or 0), m.group(3),
+                                  int(m.group(4)) if m.group(4) else None, int(m.group(5)) if m.group(5) else None,
+                                  indexed=bool(m.group(2))))
     return out
 
 

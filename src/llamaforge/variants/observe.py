@@ -111,6 +111,6 @@ def observe_log(path: Path) -> Facts:
 
 def device_facts(listing: str) -> Facts:
     """``llama-bench --list-devices`` output → ``{"devices": [...], "vulkan": [{fp16, int_dot, matrix_cores, …}]}``."""
-    devs = [f"{d.backend}{d.index}: {d.name}" for d in parse_devices(listing)]
+    devs = [f"{d.label}: {d.name}" for d in parse_devices(listing)]
     vk = [{k: v for k, v in d.items() if k != "index"} for d in parse_vulkan_lines(listing)]
     return {"devices": devs, "vulkan": vk}
