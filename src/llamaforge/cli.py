@@ -15,11 +15,11 @@ from invoke.parser import Parser, ParserContext
 from . import __version__
 from .commands import bench as bench_cmds
 from .commands import builds as build_cmds
-from .commands import regressions as regression_cmds
 from .commands import demo as demo_cmds
 from .commands import fleet as fleet_cmds
 from .commands import history as history_cmds
 from .commands import model as model_cmds
+from .commands import regressions as regression_cmds
 from .commands import report as report_cmds
 from .invoke_help import install as install_help_fix
 

@@ -403,17 +403,24 @@ class PointSpec(Record):
     ncmoe: int = 0
     ngl: int = -1
     extra_args: tuple[str, ...] = ()
+    # ``--place``: the strategy (``last:4``; empty: the first ncmoe layers, ``-ncmoe``) and the ``-ot`` entries
+    # it is passed as (then ``ncmoe`` is the number of layers whose experts it moves: the x axis)
+    place: str = ""
+    ot: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.extra_args = tuple(str(a) for a in self.extra_args or ())
+        self.place = str(self.place or "")
+        self.ot = tuple(str(a) for a in self.ot or ())
 
     def __hash__(self) -> int:   # hashable, as the frozen class it replaced: a point names one setting
-        return hash((self.ncmoe, self.ngl, self.extra_args))
+        return hash((self.ncmoe, self.ngl, self.extra_args, self.place, self.ot))
 
     def to_json(self) -> dict:
         out = super().to_json()
-        if not self.extra_args:
-            out.pop("extra_args", None)
+        for k in ("extra_args", "place", "ot"):
+            if not out.get(k):
+                out.pop(k, None)
         return out
 
 
@@ -819,6 +826,9 @@ class PointDetail(Record):
     # the starts (bench.sweep.merge_launch) and why there were not more (bench.auto_launches, bench.autosweep)
     launches: list[LaunchRecord] = field(default_factory=list)
     sequential: dict | None = None       # bench.auto_launches: K, status, reason
+    # --place (bench.placed.moved_detail): the strategy, the layers and tensors it moves, their bytes, and what
+    # llama.cpp said it overrode (read_back: source, tensors as [name, buffer], MiB)
+    moved: dict | None = None
 
     def to_json(self) -> dict:
         out = super().to_json()

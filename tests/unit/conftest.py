@@ -11,6 +11,23 @@ from llamaforge.models.presets import TINY_VOCAB
 from llamaforge.paths import Paths
 from llamaforge.sources import archives
 
+_RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+def _committed_stores() -> dict[Path, tuple[int, int]]:
+    return {f: (f.stat().st_size, f.stat().st_mtime_ns) for f in _RESULTS.rglob("*.sqlite*")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def committed_stores_stay_as_committed():
+    """No test opens a committed store under results/ in place: opening migrates an older schema (and leaves a
+    backup beside it), so a test reads a copy."""
+    before = _committed_stores()
+    yield
+    after = _committed_stores()
+    changed = sorted(str(f.relative_to(_RESULTS)) for f in set(before) | set(after) if before.get(f) != after.get(f))
+    assert not changed, f"tests changed committed stores (open a copy instead): {changed}"
+
 
 @pytest.fixture(scope="session")
 def vocab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -1,6 +1,7 @@
 """benchmarks/start_spread.py: one value per server start, across a sweep, its sentinels and re-runs."""
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,8 +21,9 @@ def test_a_start_is_the_mean_of_its_measured_requests_and_warmups_do_not_count()
     assert spread.start_means([p, q], "tg_tps") == [105.0, 160.0, 120.0]
 
 
-def test_the_committed_h200_store_gives_the_readme_s_vulkan_spread(monkeypatch, capsys):
-    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(ROOT / "results" / "h200"))
+def test_the_committed_h200_store_gives_the_readme_s_vulkan_spread(monkeypatch, capsys, tmp_path):
+    shutil.copy(ROOT / "results" / "h200" / "llamaforge.sqlite", tmp_path / "llamaforge.sqlite")   # never migrated in place
+    monkeypatch.setenv("LLAMAFORGE_RESULTS", str(tmp_path))
     monkeypatch.chdir(ROOT)
     assert spread.main(["h200-24gib-k2-1201b"]) == 0
     out = capsys.readouterr().out

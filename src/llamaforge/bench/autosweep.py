@@ -38,9 +38,9 @@ from ..records import AdaptiveSection, PlanNotes
 from ..store import Store
 from ..variants.build import series_key, series_label
 from .adaptive import AdaptiveOptions, AdaptiveResult, PointSummary, adaptive_sweep
+from .auto_launches import policy_of
 from .fitmap import fit_point, fitting, open_fitmap, spec_text
 from .plan import BuildLike, Plan, PointSpec
-from .auto_launches import policy_of
 from .sweep import Item, MeasureItems, engines_of, run_sweep
 from .threshold import bisect_threshold
 

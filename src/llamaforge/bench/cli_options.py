@@ -72,6 +72,7 @@ class BenchOptions:
     variants_file: str | None = None
     pins: str | None = None
     ncmoe: str | None = None          # None: 0 (bench), every -ncmoe up to the layer count (fitmap)
+    place: str | None = None          # placement strategies (llamacpp.placement), instead of --ncmoe
     max_points: int | None = None
     time_budget: float | None = None
     stable_after: int | None = None

@@ -47,7 +47,8 @@ class SweepDisplay:
 
     def point(self, i: int, n: int, build: BuildLike, spec: PointSpec, slot: Slot | None = None,
               launches: int = 1) -> None:
-        self.head = esc(f"{i}/{n} {build.backend} ncmoe={spec.ncmoe}" + (f" ngl={spec.ngl}" if spec.ngl != -1 else ""))
+        self.head = esc(f"{i}/{n} {build.backend} " + (spec.place or f"ncmoe={spec.ncmoe}")
+                        + (f" ngl={spec.ngl}" if spec.ngl != -1 else ""))
         if slot is not None and slot.sentinel:
             self.head += f" [magenta]sentinel {slot.launch}[/]"
         elif slot is not None and launches > 1:
@@ -68,6 +69,8 @@ class SweepDisplay:
             tag = f" L{slot.launch}/{launches}"
         if p.ngl != -1:
             tag = f" ngl={p.ngl:<3}" + tag
+        if p.detail.moved:      # --place: the strategy, not only how many layers it moves
+            tag = f" {p.detail.moved.get('strategy', '')}" + tag
         if p.status == "ok":
             line = "[green]✓[/] " + esc(f"{p.build_key[:24]} ncmoe={p.ncmoe:<3}{tag} ctx={p.n_ctx or '–':<8} "
                                         f"pp {fmt_metric(p, 'pp_tps')}  tg {fmt_metric(p, 'tg_tps')}"

@@ -20,6 +20,7 @@ from ..builds.verify import ensure_runnable
 from ..console import warning
 from ..errors import BenchError
 from ..judge.verdict import MIN_EFFECT
+from ..llamacpp import placement
 from ..paths import Paths
 from ..store import Store
 from ..values import csv_list
@@ -32,6 +33,7 @@ from .autosweep import auto_axis, resume_auto, run_auto
 from .cli_options import BenchOptions
 from .external import external_build
 from .fitmap import run_fitmap
+from .placed import place_points, tensor_sizes
 from .plan import (
     FitOptions,
     Plan,
@@ -53,9 +55,12 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
     model_path = resolve_model(model, p).resolve()
     facts = read_facts(model_path)
     n_experts = facts.n_experts
-    points = make_points(o.ncmoe or "0", o.ngl,
-                         n_layers=facts.n_layers, n_experts=int(n_experts) if n_experts is not None else None,
-                         model=model)
+    if o.place:
+        points = place_points(o.place, o.ngl, facts, tensor_sizes(model_path), model)
+    else:
+        points = make_points(o.ncmoe or "0", o.ngl,
+                             n_layers=facts.n_layers, n_experts=int(n_experts) if n_experts is not None else None,
+                             model=model)
     lo = o.launches
     return make_plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
                      pins=pins, engine=o.engine, repeats=o.repeats, prompt_tokens=o.prompt_tokens, n_predict=o.n_predict,
@@ -65,6 +70,17 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
                      sequential=None if lo.fixed is not None else {
                          "max_launches": lo.policy.max_starts, "precision": lo.policy.precision, "min_effect": MIN_EFFECT},
                      seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
+
+
+def _check_place(o: BenchOptions) -> None:
+    """``--place`` as written (before the model is read, which bounds it again): parsed, and not beside
+    ``--ncmoe`` (a strategy names its own layers) or an adaptive sweep."""
+    placement.parse(o.place)
+    if o.ncmoe is not None and str(o.ncmoe).strip() not in ("", "0"):
+        raise BenchError(f"--place and --ncmoe {o.ncmoe} both say which layers' experts move",
+                         "give the counts in the strategies instead, e.g. --place first:4,last:4 (first:N is -ncmoe N)")
+    if str(o.ngl or "").strip().lower() == "auto":
+        raise BenchError("--place cannot be combined with --ngl auto", "give --ngl values, or leave --ngl out")
 
 
 def check_ranges(o: BenchOptions) -> None:
@@ -82,6 +98,8 @@ def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str
     if not o.model:
         check_ranges(o)      # a reversed or huge range is said first, not hidden behind the missing model
         raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
+    if o.place:
+        _check_place(o)
     auto = _auto_options(o)
     variant_builds = _variant_builds(p, o, auto)
     backends = ",".join(dict.fromkeys(b.backend for b in variant_builds)) if variant_builds else o.backends

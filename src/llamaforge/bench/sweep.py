@@ -33,6 +33,7 @@ from ..findings.labels import sentinel_label
 from ..gpu import other_gpu_processes
 from ..hostlock import HostLock, describe, holder
 from ..llamacpp.options import build_options
+from ..llamacpp.placement import series_of
 from ..llamacpp.quirks import describe_failure
 from ..llamacpp.server import PointFailure, read_log_tail
 from ..locks import run_lock
@@ -44,19 +45,27 @@ from ..store import Point, Store
 from ..variants.build import VariantBuild, series_label
 from ..variants.observe import observe_log
 from . import adjust
+from .auto_launches import extend
 from .display import SweepDisplay
 from .engines import MeasureContext, PhaseFn, SweepState
 from .engines import engine as get_engine
 from .fit import resolve_fit
+from .placed import moved_detail
 from .plan import BuildLike, Plan, PointSpec
 from .schedule import default_sentinel_every, remaining, sweep_schedule
-from .auto_launches import extend
 from .summary import run_summary
 
 Item = tuple[BuildLike, PointSpec, str]   # (build, point, engine)
 #: measures a list of items with a plan into the run (see run_sweep's ``driver``)
 MeasureItems = Callable[[Sequence[Item], Plan], list[Point]]
 Driver = Callable[[MeasureItems, str], None]
+
+
+def point_label(build: BuildLike, spec: PointSpec, label: str = "") -> str:
+    """A point's label: its series (the variant's name, else ``label``) and its placement strategy's
+    (``last``; ``--place``)."""
+    own, place = series_label(build, label), series_of(spec.place)
+    return " ".join(x for x in (own, place) if x)
 
 
 def _log_path(log_dir: Path, build: BuildLike, spec: PointSpec, engine: str, label: str) -> Path:
@@ -117,6 +126,11 @@ def _measure_once(build: BuildLike, model_path: Path, point_spec: PointSpec, pla
         point.detail.observed = observe_log(log_path)
     if busy:
         point.detail.busy = busy
+    if point_spec.place:     # what the placement moved: planned from the model, read back from llama.cpp
+        try:
+            point.detail.moved = moved_detail(build, model_path, point_spec, plan.threads)
+        except PointFailure as e:
+            point.status, point.failure_class, point.failure_detail = "failed", e.cls, e.detail
     point.finished = time.time()
     for smp in point.samples:
         smp.launch = launch or 1
@@ -345,7 +359,7 @@ def _stored_progress(store: Store, run_id: str, items: Sequence[Item], label: st
     done: set[tuple[int, int, bool]] = set()
     last_seq = 0
     for i, (b, spec, e) in enumerate(items):
-        own = series_label(b, label)
+        own = point_label(b, spec, label)
         for sentinel in (False, True):
             p = by_key.get((b.key, e, spec.ncmoe, spec.ngl, sentinel_label(own) if sentinel else own))
             if p is None or (p.status != "ok" and retry_failed):
@@ -392,7 +406,7 @@ def measure_points(items: Sequence[Item], plan: Plan, store: Store, run_id: str,
             busy = busy_gpu_check(allow_busy)
             if host_busy:
                 busy = {**(busy or {}), **host_busy}
-            own = series_label(b, label)
+            own = point_label(b, spec, label)
             one = _measure_once(b, plan.model_path, spec, plan, run_id, sentinel_label(own) if slot.sentinel else own,
                                 log_dir=log_dir, on_phase=disp.phase, state=state, engine=engine, busy=busy,
                                 launch=slot.launch)

@@ -162,8 +162,8 @@ def _variant_builds(p, req, va, vb, engine: str):  # noqa: ANN001, ANN202
 def _compare_hosts(p, req, ncmoe: str, base_host: str | None, head_host: str | None, fleet: str | None) -> str:  # noqa: ANN001
     from ..compare.show import print_compare
     from ..errors import FleetError
-    from ..fleet.cross_host import CROSS_MACHINE, run_host_compare
     from ..fleet.config import FLEET_FILE, load_fleet
+    from ..fleet.cross_host import CROSS_MACHINE, run_host_compare
     from ..fleet.jobs import Progress
 
     if not (base_host and head_host):

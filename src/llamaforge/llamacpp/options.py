@@ -119,16 +119,27 @@ class BinaryOptions:
         raise BuildError(f"this {tool} has neither -ncmoe nor -ot (--override-tensor), so experts cannot be "
                          "kept on the CPU", "use a llama.cpp from April 2025 or later (pick another pin)")
 
+    def ot_args(self, tool: str, entries: tuple[str, ...] | list[str]) -> list[str]:
+        """``-ot PATTERN=BUF,…`` for ``tool`` (llama-bench: ``;`` between the overrides of one run); a
+        placement strategy's overrides (:mod:`.placement`). Raises :class:`BuildError` without ``-ot``."""
+        flags = self.of(tool)
+        if "--override-tensor" not in flags and "-ot" not in flags:
+            raise BuildError(f"this {tool} has no -ot (--override-tensor), so experts cannot be placed",
+                             "use a llama.cpp from April 2025 or later (pick another pin)")
+        sep = ";" if tool == "llama-bench" else ","
+        return ["--override-tensor" if "--override-tensor" in flags else "-ot", sep.join(entries)]
+
     def offload_args(self, tool: str, ncmoe: int, ngl: int, *, fitt: str | None = None,
-                     threads: int | None = None) -> list[str]:
+                     threads: int | None = None, ot: tuple[str, ...] | list[str] = ()) -> list[str]:
         """The offload arguments every engine passes, one encoding for llama-server, llama-bench and
         llama-fit-params: ``-ncmoe`` (or its ``-ot`` equivalent, :meth:`ncmoe_args`) for a point with
         experts on the CPU — at ncmoe 0 nothing (llama.cpp's default, so a dense model's command line
         carries no MoE option); ``-ngl`` only when set (``-1`` = llama.cpp's default, all layers);
         ``--fit-target`` only when the caller passes one (the decision is
         :func:`llamaforge.bench.fit.fitt_for`'s; llama-bench never gets one); ``-t`` when given.
+        A placed point (``ot``: its strategy's ``-ot`` entries) passes those instead of ``-ncmoe``.
         Raises :class:`BuildError` when the binary cannot keep experts on the CPU and ``ncmoe`` asks it to."""
-        args = self.ncmoe_args(tool, ncmoe) if ncmoe else []
+        args = self.ot_args(tool, ot) if ot else self.ncmoe_args(tool, ncmoe) if ncmoe else []
         if ngl != -1:
             args += ["-ngl", str(ngl)]
         if fitt is not None:

@@ -169,6 +169,10 @@ _ROWS = [
     _row("ncmoe", "offload points: 0:40 (inclusive), 0:40:2, 0,2,5-8 (default 0; a dense model takes only 0), or auto: "
                   "the native-context threshold by bisection over fits, then an adaptive sweep that measures only the "
                   "points its conclusions need", default="0", host=True),
+    _row("place", "which layers' experts leave the GPU, as strategies (each its own series, N along the x axis): "
+                  "first:N (= -ncmoe N), last:N, every:K, attn-first:N / attn-last:N (full-attention layers' experts "
+                  "moved first / last; attn-aware:N = both), ot:REGEX (a raw -ot pattern), comma-separated; "
+                  "replaces --ncmoe"),
     _row("max_points", "with --ncmoe/--ngl auto: measure at most N points (all builds together)", _int, minimum=2,
          example="e.g. --max-points 12"),
     _row("time_budget", "with --ncmoe/--ngl auto: stop choosing new points after S seconds (the fits included)",
@@ -256,7 +260,7 @@ class TaskOptions:
     why: Mapping[str, str] = field(default_factory=dict)
 
 
-_BENCH_ONLY = ("backends", "variant", "variants_file", "max_points", "time_budget", "stable_after", "resume",
+_BENCH_ONLY = ("backends", "place", "variant", "variants_file", "max_points", "time_budget", "stable_after", "resume",
                "retry_failed", "bin_dir", "name")
 
 #: why the commits' commands (compare, bisect, bisect-run, history.run) default to a model

@@ -28,6 +28,7 @@ from .kinds.sweep import remeasure_line
 from .latency import latency_section
 from .matrix import matrix_section
 from .measurement_conditions import conditions_section
+from .placement import placement_section
 from .points import failed_section, point_flags, points_section
 from .provenance import probes_table, provenance_section
 from .remeasurement import reproduction_section
@@ -53,6 +54,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
         out[0].intro = f"{line} {out[0].intro}".strip()
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows), min_effect), anomaly_section(full, found, min_effect)]
+    out += [s for s in (placement_section(full, min_effect),) if s is not None]   # bench --place
     latency_plots = [p for p in plots if str(p.name).startswith("latency-")]   # shown in the Latency section
     plots = [p for p in plots if p not in latency_plots]
     out.append(Section("plots", "Plots", plots=list(plots),

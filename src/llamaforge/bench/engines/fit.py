@@ -101,7 +101,7 @@ def _fit_command(build: BuildLike, model_path: Path, spec: PointSpec, fitt: str 
         return FitResult(ok=False, output="this build has no llama-fit-params (llama.cpp before Dec 2025)")
     args = [str(build.binary("llama-fit-params")), "-m", str(model_path)]
     try:
-        args += opts.offload_args("llama-fit-params", spec.ncmoe, spec.ngl, fitt=fitt, threads=threads)
+        args += opts.offload_args("llama-fit-params", spec.ncmoe, spec.ngl, fitt=fitt, threads=threads, ot=spec.ot)
     except BuildError as e:
         return FitResult(ok=False, output=e.message)
     return args + list(extra_args or []) + list(spec.extra_args)

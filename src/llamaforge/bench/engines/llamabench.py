@@ -65,7 +65,7 @@ def bench_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan) 
     args = [str(build.binary("llama-bench")), "-m", str(model_path), "-p", str(adjust.prompt_tokens(build, plan)),
             "-n", str(plan.n_predict), "-r", str(plan.repeats), "-o", "jsonl"]
     try:
-        args += opts.offload_args("llama-bench", spec.ncmoe, spec.ngl, threads=plan.threads)   # never -fitt (module doc)
+        args += opts.offload_args("llama-bench", spec.ncmoe, spec.ngl, threads=plan.threads, ot=spec.ot)   # never -fitt (module doc)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
     if plan.bench_depths:

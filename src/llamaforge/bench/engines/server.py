@@ -52,7 +52,7 @@ def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
             args.append(flag)
     fitt = fitt_for(build, plan) if opts.server_fit else None
     try:
-        args += opts.offload_args("llama-server", spec.ncmoe, spec.ngl, fitt=fitt, threads=plan.threads)
+        args += opts.offload_args("llama-server", spec.ncmoe, spec.ngl, fitt=fitt, threads=plan.threads, ot=spec.ot)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
     ctx = ctx if ctx is not None else plan.ctx
