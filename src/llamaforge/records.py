@@ -407,18 +407,24 @@ class PointSpec(Record):
     # it is passed as (then ``ncmoe`` is the number of layers whose experts it moves: the x axis)
     place: str = ""
     ot: tuple[str, ...] = ()
+    # ``--split`` / ``--tensor-split`` (several devices, RPC): ``-sm`` (layer, row, …) and the ratio as written
+    # (``3:1``, passed as ``-ts 3,1``); empty: llama.cpp's default
+    split_mode: str = ""
+    tensor_split: str = ""
 
     def __post_init__(self) -> None:
         self.extra_args = tuple(str(a) for a in self.extra_args or ())
         self.place = str(self.place or "")
         self.ot = tuple(str(a) for a in self.ot or ())
+        self.split_mode = str(self.split_mode or "")
+        self.tensor_split = str(self.tensor_split or "")
 
     def __hash__(self) -> int:   # hashable, as the frozen class it replaced: a point names one setting
-        return hash((self.ncmoe, self.ngl, self.extra_args, self.place, self.ot))
+        return hash((self.ncmoe, self.ngl, self.extra_args, self.place, self.ot, self.split_mode, self.tensor_split))
 
     def to_json(self) -> dict:
         out = super().to_json()
-        for k in ("extra_args", "place", "ot"):
+        for k in ("extra_args", "place", "ot", "split_mode", "tensor_split"):
             if not out.get(k):
                 out.pop(k, None)
         return out
@@ -600,6 +606,18 @@ DEFAULT_N_PREDICT = 128
 
 
 @dataclass
+class RpcSection(Record):
+    """``bench --rpc``: the rpc-server endpoints (``host:port``) of the run as given (``local:N``: that many
+    started by llamaforge on 127.0.0.1 for the sweep, their ports chosen when it starts), and the devices
+    llama.cpp listed with them (``RPC0: 127.0.0.1:50052``)."""
+
+    given: list[str] = field(default_factory=list)
+    endpoints: list[str] = field(default_factory=list)
+    local: int = 0
+    devices: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RunPlan(Record):
     """A run's plan (``runs.plan_json``), and the sweep plan itself (``bench.plan.Plan`` is this class): the
     model, builds × points × engine × repeats × prompt and how each start measures, plus one section per run
@@ -647,6 +665,10 @@ class RunPlan(Record):
     bisect_run: BisectRunSection | None = None   # run kind "bisect-run"
     fleet_hosts: dict | None = None              # a fleet report's plan: FleetSummary.hosts (report.data; not stored)
     notes: PlanNotes | None = None               # stored as "extra": a fit-map run's search (bench.autosweep)
+    # bench --rpc (llamacpp.rpc): the rpc-servers every llama-server start uses; --main-gpu / --device passed through
+    rpc: RpcSection | None = None
+    main_gpu: int | None = None
+    device: str | None = None
 
     @property
     def facts(self) -> ModelFacts:
@@ -829,6 +851,9 @@ class PointDetail(Record):
     # --place (bench.placed.moved_detail): the strategy, the layers and tensors it moves, their bytes, and what
     # llama.cpp said it overrode (read_back: source, tensors as [name, buffer], MiB)
     moved: dict | None = None
+    # every device's memory as llama.cpp's memory breakdown gives it (bench.engines.server; llamacpp.rpc.devices_mem):
+    # name, description (an RPC device: its endpoint), total, free, self, model, context, compute (MiB); "Host" last
+    devices_mem: list[dict] | None = None
 
     def to_json(self) -> dict:
         out = super().to_json()

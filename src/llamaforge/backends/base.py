@@ -179,6 +179,11 @@ class Backend:
         :meth:`hidden_device_env`)."""
         return {}
 
+    def binary_checks(self, binaries: Mapping[str, object]) -> tuple[dict, list[Problem]]:
+        """Capabilities and (problem, fix) pairs from the binaries a build made (its manifest's ``binaries``):
+        a backend whose own program must be there (the rpc backend's rpc-server) says so here."""
+        return {}, []
+
     def cpu_device(self, manifest: Mapping) -> bool:
         """Whether a build's device is really the CPU (a Vulkan build on lavapipe), from its manifest."""
         return False

@@ -73,6 +73,11 @@ class BenchOptions:
     pins: str | None = None
     ncmoe: str | None = None          # None: 0 (bench), every -ncmoe up to the layer count (fitmap)
     place: str | None = None          # placement strategies (llamacpp.placement), instead of --ncmoe
+    rpc: str | None = None            # rpc-servers (HOST:PORT,… or local:N; llamacpp.rpc)
+    split: str | None = None          # -sm modes swept
+    tensor_split: str | None = None   # -ts ratios swept (3:1,1:1)
+    main_gpu: int | None = None       # -mg
+    device: str | None = None         # -dev
     max_points: int | None = None
     time_budget: float | None = None
     stable_after: int | None = None

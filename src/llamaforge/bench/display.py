@@ -20,6 +20,7 @@ from rich.table import Table
 from ..console import console, esc, notice
 from ..findings.conditions import describe as describe_telemetry
 from ..findings.conditions import flags as telemetry_flags
+from ..llamacpp.rpc import series_of
 from ..pathsafe import component
 from ..store import Point, Store
 from .plan import BuildLike, PointSpec
@@ -47,8 +48,9 @@ class SweepDisplay:
 
     def point(self, i: int, n: int, build: BuildLike, spec: PointSpec, slot: Slot | None = None,
               launches: int = 1) -> None:
+        split = series_of(spec.split_mode, spec.tensor_split)
         self.head = esc(f"{i}/{n} {build.backend} " + (spec.place or f"ncmoe={spec.ncmoe}")
-                        + (f" ngl={spec.ngl}" if spec.ngl != -1 else ""))
+                        + (f" ngl={spec.ngl}" if spec.ngl != -1 else "") + (f" {split}" if split else ""))
         if slot is not None and slot.sentinel:
             self.head += f" [magenta]sentinel {slot.launch}[/]"
         elif slot is not None and launches > 1:

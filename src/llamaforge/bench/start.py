@@ -33,6 +33,7 @@ from .autosweep import auto_axis, resume_auto, run_auto
 from .cli_options import BenchOptions
 from .external import external_build
 from .fitmap import run_fitmap
+from .multidev import check_options, devices_session, rpc_section, split_points, wanted
 from .placed import place_points, tensor_sizes
 from .plan import (
     FitOptions,
@@ -61,6 +62,7 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
         points = make_points(o.ncmoe or "0", o.ngl,
                              n_layers=facts.n_layers, n_experts=int(n_experts) if n_experts is not None else None,
                              model=model)
+    points = split_points(points, o)
     lo = o.launches
     return make_plan(model_ref=model, model_path=model_path, model_facts=facts, points=points, backends=backends,
                      pins=pins, engine=o.engine, repeats=o.repeats, prompt_tokens=o.prompt_tokens, n_predict=o.n_predict,
@@ -69,7 +71,8 @@ def build_plan(p: Paths, o: BenchOptions, *, backends: list[str], pins: list[str
                      bench_depths=list(o.depths), launches=lo.policy.min_starts,
                      sequential=None if lo.fixed is not None else {
                          "max_launches": lo.policy.max_starts, "precision": lo.policy.precision, "min_effect": MIN_EFFECT},
-                     seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx)
+                     seed=o.seed, sentinel_every=o.sentinel_every, ctx=o.ctx, rpc=rpc_section(o),
+                     main_gpu=o.main_gpu, device=o.device or None)
 
 
 def _check_place(o: BenchOptions) -> None:
@@ -100,6 +103,8 @@ def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str
         raise BenchError("no model given", "pass --model PATH (or synth:tiny-qwen35moe)")
     if o.place:
         _check_place(o)
+    if wanted(o):
+        check_options(o)
     auto = _auto_options(o)
     variant_builds = _variant_builds(p, o, auto)
     backends = ",".join(dict.fromkeys(b.backend for b in variant_builds)) if variant_builds else o.backends
@@ -111,10 +116,11 @@ def start_bench(o: BenchOptions, p: Paths, store: Store, *, command: str) -> str
     if auto is not None:
         auto_axis(plan, auto[0], str(o.model))   # the wrong kind of model or no layer count: stop before any build
     builds = variant_builds or _builds(p, backend_list, pin_list, o.bin_dir, o.allow_broken)
-    if auto is not None:
-        return run_auto(plan, builds, store, p, options=auto[1], axis=auto[0], command=command, name=o.name,
-                        allow_busy=o.allow_busy)[0]
-    return run_sweep(plan, builds, store, command=command, name=o.name, allow_busy=o.allow_busy)
+    with devices_session(plan, builds, log_dir=store.path.parent / "logs" / "rpc-servers"):
+        if auto is not None:
+            return run_auto(plan, builds, store, p, options=auto[1], axis=auto[0], command=command, name=o.name,
+                            allow_busy=o.allow_busy)[0]
+        return run_sweep(plan, builds, store, command=command, name=o.name, allow_busy=o.allow_busy)
 
 
 def check_run(store: Store, run_id: str) -> None:

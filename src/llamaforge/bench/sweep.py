@@ -35,6 +35,7 @@ from ..hostlock import HostLock, describe, holder
 from ..llamacpp.options import build_options
 from ..llamacpp.placement import series_of
 from ..llamacpp.quirks import describe_failure
+from ..llamacpp.rpc import series_of as split_series
 from ..llamacpp.server import PointFailure, read_log_tail
 from ..locks import run_lock
 from ..machine import current as current_machine
@@ -62,10 +63,10 @@ Driver = Callable[[MeasureItems, str], None]
 
 
 def point_label(build: BuildLike, spec: PointSpec, label: str = "") -> str:
-    """A point's label: its series (the variant's name, else ``label``) and its placement strategy's
-    (``last``; ``--place``)."""
+    """A point's label: its series (the variant's name, else ``label``), its placement strategy's (``last``;
+    ``--place``) and its split settings (``sm=layer ts=3:1``; ``--split``, ``--tensor-split``)."""
     own, place = series_label(build, label), series_of(spec.place)
-    return " ".join(x for x in (own, place) if x)
+    return " ".join(x for x in (own, place, split_series(spec.split_mode, spec.tensor_split)) if x)
 
 
 def _log_path(log_dir: Path, build: BuildLike, spec: PointSpec, engine: str, label: str) -> Path:

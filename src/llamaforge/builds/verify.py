@@ -139,6 +139,12 @@ def verify_build(build: Any, model: Path | None = None, *, paths: Any = None, sm
         caps["vulkan"] = {"matrix_cores": vk[0].get("matrix_cores"), "int_dot": vk[0].get("int_dot"),
                           "fp16": vk[0].get("fp16"), "bf16": vk[0].get("bf16")}
     caps.update(backend.verify_capabilities([d.name for d in devices], retried))
+    if not build.manifest.get("external"):
+        own_caps, own_problems = backend.binary_checks(build.manifest.get("binaries") or {})
+        caps.update(own_caps)
+        for bad, fix in own_problems:
+            problems.append(bad)
+            fixes.append(fix)
     cu = parse_cuda_lines(listing)
     if cu:
         caps["cuda_devices"] = cu

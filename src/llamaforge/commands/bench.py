@@ -14,7 +14,8 @@ from ._common import lf_task, paths, write_output
 
 
 @lf_task(help=help_for("bench"), iterable=["variant"])
-def bench(c, model=None, backends=None, pins=None, ncmoe="0", place=None, ngl=None, repeats=3, engine="server",
+def bench(c, model=None, backends=None, pins=None, ncmoe="0", place=None, rpc=None, split=None,
+          tensor_split=None, main_gpu=None, device=None, ngl=None, repeats=3, engine="server",
           prompt_tokens=2500, n_predict=128, vram_budget=None, fitt=None, extra=None, resume=None,
           retry_failed=False, threads=None, depths=None, load_timeout=600.0, request_timeout=900.0, bin_dir=None,
           name=None, allow_busy=False, allow_broken=False, no_quirks=False, launches="auto", max_launches=None,

@@ -173,6 +173,16 @@ _ROWS = [
                   "first:N (= -ncmoe N), last:N, every:K, attn-first:N / attn-last:N (full-attention layers' experts "
                   "moved first / last; attn-aware:N = both), ot:REGEX (a raw -ot pattern), comma-separated; "
                   "replaces --ncmoe"),
+    _row("rpc", "llama.cpp RPC: rpc-servers whose devices the model is split over, HOST:PORT,… (unauthenticated: "
+                "trusted networks only), or local:N to start N on 127.0.0.1 from the rpc build for the sweep; with "
+                "--backends rpc"),
+    _row("split", "split modes to sweep (-sm, each its own series): none, layer, row, tensor, comma-separated; an "
+                  "infeasible one (row on a device without split buffers) is a refused point, explained"),
+    _row("tensor_split", "ratios to sweep (-ts, each its own series): 3:1,1:1 (':' between devices, ',' between "
+                         "settings); at most as many parts as devices (local GPUs + RPC devices)"),
+    _row("main_gpu", "-mg: the device of the model (-sm none) or of intermediate results and KV (-sm row)", _int,
+         minimum=0, example="e.g. --main-gpu 0"),
+    _row("device", "-dev: the devices to offload to, as llama.cpp names them (e.g. CUDA0,RPC0), passed through"),
     _row("max_points", "with --ncmoe/--ngl auto: measure at most N points (all builds together)", _int, minimum=2,
          example="e.g. --max-points 12"),
     _row("time_budget", "with --ncmoe/--ngl auto: stop choosing new points after S seconds (the fits included)",
@@ -260,7 +270,7 @@ class TaskOptions:
     why: Mapping[str, str] = field(default_factory=dict)
 
 
-_BENCH_ONLY = ("backends", "place", "variant", "variants_file", "max_points", "time_budget", "stable_after", "resume",
+_BENCH_ONLY = ("backends", "place", "rpc", "split", "tensor_split", "main_gpu", "device", "variant", "variants_file", "max_points", "time_budget", "stable_after", "resume",
                "retry_failed", "bin_dir", "name")
 
 #: why the commits' commands (compare, bisect, bisect-run, history.run) default to a model

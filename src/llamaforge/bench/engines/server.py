@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ...console import notice
 from ...errors import BuildError
 from ...judge.metric_starts import tail_of
 from ...llamacpp.options import build_options
+from ...llamacpp.rpc import devices_mem, split_refusal
 from ...llamacpp.server import PointFailure, ServerSession, fit_refusal, parse_memory_breakdown
 from ...models.utf8 import incomplete_utf8_tokens
 from ...records import PointDetail
@@ -25,6 +27,7 @@ from ...store import Point, Sample
 from .. import adjust, engine_gap
 from ..fit import fitt_for
 from ..monitor import Monitor, store_monitor
+from ..multidev import device_args
 from ..plan import BuildLike, Plan, PointSpec
 from ..prompts import Prompt, build_prompt
 from .base import MeasureContext, Measurement, PhaseFn, SweepState
@@ -55,6 +58,7 @@ def server_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan,
         args += opts.offload_args("llama-server", spec.ncmoe, spec.ngl, fitt=fitt, threads=plan.threads, ot=spec.ot)
     except BuildError as e:
         raise PointFailure("error", f"{e.message} ({e.fix})") from e
+    args += device_args(build, spec, plan)       # --rpc, -sm, -ts, -mg, -dev (bench.multidev)
     ctx = ctx if ctx is not None else plan.ctx
     if ctx is not None:
         args += ["-c", str(ctx)]
@@ -153,7 +157,7 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
                                    load_timeout_s=plan.timeouts.load_s, on_phase=on_phase, on_spawn=spawned)
 
     try:
-        session = start(args)
+        session = _start_split(start, args, spec)
         refused = fit_refusal(log_path) if fit_status == "fitted" else None
         if refused is not None:
             detail.fit_status, detail.fit_refused = "refused-unfitted", refused
@@ -179,6 +183,18 @@ def _measure_server(point: Point, build: BuildLike, model_path: Path, spec: Poin
         mres = monitor.stop() if monitor.is_alive() else monitor.result
         store_monitor(point, mres)
         _record_breakdown(point, log_path)
+
+
+def _start_split(start: Callable[[list[str]], ServerSession], args: list[str], spec: PointSpec) -> ServerSession:
+    """``start(args)``; a load llama.cpp refused because the point's split cannot be made here (``-sm row`` on a
+    device without split buffers) fails as ``infeasible``, explained in one line."""
+    try:
+        return start(args)
+    except PointFailure as e:
+        why = split_refusal(e.log_tail or "", spec.split_mode) if spec.split_mode else None
+        if why is None:
+            raise
+        raise PointFailure("infeasible", why, e.log_tail) from e
 
 
 def _refit_args(build: BuildLike, model_path: Path, spec: PointSpec, plan: Plan, log_path: Path,
@@ -268,6 +284,7 @@ def _request(point: Point, session: ServerSession, build: BuildLike, model_path:
 def _record_breakdown(point: Point, log_path: Path) -> None:
     """llama.cpp's memory breakdown from the server log; its device total where NVML had none."""
     point.mem_breakdown = parse_memory_breakdown(log_path)
+    point.detail.devices_mem = devices_mem(point.mem_breakdown)
     devs = (point.mem_breakdown or {}).get("devices") or []
     if point.vram_self_mib is None and devs:
         # no NVML (e.g. a Vulkan device of another vendor): take what llama.cpp itself reports
