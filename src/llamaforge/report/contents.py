@@ -22,6 +22,7 @@ from . import kinds
 from .anomalies import anomaly_section
 from .crosscheck import crosscheck_section
 from .data import ReportData
+from .devices import devices_section
 from .headline import headline_section
 from .host_memory import host_memory_section
 from .kinds.sweep import remeasure_line
@@ -55,6 +56,7 @@ def build_sections(data: ReportData, plots: list, *, min_effect: float = 0.05) -
     out += [s for s in (reproduction_section(full), crosscheck_section(full)) if s is not None]
     out += [sweet_spot_section(data, any(r.ok for r in full.all_rows), min_effect), anomaly_section(full, found, min_effect)]
     out += [s for s in (placement_section(full, min_effect),) if s is not None]   # bench --place
+    out += [s for s in (devices_section(full),) if s is not None]   # bench --rpc / --split / --tensor-split
     latency_plots = [p for p in plots if str(p.name).startswith("latency-")]   # shown in the Latency section
     plots = [p for p in plots if p not in latency_plots]
     out.append(Section("plots", "Plots", plots=list(plots),

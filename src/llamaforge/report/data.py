@@ -363,7 +363,8 @@ def _series_names(keys: list[SeriesKey], machine_of: dict[str, str], variant_nam
             parts.append(str(b.get("pin") or (b.get("commit") or k[0])[:9]))
         label = k[2].partition("/")[2] if machine else k[2]
         if label and not any(x.startswith(label[:9]) or label.startswith(x) for x in parts[1:]):
-            parts.append(label[:12])   # a bisect's point label is its commit's short sha: one name per series
+            # a bisect's point label is its commit's short sha: one name per series; a split's (sm=layer ts=3:1) whole
+            parts.append(label if "=" in label else label[:12])
         if len(engines) > 1:
             parts.append(k[1])
         name = (f"{machine} · " if machine else "") + " ".join(parts)
