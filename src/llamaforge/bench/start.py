@@ -19,6 +19,7 @@ from ..builds import find_build
 from ..builds.verify import ensure_runnable
 from ..console import warning
 from ..errors import BenchError
+from ..findings.labels import INFEASIBLE
 from ..judge.verdict import MIN_EFFECT
 from ..llamacpp import placement
 from ..paths import Paths
@@ -207,6 +208,10 @@ def _refuse_all_failed(store: Store, run_id: str) -> None:
     pts = store.points(run_id, with_samples=False)
     if pts and all(pt.status != "ok" for pt in pts):
         classes = {pt.failure_class for pt in pts}
+        if classes == {INFEASIBLE}:
+            raise BenchError(f"no point of run {run_id} can run as asked: {pts[0].failure_detail}",
+                             "change --split / --tensor-split (each infeasible combination is explained in "
+                             f"`llamaforge runs {run_id} --failed`)")
         if classes & {"oom", "fit"}:
             raise BenchError(f"no point of run {run_id} fitted: the model fits no device at these settings",
                              "offload more experts (higher --ncmoe), give a larger --vram-budget, or a smaller model")

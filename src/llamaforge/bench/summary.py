@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..findings.labels import is_infeasible
 from ..judge import Estimate, Starts, estimate
 from ..judge.metric_starts import groups, shortfall
 from ..machine import hosts_of, launch_machines
@@ -104,7 +105,8 @@ def run_summary(store: Store, run_id: str, wall_s: float | None = None) -> Sweep
     t_load = sum(p.t_load_s or 0 for p in pts)
     t_warm = sum(p.t_warmup_s or 0 for p in pts)
     t_meas = sum(p.t_measure_s or 0 for p in pts)
-    return SweepSummary(points=len(pts), ok=len(ok), failed=len(pts) - len(ok),
+    infeasible = sum(1 for p in pts if is_infeasible(p.status, p.failure_class))   # counted apart (failures dict)
+    return SweepSummary(points=len(pts), ok=len(ok), failed=len(pts) - len(ok) - infeasible,
                         failures={p.failure_class: sum(1 for q in pts if q.failure_class == p.failure_class)
                                   for p in pts if p.status != "ok"},
                         unstable_points=sum(1 for p in ok if point_summary(p)["unstable"]),

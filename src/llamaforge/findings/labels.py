@@ -20,6 +20,15 @@ def display_name(backend: str | None) -> str:
     return backend_label(backend)
 
 
+#: the failure class of a point llama.cpp cannot run as asked (``-sm row`` on a device without split buffers): a
+#: combination explained in one line, not a failure — counted apart everywhere a run's failures are counted
+INFEASIBLE = "infeasible"
+
+
+def is_infeasible(status: str | None, failure_class: str | None) -> bool:
+    return status != "ok" and failure_class == INFEASIBLE
+
+
 SENTINEL_LABEL = "sentinel"
 
 

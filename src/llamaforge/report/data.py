@@ -23,7 +23,7 @@ from typing import Any
 from .. import backends
 from .. import metrics as registry
 from ..errors import LlamaforgeError, StoreError
-from ..findings.labels import display_name, is_sentinel
+from ..findings.labels import display_name, is_infeasible, is_sentinel
 from ..findings.reproduction import verdict_for
 from ..judge import Estimate, Spread, Starts, conservative, estimate, pooled
 from ..judge.metric_starts import groups, shortfall
@@ -52,6 +52,13 @@ class MemSplit:
     @property
     def total(self) -> float:
         return self.model + self.context + self.compute
+
+
+def failed_count(rows: list[Row]) -> str:
+    """``2 failed`` — and ``, 1 infeasible`` where a combination could not run (not a failure)."""
+    bad = [r for r in rows if not r.ok]
+    k = sum(1 for r in bad if is_infeasible("failed", r.failure_class))
+    return f"{len(bad) - k} failed" + (f", {k} infeasible" if k else "")
 
 
 @dataclass
@@ -160,7 +167,12 @@ class Series:
 
     @property
     def failed_rows(self) -> list[Row]:
-        return [r for r in self.rows if not r.ok]
+        """Points that failed (an infeasible combination is not one: :attr:`infeasible_rows`)."""
+        return [r for r in self.rows if not r.ok and not is_infeasible("failed", r.failure_class)]
+
+    @property
+    def infeasible_rows(self) -> list[Row]:
+        return [r for r in self.rows if not r.ok and is_infeasible("failed", r.failure_class)]
 
     @property
     def rank(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from .. import __version__
 from ..files import write_text_atomic
 from ..visible import html_templates
-from .data import ReportData
+from .data import ReportData, failed_count
 from .sections import Section
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -31,7 +31,7 @@ def render(data: ReportData, sections: list[Section]) -> str:
     return _env().get_template("report.html.j2").render(
         run=data.run, model_ref=data.model_ref, sections=sections, images=images, version=__version__,
         created=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data.run.created)),
-        n_points=len(rows), n_failed=sum(not r.ok for r in rows), n_series=len(data.series))
+        n_points=len(rows), n_failed=failed_count(rows), n_series=len(data.series))
 
 
 def write(data: ReportData, sections: list[Section], path: Path) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..files import write_text_atomic
 from ..mdtext import md_code, md_text
-from .data import ReportData
+from .data import ReportData, failed_count
 from .sections import Section, Table
 
 
@@ -35,7 +35,7 @@ def render(data: ReportData, sections: list[Section], out_dir: Path) -> str:
              f"Run {md_code(run.id)}{f' ({md_text(run.name)})' if run.name else ''} · kind {md_text(run.kind)} · "
              f"status {md_text(run.status)} · "
              f"created {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created))} · {len(rows)} points "
-             f"({sum(not r.ok for r in rows)} failed) in {len(data.series)} series", ""]
+             f"({failed_count(rows)}) in {len(data.series)} series", ""]
     for s in sections:
         lines += [f"## {md_text(s.title)}", ""]
         if s.intro:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..findings.labels import INFEASIBLE
 from . import analysis as an
 from .data import ReportData, Row, Series
 from .format import first_line, fmt_int, fmt_mib, fmt_speed
@@ -49,7 +50,7 @@ def points_table(s: Series, native: int | None, flags: dict[int, list[str]] | No
             notes.append(note)
         if r.ok and native and r.n_ctx is not None and r.n_ctx >= native:
             notes.insert(0, "native ctx")
-        status = "ok" if r.ok else f"failed: {r.failure_class or '?'}"
+        status = "ok" if r.ok else "infeasible" if r.failure_class == INFEASIBLE else f"failed: {r.failure_class or '?'}"
         row = [str(r.ncmoe), status, fmt_int(r.n_ctx), fmt_mib(r.vram_mib), split, fmt_mib(r.rss_mib),
                fmt_int(r.prompt_tokens), fmt_speed(r, "pp"), fmt_speed(r, "tg"), ", ".join(notes)]
         if ngl_varies:
@@ -79,7 +80,15 @@ def points_section(section_id: str, s: Series, native: int | None, flags: dict[i
                    tables=[points_table(s, native, flags)])
 
 
+def infeasible_table(data: ReportData) -> Table:
+    t = Table(["series", data.axis, "why"], title="Infeasible combinations (not failures)")
+    for s in data.series:
+        for r in s.infeasible_rows:
+            t.rows.append([s.name, r.x_label, first_line(r.failure_detail)])
+            t.data.append({"series": s.name, "ncmoe": r.ncmoe, "ngl": r.ngl, "failure_class": r.failure_class})
+    return t
+
+
 def failed_section(data: ReportData) -> Section:
-    ft = failed_table(data)
-    return Section("failed", "Failed points", tables=[ft] if ft.rows else [],
-                   absent=None if ft.rows else "no point failed")
+    tables = [t for t in (failed_table(data), infeasible_table(data)) if t.rows]
+    return Section("failed", "Failed points", tables=tables, absent=None if tables else "no point failed")
