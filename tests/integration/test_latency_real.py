@@ -53,6 +53,8 @@ def test_a_cpu_sweep_reports_latency_percentiles_per_point_with_k_x_r(cpu_build,
                 # the client's wall time holds the server's own prompt and generation time; its token gaps are
                 # of the server's per-token time (a gap of another order means the stream was not timed)
                 assert smp.e2e_ms >= 0.99 * (smp.prompt_ms + smp.predicted_ms), smp
+                # llama-server timed every event (timings_per_token): ITL is its clock, not this client's reads
+                assert len(smp.raw["client"]["server_gaps_ms"]) >= 20, smp.raw["client"]
                 per_token = smp.predicted_ms / smp.predicted_n
                 assert 0.2 * per_token <= smp.itl_ms <= 5 * per_token and smp.itl_p95_ms >= smp.itl_ms, smp
             raw = [g for g in p.launch_groups(metrics.get("ttft").field) if g]

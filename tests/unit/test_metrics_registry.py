@@ -128,3 +128,22 @@ def test_the_client_latency_survives_the_store(tmp_path):
         st.record_point(p)
         got = st.points(run)[0].samples[0]
     assert (got.e2e_ms, got.itl_ms, got.itl_p95_ms) == (99.5, 9.25, 20.0)
+
+
+def test_inter_token_gaps_come_from_the_servers_clock_when_its_events_carry_timings():
+    import json
+
+    from llamaforge.llamacpp.server import read_events
+
+    def ev(n_pred: int, ms: float, stop: bool = False) -> bytes:
+        body = {"tokens": [1], "stop": stop, "timings": {"predicted_n": n_pred, "predicted_ms": ms}}
+        return b"data: " + json.dumps(body).encode()
+
+    lines = [ev(1, 10.0), ev(2, 22.0), ev(3, 31.0), ev(4, 45.0, stop=True)]
+    final, client = read_events(lines)     # read all at once: the client's own gaps are ~0
+    assert final["stop"] and client["server_gaps_ms"] == [12.0, 9.0]
+    assert all(g < 5 for g in client["gaps_ms"])
+    from llamaforge.bench.engines.server import _sample
+
+    s = _sample(1, False, {"timings": {"predicted_n": 4, "predicted_ms": 45.0}, "client": client}, 50.0)
+    assert s.itl_ms == 10.5                 # the server's gaps, not the near-zero reads

@@ -83,7 +83,7 @@ def request_record(i: int, variant: str, resp: dict, wall_ms: float) -> dict:
                            "wall_ms": wall_ms, "samplers": gs.get("samplers")}
     client = resp.get("client")
     if isinstance(client, dict):
-        rec["client"] = {k: v for k, v in client.items() if k != "gaps_ms"}   # the start's samples keep those
+        rec["client"] = {k: v for k, v in client.items() if k not in ("gaps_ms", "server_gaps_ms")}   # the start's samples keep those
         first, last = client.get("t_first"), client.get("t_last")
         n_after = int(client.get("n_tokens") or 0) - int(client.get("n_first") or 0)
         if first is not None and last is not None and last > first and n_after > 0:

@@ -393,11 +393,16 @@ def read_events(lines: Any) -> tuple[dict | None, dict]:
     """The final event of a server-sent-event stream of ``/completion`` and what the client saw: the
     arrival times (monotonic s) of the first and the last event that carried tokens, the tokens in the
     first such event and in all of them, and ``gaps_ms``: per later token event, the time since the one
-    before it divided by its tokens (the inter-token latency as the client sees it)."""
+    before it divided by its tokens (the inter-token latency as the client sees it), and ``server_gaps_ms``: the
+    same gaps as llama-server timed them, where its events carry their timings (``timings_per_token``): the
+    generation time between two events over the tokens between them. A client that was not scheduled for a
+    while reads several events at once and sees gaps near 0 between them; the server's own clock does not."""
     final: dict | None = None
     first = last = None
     n_first = n_all = 0
     gaps: list[float] = []
+    server: list[float] = []
+    prev: tuple[float, float] | None = None     # the last event's (predicted_n, predicted_ms)
     for raw in lines:
         line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         if not line.startswith("data:"):
@@ -417,7 +422,15 @@ def read_events(lines: Any) -> tuple[dict | None, dict]:
                 gaps.append(round((now - last) * 1000.0 / n, 3))
             last = now
             n_all += n
+        t = ev.get("timings") if n and not ev.get("stop") else None
+        if isinstance(t, dict) and isinstance(t.get("predicted_n"), int | float) \
+                and isinstance(t.get("predicted_ms"), int | float):
+            cur = (float(t["predicted_n"]), float(t["predicted_ms"]))
+            if prev is not None and cur[0] > prev[0]:
+                server.append(round((cur[1] - prev[1]) / (cur[0] - prev[0]), 3))
+            prev = cur
         if ev.get("stop"):
             final = ev
             break
-    return final, {"t_first": first, "t_last": last, "n_first": n_first, "n_tokens": n_all, "gaps_ms": gaps}
+    return final, {"t_first": first, "t_last": last, "n_first": n_first, "n_tokens": n_all, "gaps_ms": gaps,
+                   "server_gaps_ms": server}

@@ -34,7 +34,7 @@ from .base import MeasureContext, Measurement, PhaseFn, SweepState
 from .fit import fit_params
 
 #: the body fields of a streamed measured request (``plan.stream``)
-STREAMED = {"stream": True}
+STREAMED = {"stream": True, "timings_per_token": True}   # each event with the server's timings: its own ITL clock
 #: what a llama-server whose output parser rejects invalid UTF-8 answers (llama.cpp 78d2f5246 and near it)
 _OUTPUT_PARSE_ERROR = re.compile(r"does not match the expected [\w -]+ format")
 
@@ -108,7 +108,9 @@ def _sample(idx: int, warmup: bool, resp: dict, wall_ms: float | None = None) ->
     t = resp.get("timings") or {}
     raw = {k: v for k, v in resp.items() if k not in ("prompt", "tokens")}  # the prompt echo is large
     client = resp.get("client") if isinstance(resp.get("client"), dict) else None
-    gaps = [g for g in (client or {}).get("gaps_ms") or [] if isinstance(g, int | float)]
+    # inter-token gaps as the server timed them where its events carry timings, else as they arrived here
+    gaps = [g for g in (client or {}).get("server_gaps_ms") or (client or {}).get("gaps_ms") or []
+            if isinstance(g, int | float)]
     return Sample(idx=idx, warmup=warmup, prompt_n=t.get("prompt_n"), prompt_ms=t.get("prompt_ms"),
                   pp_tps=t.get("prompt_per_second"), predicted_n=t.get("predicted_n"),
                   predicted_ms=t.get("predicted_ms"), tg_tps=t.get("predicted_per_second"), raw=raw,
