@@ -93,7 +93,7 @@ def _defines(define: list[str] | None) -> dict[str, str]:
 
 #: ``build``'s help; ``fleet.build`` shows the same texts for the options it passes to every host
 BUILD_HELP = {
-    "backends": "comma-separated: cpu,cuda,vulkan (also hip,sycl,metal: untested)",
+    "backends": "comma-separated: cpu,cuda,vulkan,blas,rpc (also hip,sycl,metal: untested)",
     "pins": "comma-separated pin names or commits; inside a llama.cpp checkout its revisions (branch, tag, sha, HEAD, "
             "WORKTREE; default there: HEAD) (default: the default pin)",
     "source": "a llama.cpp checkout whose revisions --pins names (default: the one you are in)",
