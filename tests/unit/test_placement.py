@@ -101,3 +101,27 @@ def test_compact_names_the_tensors_per_layer_group():
     assert compact(names) == "blk.{4,5}.ffn_{down,gate,up}_exps"
     assert compact(["blk.3.ffn_up_exps.weight"]) == "blk.3.ffn_up_exps"
     assert compact([]) == "none"
+
+
+def test_each_point_gets_its_own_moved_detail_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from llamaforge.bench import placed
+
+    calls = []
+
+    def fake_read_back(build, model_path, spec, threads):
+        calls.append(spec.ncmoe)
+        return {"source": "fake", "tensors": [[f"n{spec.ncmoe}", "CPU"]]}
+
+    monkeypatch.setattr(placed, "_MOVED", {})
+    monkeypatch.setattr(placed, "read_back", fake_read_back)
+    monkeypatch.setattr(placed, "tensor_sizes", lambda _p: _tensors())
+    build = SimpleNamespace(key="k-cpu")
+    facts = ModelFacts(n_layers=8, full_attention_layers=[3, 7])
+    four, eight = place_points("first:4,first:8", None, facts, _tensors())
+    a = placed.moved_detail(build, "m.gguf", four, 2)
+    b = placed.moved_detail(build, "m.gguf", eight, 2)
+    placed.moved_detail(build, "m.gguf", four, 2)          # a second start of the first point: no new read-back
+    assert a["read_back"]["tensors"] == [["n4", "CPU"]] and b["read_back"]["tensors"] == [["n8", "CPU"]]
+    assert a["layers"] == [0, 1, 2, 3] and b["layers"] == list(range(8)) and calls == [4, 8]

@@ -15,7 +15,6 @@ the plain ``-ncmoe N`` series). What a point moved is recorded twice, in ``Point
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,9 @@ from ..models.gguf_info import read_plan
 from ..records import ModelFacts, PointSpec
 from .plan import BuildLike, parse_int_list
 
-#: read-backs made in this process, by build, model file and the point's overrides (one per point, not per start)
-_READ: dict[tuple, dict] = {}
+#: the moved detail of each placed point made in this process, by build, model file and point (once per point,
+#: not per start: the GGUF header is read and llama-fit-params run once)
+_MOVED: dict[tuple, dict] = {}
 
 
 def tensor_sizes(model_path: Path) -> dict[str, int]:
@@ -65,10 +65,7 @@ def planned(spec: PointSpec, tensors: dict[str, int]) -> tuple[list[str], int]:
 
 
 def read_back(build: BuildLike, model_path: Path, spec: PointSpec, threads: int | None) -> dict:
-    """What llama.cpp overrode for this point (``llama-fit-params -v``), once per point in this process."""
-    key = (build.key, str(model_path), spec.ot, spec.ngl)
-    if key in _READ:
-        return _READ[key]
+    """What llama.cpp overrode for this point (``llama-fit-params -v``)."""
     opts = build_options(build)
     if not opts.has_fit_params:
         return {"source": None, "why": "this build has no llama-fit-params (llama.cpp before Dec 2025): not read back"}
@@ -83,31 +80,21 @@ def read_back(build: BuildLike, model_path: Path, spec: PointSpec, threads: int 
                            "mib": round(sum(m.mib for m in moved), 1)}
     if not res.ok and not moved:
         out = {"source": None, "why": f"llama-fit-params -v failed (exit {res.returncode}): not read back"}
-    _READ[key] = out
     return out
 
 
 def moved_detail(build: BuildLike, model_path: Path, spec: PointSpec, threads: int | None) -> dict:
-    """``PointDetail.moved`` of a placed point; raises PointFailure when llama.cpp moved nothing."""
-    names, nbytes = planned(spec, tensor_sizes(model_path))
-    back = read_back(build, model_path, spec, threads) if names else {"source": None, "why": "nothing to move"}
-    detail = {"strategy": spec.place, "layers": sorted(placement.layers_of(names)), "tensors": names,
-              "bytes": nbytes, "read_back": back}
+    """``PointDetail.moved`` of a placed point, made once per point in this process; raises PointFailure when
+    llama.cpp moved nothing."""
+    key = (build.key, str(model_path), spec, threads)
+    if key not in _MOVED:
+        names, nbytes = planned(spec, tensor_sizes(model_path))
+        back = read_back(build, model_path, spec, threads) if names else {"source": None, "why": "nothing to move"}
+        _MOVED[key] = {"strategy": spec.place, "layers": sorted(placement.layers_of(names)), "tensors": names,
+                       "bytes": nbytes, "read_back": back}
+    detail = _MOVED[key]
+    back = detail["read_back"]
     if back.get("source") and not back.get("tensors"):
         raise PointFailure("error", f"--place {spec.place}: llama.cpp moved 0 tensors (its load log lists no "
                            "override); the strategy's -ot patterns match nothing it loads")
-    return detail
-
-
-def layer_map(n_layers: int, full_attention: Sequence[int], rows: dict[str, Sequence[int]]) -> list[str]:
-    """The model's layers as a text grid: which are full attention (``F``; linear attention ``·``) and, per
-    strategy, whose experts it moves (``●``)."""
-    width = max([len("full attention"), *(len(k) for k in rows)])
-    head = " ".join(f"{i % 10}" for i in range(n_layers))
-    full = set(full_attention)
-    lines = [f"{'layer (mod 10)':<{width}}  {head}",
-             f"{'full attention':<{width}}  " + " ".join("F" if i in full else "·" for i in range(n_layers))]
-    for name, layers in rows.items():
-        s = set(layers)
-        lines.append(f"{name:<{width}}  " + " ".join("●" if i in s else "·" for i in range(n_layers)))
-    return lines
+    return {**detail}
